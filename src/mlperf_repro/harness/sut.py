@@ -1,0 +1,58 @@
+"""The LLM system under test: LoadGen queries in, backend requests out, token responses back.
+
+Reporting follows LoadGen's token-latency contract: ``FirstTokenComplete`` with the first
+token when it exists (Server/Interactive), then ``QuerySamplesComplete`` with the FULL
+output (first token included, ``n_tokens == len(data)``) as int32, which TEST06 verifies.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..backends import Request
+from .dataset import TokenDataset
+
+
+class LlmSut:
+    def __init__(self, dataset: TokenDataset, *, report_first_token: bool) -> None:
+        import mlperf_loadgen as lg
+
+        self.lg = lg
+        self.dataset = dataset
+        self.report_first_token = report_first_token
+        self.backend = None
+        self._lock = threading.Lock()
+        self.completed = 0
+        self.single_token_outputs = 0
+        self.generated_tokens = 0
+
+    def attach(self, backend) -> None:
+        self.backend = backend
+
+    # -- LoadGen callbacks ---------------------------------------------------------
+    def issue_queries(self, query_samples) -> None:
+        self.backend.submit([Request(q.id, self.dataset.prompts[q.index]) for q in query_samples])
+
+    def flush_queries(self) -> None:
+        """Nothing is buffered on our side: every query is in the engine already."""
+
+    # -- backend callbacks ---------------------------------------------------------
+    def first_token(self, request_id: int, token_id: int) -> None:
+        data = np.array([token_id], dtype=np.int32)
+        self.lg.FirstTokenComplete([self.lg.QuerySampleResponse(request_id, data.ctypes.data, data.nbytes, 1)])
+
+    def complete(self, request_id: int, token_ids: list[int]) -> None:
+        data = np.asarray(token_ids, dtype=np.int32)
+        with self._lock:
+            self.completed += 1
+            self.generated_tokens += len(token_ids)
+            if len(token_ids) < 2:
+                # LoadGen logs an error for n_tokens <= 1 (TPOT is undefined); count it so
+                # the run record says why the log carries errors.
+                self.single_token_outputs += 1
+        # `data` stays referenced until LoadGen has copied it.
+        self.lg.QuerySamplesComplete(
+            [self.lg.QuerySampleResponse(request_id, data.ctypes.data, data.nbytes, len(token_ids))]
+        )
