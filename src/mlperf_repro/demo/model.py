@@ -140,8 +140,9 @@ def train(model, encoded, spec: DemoModelSpec, log=print) -> list[float]:
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         if step % 25 == 0 or step == spec.train_steps - 1:
-            curve.append(round(float(loss), 4))
-            log(f"step {step:4d} loss {float(loss):.4f} ({time.time() - started:.0f} s)")
+            value = loss.item()
+            curve.append(round(value, 4))
+            log(f"step {step:4d} loss {value:.4f} ({time.time() - started:.0f} s)")
     model.eval()
     return curve
 

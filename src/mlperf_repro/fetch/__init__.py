@@ -38,8 +38,10 @@ __all__ = [
     "MANIFEST_NAME",
     "RECORD_NAME",
     "STATUS_UNVERIFIED",
+    "STATUS_BUILT",
     "STATUS_VERIFIED",
     "acquire",
+    "record_built",
     "read_manifest",
     "redact_url",
     "verify_dir",
@@ -226,3 +228,22 @@ def _publish(files_dir: Path, dest_dir: Path, staging: Path) -> None:
     if dest_dir.exists():
         os.rename(dest_dir, staging / "previous")  # removed with the staging dir
     os.rename(files_dir, dest_dir)
+
+
+STATUS_BUILT = "built locally (deterministic from seed)"
+
+
+def record_built(dest_dir: str | Path, source: str, details: dict[str, Any]) -> dict[str, Any]:
+    """Give a locally built artifact the same manifest.sha256 + ACQUIRED.json an acquired one
+    has, so downstream stages verify both kinds the same way (``verify_dir``)."""
+    dest_dir = Path(dest_dir)
+    hashes = payload_hashes(dest_dir)
+    record: dict[str, Any] = {
+        "source": source,
+        "scheme": "builtin",
+        "status": STATUS_BUILT,
+        "files": file_entries(dest_dir, hashes),
+        "build": details,
+    }
+    write_record(dest_dir, record, hashes)
+    return record

@@ -15,6 +15,8 @@ MANIFEST_NAME = "manifest.sha256"
 RECORD_NAME = "ACQUIRED.json"
 # Files acquire() writes itself; never part of the payload and never "extra".
 OWN_FILES = frozenset({MANIFEST_NAME, RECORD_NAME})
+# Snakemake drops this marker into every directory() output; it is not part of the artifact.
+WORKFLOW_MARKERS = frozenset({".snakemake_timestamp"})
 
 STATUS_VERIFIED = "verified"
 STATUS_UNVERIFIED = "unverified (trust on first use)"
@@ -133,7 +135,7 @@ def compare(
 
 def payload_hashes(root: Path) -> dict[str, str]:
     """Hashes of everything under root except the files the acquire stage writes itself."""
-    return {p: h for p, h in sha256_tree(root).items() if p not in OWN_FILES}
+    return {p: h for p, h in sha256_tree(root).items() if p not in OWN_FILES and p not in WORKFLOW_MARKERS}
 
 
 def file_entries(root: Path, hashes: dict[str, str]) -> list[dict[str, Any]]:

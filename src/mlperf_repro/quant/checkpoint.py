@@ -79,7 +79,9 @@ _WEIGHT_FILE_SUFFIXES = (".safetensors",)
 # Files never copied to the outputs: weights in other formats (they would shadow or
 # duplicate the quantized ones) and the index / config files that we rewrite ourselves.
 _SKIP_COPY_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".safetensors")
-_SKIP_COPY_NAMES = {"config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"}
+# Model-level files the writer regenerates, and the acquire stage's own records.
+_SKIP_COPY_NAMES = {"config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json",
+                    "manifest.sha256", "ACQUIRED.json", "quant_manifest.json"}
 _INDEX_NAME = "model.safetensors.index.json"
 _ST_METADATA = {"format": "pt"}  # what transformers' save_pretrained writes
 

@@ -1,0 +1,35 @@
+# One config in, one MLPerf Inference submission out. This file only wires stages
+# together; the logic lives in src/mlperf_repro, the stages in workflow/rules/.
+from snakemake.utils import min_version
+
+min_version("9.20")
+
+
+# The embedded default config, unless --configfile names the one config to use (it
+# replaces the default rather than being merged into it, so no stray key survives).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/acquire.smk"
+include: "workflow/rules/quantize.smk"
+include: "workflow/rules/run.smk"
+include: "workflow/rules/accuracy.smk"
+include: "workflow/rules/package.smk"
+include: "workflow/rules/check.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/submission.tar.gz",
+        "results/check/report.txt",
+        "results/report/summary.md",
+
+
+onsuccess:
+    print_summary("results/report/summary.md")

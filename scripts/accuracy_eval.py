@@ -1,0 +1,20 @@
+"""Score one accuracy run: accuracy.txt (checker format) and accuracy.json (verdict)."""
+from mlperf_repro.accuracy.stage import accuracy_job
+from mlperf_repro.stage import optional_input, run
+
+
+def main(smk):
+    accuracy_job(
+        run_dir=smk.input.run,
+        dataset_file=smk.params.dataset_file,
+        tokenizer_dir=smk.input.tokenizer,
+        evaluator=smk.params.evaluator,
+        targets=smk.params.targets,
+        reference_path=optional_input(smk, "reference"),
+        out_txt=smk.output.txt,
+        out_json=smk.output.json,
+    )
+
+
+if __name__ == "__main__":
+    run(snakemake, main)  # noqa: F821 - injected by Snakemake

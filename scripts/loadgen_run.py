@@ -1,0 +1,23 @@
+"""One LoadGen test (performance or accuracy) in this process."""
+from mlperf_repro.harness.jobs import loadgen_job
+from mlperf_repro.stage import run
+
+
+def main(smk):
+    loadgen_job(
+        model_dir=smk.input.model,
+        dataset_dir=smk.input.dataset,
+        dataset_file=smk.params.dataset_file,
+        user_conf=smk.input.user_conf,
+        out_dir=smk.output.run,
+        loadgen_model=smk.params.loadgen_model,
+        loadgen_scenario=smk.params.loadgen_scenario,
+        mode=smk.wildcards.mode,
+        performance_sample_count=smk.params.performance_sample_count,
+        generation=smk.params.generation,
+        engine=smk.params.engine,
+    )
+
+
+if __name__ == "__main__":
+    run(snakemake, main)  # noqa: F821 - injected by Snakemake

@@ -1,0 +1,12 @@
+"""Assemble the submission tree results/submission/."""
+from mlperf_repro.package.tree import build_submission
+from mlperf_repro.plan import Plan
+from mlperf_repro.stage import run
+
+
+def main(smk):
+    build_submission(Plan(smk.config), smk.output.tree, smk.params.code_root)
+
+
+if __name__ == "__main__":
+    run(snakemake, main)  # noqa: F821 - injected by Snakemake

@@ -1,0 +1,19 @@
+"""Accuracy of the unquantized model on this system (the baseline for measured targets)."""
+from mlperf_repro.harness.jobs import reference_accuracy_job
+from mlperf_repro.stage import run
+
+
+def main(smk):
+    reference_accuracy_job(
+        model_dir=smk.input.model,
+        dataset_dir=smk.input.dataset,
+        dataset_file=smk.params.dataset_file,
+        out_path=smk.output[0],
+        generation=smk.params.generation,
+        engine=smk.params.engine,
+        evaluator=smk.params.evaluator,
+    )
+
+
+if __name__ == "__main__":
+    run(snakemake, main)  # noqa: F821 - injected by Snakemake

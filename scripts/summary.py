@@ -1,0 +1,12 @@
+"""Write the summary table (results/report/summary.{csv,md})."""
+from mlperf_repro.plan import Plan
+from mlperf_repro.report.summary import summary_job
+from mlperf_repro.stage import run
+
+
+def main(smk):
+    summary_job(Plan(smk.config), smk.input.check, smk.output.csv, smk.output.md)
+
+
+if __name__ == "__main__":
+    run(snakemake, main)  # noqa: F821 - injected by Snakemake

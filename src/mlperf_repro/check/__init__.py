@@ -1,0 +1,1 @@
+"""Our own submission checker: stricter than MLCommons' (see the DESIGN notes on its gaps)."""

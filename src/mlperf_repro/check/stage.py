@@ -1,0 +1,30 @@
+"""The check stage: run every check on the packaged tree and write a report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..benchmarks import load_round
+from .tree import check_tree
+
+
+def check_job(tree: str, round_name: str, out_txt: str, out_json: str) -> int:
+    findings = check_tree(tree, load_round(round_name))
+    errors = [f for f in findings if f.severity == "error"]
+    not_submittable = (Path(tree) / "NOT_SUBMITTABLE.md").is_file()
+    status = "PASS" if not errors else "FAIL"
+    header = [
+        f"mlperf-repro check of {tree} against the {round_name} rules",
+        f"result: {status} ({len(errors)} error(s), {len(findings) - len(errors)} warning(s))",
+    ]
+    if not_submittable:
+        header.append("marking: NOT SUBMITTABLE (test scale)")
+    Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_txt).write_text("\n".join(header + [""] + [f.line() for f in findings]) + "\n")
+    Path(out_json).write_text(json.dumps({
+        "status": status,
+        "not_submittable": not_submittable,
+        "findings": [f.__dict__ for f in findings],
+    }, indent=2) + "\n")
+    return len(errors)

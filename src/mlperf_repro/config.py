@@ -1,0 +1,217 @@
+"""Config loading and validation.
+
+The JSON Schema (workflow/schemas/config.schema.yaml) checks shape, types and allowed
+values and fills defaults; :func:`check_references` checks what a schema cannot express
+(names that must refer to other entries, round rules). Every problem becomes one line
+naming the key path and what is allowed, collected into a single :class:`UserError`.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from .benchmarks import load_round
+from .errors import UserError
+
+BUILTIN_MODEL_KINDS = ("tiny-llama",)
+BUILTIN_DATASET_KINDS = ("openorca-synthetic",)
+
+
+def load_yaml(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"config file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"config file {path} is not valid YAML: {exc}") from None
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _with_defaults(validator_class):
+    """A validator that also writes each property's ``default`` into the instance."""
+    from jsonschema import validators
+
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema and name not in instance:
+                    instance[name] = copy.deepcopy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _describe(error) -> str:
+    """One line: where, what is wrong, what is allowed."""
+    path = list(error.absolute_path)
+    where = key_path(path)
+    value = error.instance
+    kind = error.validator
+    hint = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if kind == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(value) - set(allowed)) if isinstance(value, dict) else []
+        unknown = ", ".join(repr(k) for k in extra)
+        where_extra = key_path(path + [extra[0]]) if len(extra) == 1 else where
+        if allowed:
+            return f"{where_extra}: unknown key {unknown}; allowed keys here: {', '.join(allowed)}"
+        return f"{where_extra}: unknown key {unknown}"
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        return f"{key_path(path + [missing])}: required key is missing"
+    if kind == "propertyNames":
+        return f"{where}: {error.message}"
+    if kind == "enum":
+        return f"{where}: {value!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+    if kind == "const":
+        return f"{where}: {value!r} is not allowed; expected {error.validator_value!r}"
+    if kind == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return f"{where}: must be of type {expected}, got {type(value).__name__} {value!r}"
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minLength",
+                "minProperties"):
+        text = {
+            "minimum": f"must be >= {error.validator_value}",
+            "exclusiveMinimum": f"must be > {error.validator_value}",
+            "maximum": f"must be <= {error.validator_value}",
+            "exclusiveMaximum": f"must be < {error.validator_value}",
+            "multipleOf": f"must be a multiple of {error.validator_value}",
+            "minLength": "must not be empty",
+            "minProperties": f"needs at least {error.validator_value} entr{'y' if error.validator_value == 1 else 'ies'}",
+        }[kind]
+        return f"{where}: {text} (got {value!r})"
+    if kind == "pattern":
+        suffix = f" ({hint})" if hint else ""
+        return f"{where}: {value!r} does not have the expected form{suffix}"
+    if kind == "oneOf":
+        suffix = f" ({hint})" if hint else ""
+        return f"{where}: {value!r} is not allowed{suffix}"
+    return f"{where}: {error.message}"
+
+
+def validate_schema(config: dict, schema: dict) -> list[str]:
+    from jsonschema import Draft202012Validator
+
+    validator = _with_defaults(Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    # Nested problems inside a oneOf are reported by the oneOf line itself.
+    return list(dict.fromkeys(_describe(e) for e in errors))
+
+
+def _source_kind(source: str) -> str:
+    return source.split(":", 1)[0]
+
+
+def check_references(config: dict) -> list[str]:
+    """Cross-key rules: names that must exist, round rules, division rules."""
+    problems: list[str] = []
+    try:
+        rules = load_round(config["round"])
+    except UserError as exc:
+        return [f"round: {exc}"]
+    models, datasets = config["models"], config["datasets"]
+    quantization = config.get("quantization") or {}
+    test_scale = (config.get("test_scale") or {}).get("enabled", False)
+    closed = config["division"] == "closed"
+
+    for kind, entries, builtins in (("models", models, BUILTIN_MODEL_KINDS), ("datasets", datasets, BUILTIN_DATASET_KINDS)):
+        for name, entry in entries.items():
+            source = entry["source"]
+            if source.startswith("builtin:"):
+                builtin = source.split(":", 1)[1]
+                if builtin not in builtins:
+                    problems.append(f"{kind}.{name}.source: unknown builtin '{builtin}'; allowed: "
+                                    + ", ".join(f"builtin:{b}" for b in builtins))
+            elif not (entry.get("sha256") or entry.get("sha256_manifest") or entry.get("allow_unverified")):
+                problems.append(f"{kind}.{name}: no checksums; add sha256 (file -> hash) or sha256_manifest "
+                                f"(or allow_unverified: true to record hashes on first use)")
+            if source.startswith("hf://") and "@" not in source:
+                problems.append(f"{kind}.{name}.source: pin a revision: hf://org/name@<commit>")
+            if "builtin" in entry and not source.startswith("builtin:"):
+                problems.append(f"{kind}.{name}.builtin: only used with a builtin: source")
+    for name, entry in datasets.items():
+        builtin_model = (entry.get("builtin") or {}).get("model")
+        if entry["source"].startswith("builtin:"):
+            if builtin_model is None:
+                problems.append(f"datasets.{name}.builtin.model: required for builtin datasets "
+                                f"(the model whose tokenizer tokenises the prompts); known models: {', '.join(models)}")
+            elif builtin_model not in models:
+                problems.append(f"datasets.{name}.builtin.model: '{builtin_model}' is not a models entry; "
+                                f"known: {', '.join(models)}")
+
+    for name, bench in config["benchmarks"].items():
+        where = f"benchmarks.{name}"
+        official = bench["mlperf_benchmark"]
+        if official not in rules.benchmark_names:
+            problems.append(f"{where}.mlperf_benchmark: '{official}' is not a {rules.name} benchmark; "
+                            f"allowed: {', '.join(rules.benchmark_names)}")
+        if bench["model"] not in models:
+            problems.append(f"{where}.model: '{bench['model']}' is not a models entry; known: {', '.join(models)}")
+        if bench["dataset"] not in datasets:
+            problems.append(f"{where}.dataset: '{bench['dataset']}' is not a datasets entry; known: {', '.join(datasets)}")
+        recipe = bench.get("quantization")
+        if recipe is not None and recipe not in quantization:
+            known = ", ".join(quantization) or "none defined"
+            problems.append(f"{where}.quantization: '{recipe}' is not a quantization entry; known: {known}")
+        if bench.get("accuracy_target") == "measured" and recipe is None:
+            problems.append(f"{where}.accuracy_target: 'measured' compares against the unquantized model, "
+                            f"so it needs a quantization recipe; use 'reference' instead")
+        if closed:
+            if name != official:
+                problems.append(f"{where}: in the closed division the result name must be the benchmark "
+                                f"name '{official}'")
+            if bench.get("accuracy_target") == "measured":
+                problems.append(f"{where}.accuracy_target: the closed division uses the round's reference targets; "
+                                f"set it to 'reference'")
+
+    for system, entry in config["systems"].items():
+        for bench_name, scenarios in entry["benchmarks"].items():
+            where = f"systems.{system}.benchmarks.{bench_name}"
+            bench = config["benchmarks"].get(bench_name)
+            if bench is None:
+                problems.append(f"{where}: '{bench_name}' is not a benchmarks entry; known: "
+                                f"{', '.join(config['benchmarks'])}")
+                continue
+            if bench["mlperf_benchmark"] not in rules.benchmark_names:
+                continue
+            facts = rules.benchmark(bench["mlperf_benchmark"])
+            for scenario in scenarios:
+                if scenario not in facts.scenarios:
+                    problems.append(f"{where}.{scenario}: {bench['mlperf_benchmark']} has no {scenario} scenario; "
+                                    f"allowed: {', '.join(facts.scenarios)}")
+            if closed:
+                missing = [s for s in facts.required_scenarios if s not in scenarios]
+                if missing:
+                    problems.append(f"{where}: the closed division requires scenario(s) {', '.join(missing)}")
+        if closed and test_scale:
+            problems.append("test_scale.enabled: test-scale runs cannot form a closed submission; "
+                            "set division: open or disable test_scale")
+    return problems
+
+
+def validate_config(config: dict, schema_path: str | Path) -> dict:
+    """Validate in place (filling defaults) and return the config; raise one UserError listing every problem."""
+    if not isinstance(config, dict) or not config:
+        raise UserError("the config is empty; start from config/config.yaml")
+    schema = load_yaml(schema_path)
+    problems = validate_schema(config, schema)
+    if not problems:
+        problems = check_references(config)
+    if problems:
+        plural = "s" if len(problems) > 1 else ""
+        raise UserError(f"invalid config ({len(problems)} problem{plural}):\n  " + "\n  ".join(problems))
+    return config

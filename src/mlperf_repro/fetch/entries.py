@@ -1,0 +1,77 @@
+"""The acquire stage for one config entry (models.<name> or datasets.<name>).
+
+``builtin:`` sources are built here (the demo model and dataset); every other source is
+fetched and verified by :func:`mlperf_repro.fetch.acquire`. Either way the folder ends up
+with manifest.sha256 + ACQUIRED.json and a record is written for provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from . import acquire, record_built, verify_dir
+
+
+def _write_json(path: str | Path, data: dict[str, Any]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _fetch(entry: dict[str, Any], dest_dir: Path) -> dict[str, Any]:
+    return acquire(
+        entry["source"],
+        dest_dir,
+        sha256=entry.get("sha256"),
+        manifest=entry.get("sha256_manifest"),
+        allow_unverified=entry.get("allow_unverified", False),
+    )
+
+
+def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path) -> dict[str, Any]:
+    dest_dir = Path(dest_dir)
+    if entry["source"] == "builtin:tiny-llama":
+        from ..accuracy.llama2 import postprocess_text
+        from ..accuracy.rouge import rouge_scores
+        from ..demo.model import DemoModelSpec, build_and_train
+
+        spec = DemoModelSpec(**(entry.get("builtin") or {}))
+        if dest_dir.exists():
+            shutil.rmtree(dest_dir)
+        report = build_and_train(dest_dir, spec, rouge=lambda p, r: rouge_scores(*postprocess_text(p, r), workers=1))
+        record = record_built(dest_dir, entry["source"], report)
+    else:
+        record = _fetch(entry, dest_dir)
+    _write_json(record_path, record)
+    return record
+
+
+def acquire_dataset_entry(
+    entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path, tokenizer_dir: str | Path | None
+) -> dict[str, Any]:
+    dest_dir = Path(dest_dir)
+    if entry["source"] == "builtin:openorca-synthetic":
+        from transformers import AutoTokenizer
+
+        from ..demo.dataset import build_dataset
+
+        verify_dir(tokenizer_dir)
+        builtin = entry.get("builtin") or {}
+        if dest_dir.exists():
+            shutil.rmtree(dest_dir)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        samples = build_dataset(dest_dir / entry["file"], tokenizer,
+                                samples=builtin.get("samples", 256), seed=builtin.get("seed", 7))
+        record = record_built(dest_dir, entry["source"], {"samples": samples, "tokenizer": str(tokenizer_dir), **builtin})
+    else:
+        record = _fetch(entry, dest_dir)
+    if not (dest_dir / entry["file"]).is_file():
+        from ..errors import UserError
+
+        raise UserError(f"dataset {dest_dir} has no file '{entry['file']}' (datasets.<name>.file); "
+                        f"it contains: {', '.join(sorted(p.name for p in dest_dir.iterdir()))}")
+    _write_json(record_path, record)
+    return record

@@ -1,0 +1,125 @@
+"""Entry points for the run stage: one LoadGen test, and the unquantized reference run."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import provenance
+from ..backends import GenerationSettings, make_backend
+from ..fetch import verify_dir
+from ..stage import apply_env
+from .dataset import load_token_dataset
+from .run import LoadgenTest, run_loadgen_test
+
+
+def loadgen_job(
+    *,
+    model_dir: str,
+    dataset_dir: str,
+    dataset_file: str,
+    user_conf: str,
+    out_dir: str,
+    loadgen_model: str,
+    loadgen_scenario: str,
+    mode: str,
+    performance_sample_count: int,
+    generation: dict[str, Any],
+    engine: dict[str, Any],
+    audit_config: str | None = None,
+) -> dict[str, Any]:
+    apply_env(engine.get("env", {}))
+    verify_dir(dataset_dir)
+    dataset = load_token_dataset(dataset_file)
+    settings = GenerationSettings(**generation)
+    stream = loadgen_scenario != "Offline"
+
+    def factory(sut):
+        return make_backend(
+            engine["backend"],
+            model_path=model_dir,
+            engine_args=engine.get("engine_args", {}),
+            generation=settings,
+            stream=stream,
+            on_first_token=sut.first_token if stream else None,
+            on_complete=sut.complete,
+        )
+
+    test = LoadgenTest(
+        user_conf=Path(user_conf),
+        loadgen_model=loadgen_model,
+        loadgen_scenario=loadgen_scenario,
+        mode=mode,
+        out_dir=Path(out_dir),
+        performance_sample_count=performance_sample_count,
+        audit_config=Path(audit_config) if audit_config else None,
+    )
+    record = run_loadgen_test(test, dataset, factory)
+    prov = provenance.collect(
+        engine=engine,
+        generation=generation,
+        model_dir=model_dir,
+        model_manifest_sha256=_manifest_hash(model_dir),
+        dataset_file=dataset_file,
+        dataset_manifest_sha256=_manifest_hash(dataset_dir),
+        user_conf=Path(user_conf).read_text(),
+    )
+    (Path(out_dir) / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
+    return record
+
+
+def _manifest_hash(directory: str) -> str | None:
+    from ..hashing import sha256_file
+
+    for name in ("manifest.sha256", "quant_manifest.json"):
+        path = Path(directory) / name
+        if path.is_file():
+            return sha256_file(path)
+    return None
+
+
+def reference_accuracy_job(
+    *,
+    model_dir: str,
+    dataset_dir: str,
+    dataset_file: str,
+    out_path: str,
+    generation: dict[str, Any],
+    engine: dict[str, Any],
+    evaluator: str,
+) -> dict[str, Any]:
+    """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed)."""
+    apply_env(engine.get("env", {}))
+    verify_dir(model_dir)
+    verify_dir(dataset_dir)
+    if evaluator != "llama2-rouge":
+        from ..errors import UserError
+
+        raise UserError(f"a measured accuracy reference is not implemented for evaluator '{evaluator}'")
+    from ..accuracy.llama2 import evaluate_llama2
+    from ..backends.vllm_engine import create_llm, sampling_params
+
+    dataset = load_token_dataset(dataset_file)
+    started = time.time()
+    llm = create_llm(model_dir, engine.get("engine_args", {}))
+    outputs = llm.generate(
+        [{"prompt_token_ids": p} for p in dataset.prompts],
+        sampling_params(GenerationSettings(**generation), stream=False),
+        use_tqdm=False,
+    )
+    import numpy as np
+
+    entries = [(i, np.asarray(o.outputs[0].token_ids, dtype=np.int32)) for i, o in enumerate(outputs)]
+    result = evaluate_llama2(entries, dataset.references, llm.get_tokenizer())
+    record = {
+        "model_dir": model_dir,
+        "samples": len(entries),
+        "metrics": result,
+        "seconds": round(time.time() - started, 1),
+        "provenance": provenance.collect(engine=engine, generation=generation),
+    }
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record

@@ -1,0 +1,1 @@
+"""Packaging: the official v6.0 submission tree and a byte-reproducible tarball."""

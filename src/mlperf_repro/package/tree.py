@@ -1,0 +1,168 @@
+"""Assemble the v6.0 submission tree from the workflow's outputs.
+
+Layout (MLCommons v6.0): ``<division>/<submitter>/{systems,src,documentation,results}``
+with measurements and compliance folders inside each
+``results/<system>/<benchmark>/<scenario>/``. Performance logs go to
+``performance/run_1``; the accuracy log is truncated (original kept under results/runs).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import UserError
+from ..loadgen_logs import read_detail
+from ..plan import Plan
+from .readme import scenario_readme
+from .systems import system_description
+from .truncate import hash_line, write_truncated_log
+
+LOG_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
+ACCURACY_LOG = "mlperf_log_accuracy.json"
+# What of this repository goes into <submitter>/src: the code that ran.
+CODE_ITEMS = ("Snakefile", "README.md", "pyproject.toml", "install.sh", "workflow", "scripts", "src", "envs",
+              "profiles", "config")
+IGNORED = shutil.ignore_patterns("__pycache__", ".*", "*.pyc", "*.egg-info")
+NOT_SUBMITTABLE_NOTE = """# NOT SUBMITTABLE
+
+This tree was produced with `test_scale.enabled: true`: shortened runs on reduced sample
+counts, for demonstrating and testing the pipeline. Its results are not MLPerf results
+and must not be submitted or published as such. Disable `test_scale` in the config and
+rerun to produce a submittable tree.
+"""
+
+
+def _json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    if not src.is_file():
+        raise UserError(f"{src} is missing; rerun the stage that produces it")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+
+
+def measurements(plan: Plan, benchmark: str) -> dict[str, Any]:
+    bench = plan.benchmark_cfg(benchmark)
+    model_cfg = plan.config["models"][bench["model"]]
+    recipe_name = bench.get("quantization")
+    recipe = (plan.config.get("quantization") or {}).get(recipe_name) if recipe_name else None
+    if recipe:
+        weight_types = "mxfp4"
+        transformations = (f"post-training quantization to MXFP4 ({recipe['scheme']}, OCP MX E2M1 with E8M0 scales "
+                           f"per 32 values, scale mode {recipe.get('scale_mode', 'even')}), project codec; "
+                           f"excluded: {', '.join(recipe.get('exclude', []))}")
+    else:
+        weight_types = "bf16"
+        transformations = "none"
+    data = {
+        "input_data_types": "int32 (token ids)",
+        "retraining": "No",
+        "starting_weights_filename": f"{bench['model']} ({model_cfg['source']})",
+        "weight_data_types": weight_types,
+        "weight_transformations": transformations,
+    }
+    if not plan.submittable:
+        data["notes"] = "TEST SCALE - NOT SUBMITTABLE"
+    return data
+
+
+def _system_provenance(plan: Plan, system: str) -> dict[str, Any]:
+    for job in plan.jobs:
+        if job.system == system:
+            path = Path(plan.run_dir(system, job.benchmark, job.scenario, "performance")) / "provenance.json"
+            if path.is_file():
+                return json.loads(path.read_text())
+    return {}
+
+
+def _copy_code(code_root: Path, dest: Path, config: dict[str, Any]) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in CODE_ITEMS:
+        src = code_root / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, ignore=IGNORED)
+        elif src.is_file():
+            shutil.copyfile(src, dest / item)
+    # The exact (validated, defaults filled) config this tree came from.
+    (dest / "config_used.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # The checker rejects empty folders (a checkout can hold some that git does not track).
+    for folder in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _calibration_doc(plan: Plan) -> str:
+    lines = ["# Quantization and calibration", ""]
+    pairs = plan.quantized_models
+    if not pairs:
+        return "\n".join(lines + ["No quantization: models are served as acquired.", ""])
+    for model, recipe_name in pairs:
+        manifest_path = Path(plan.quantized_dir(model, recipe_name)) / "quant_manifest.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+        recipe = plan.config["quantization"][recipe_name]
+        lines += [
+            f"## {model} with recipe `{recipe_name}`", "",
+            f"- Scheme: `{recipe['scheme']}` (OCP Microscaling MXFP4: E2M1 elements, one E8M0 scale per 32 "
+            f"values along the input dimension, two elements per byte, low nibble first).",
+            f"- Scale selection: `{recipe.get('scale_mode', 'even')}`; rounding: round-to-nearest-even; saturation at ±6.",
+            f"- Excluded modules: {', '.join(recipe.get('exclude', [])) or 'none'}.",
+            "- Calibration data: none. MXFP4 weight scales are computed from the weights alone and MXFP4 "
+            "activation scales (W4A4) dynamically per block at run time.",
+            f"- Codec: `{manifest.get('codec_version', '?')}` (this repository, src/mlperf_repro/quant).",
+        ]
+        error = manifest.get("logit_error")
+        if error:
+            lines.append(f"- Logit error vs the unquantized model on fixed inputs: {json.dumps(error, sort_keys=True)}.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> Path:
+    root = Path(out_dir)
+    if root.exists():
+        shutil.rmtree(root)
+    base = root / plan.division / plan.submitter
+    base.mkdir(parents=True)
+    if not plan.submittable:
+        (root / "NOT_SUBMITTABLE.md").write_text(NOT_SUBMITTABLE_NOTE)
+
+    for system in plan.systems:
+        desc = system_description(plan.system_cfg(system)["description"], division=plan.division,
+                                  submitter=plan.submitter, provenance=_system_provenance(plan, system),
+                                  test_scale=not plan.submittable)
+        _json(base / "systems" / f"{system}.json", desc)
+
+    _copy_code(Path(code_root), base / "src", plan.config)
+    (base / "documentation").mkdir()
+    (base / "documentation" / "calibration.md").write_text(_calibration_doc(plan))
+    mapping = plan.model_mapping()
+    if mapping:
+        _json(base / "model_mapping.json", mapping)
+
+    for job in plan.jobs:
+        scenario_dir = base / "results" / job.system / job.benchmark / job.scenario
+        perf = Path(plan.run_dir(job.system, job.benchmark, job.scenario, "performance"))
+        acc = Path(plan.run_dir(job.system, job.benchmark, job.scenario, "accuracy"))
+        acc_eval = Path(plan.accuracy_dir(job.system, job.benchmark, job.scenario))
+        _copy(Path(plan.user_conf_path(job.system, job.benchmark, job.scenario)), scenario_dir / "user.conf")
+        _json(scenario_dir / "measurements.json", measurements(plan, job.benchmark))
+        for name in LOG_FILES + (ACCURACY_LOG,):
+            _copy(perf / name, scenario_dir / "performance" / "run_1" / name)
+        for name in LOG_FILES:
+            _copy(acc / name, scenario_dir / "accuracy" / name)
+        digest = write_truncated_log(acc / ACCURACY_LOG, scenario_dir / "accuracy" / ACCURACY_LOG)
+        accuracy_txt = (acc_eval / "accuracy.txt").read_text()
+        (scenario_dir / "accuracy" / "accuracy.txt").write_text(accuracy_txt + hash_line(digest))
+        verdict = json.loads((acc_eval / "accuracy.json").read_text())
+        (scenario_dir / "README.md").write_text(
+            scenario_readme(plan, job, read_detail(perf / "mlperf_log_detail.txt"), verdict)
+        )
+    return root

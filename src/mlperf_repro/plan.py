@@ -1,0 +1,237 @@
+"""What the workflow will produce, derived from the validated config.
+
+The Snakefile asks this module for wildcard values, file paths and per-job parameters,
+so the rules stay declarative and every decision here is unit-testable without Snakemake.
+Paths are relative to the workflow's working directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from .backends import GenerationSettings
+from .benchmarks import Benchmark, Round, load_round
+from .userconf import render_user_conf, user_conf_settings
+
+MODES = ("performance", "accuracy")
+
+
+@dataclass(frozen=True)
+class Job:
+    system: str
+    benchmark: str
+    scenario: str
+
+
+class Plan:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+    # -- basics --------------------------------------------------------------------
+    @cached_property
+    def rules(self) -> Round:
+        return load_round(self.config["round"])
+
+    @property
+    def division(self) -> str:
+        return self.config["division"]
+
+    @property
+    def submitter(self) -> str:
+        return self.config["submitter"]
+
+    @property
+    def test_scale(self) -> dict[str, Any] | None:
+        scale = self.config.get("test_scale") or {}
+        return scale if scale.get("enabled") else None
+
+    @property
+    def submittable(self) -> bool:
+        return self.test_scale is None
+
+    def benchmark_cfg(self, benchmark: str) -> dict[str, Any]:
+        return self.config["benchmarks"][benchmark]
+
+    def facts(self, benchmark: str) -> Benchmark:
+        return self.rules.benchmark(self.benchmark_cfg(benchmark)["mlperf_benchmark"])
+
+    def system_cfg(self, system: str) -> dict[str, Any]:
+        return self.config["systems"][system]
+
+    # -- the job list ----------------------------------------------------------------
+    @cached_property
+    def jobs(self) -> list[Job]:
+        return [
+            Job(system, benchmark, scenario)
+            for system, entry in self.config["systems"].items()
+            for benchmark, scenarios in entry["benchmarks"].items()
+            for scenario in scenarios
+        ]
+
+    def system_benchmarks(self) -> list[tuple[str, str]]:
+        return list(dict.fromkeys((j.system, j.benchmark) for j in self.jobs))
+
+    @property
+    def systems(self) -> list[str]:
+        return list(self.config["systems"])
+
+    @property
+    def benchmarks(self) -> list[str]:
+        return list(dict.fromkeys(j.benchmark for j in self.jobs))
+
+    @property
+    def scenarios(self) -> list[str]:
+        return list(dict.fromkeys(j.scenario for j in self.jobs))
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.config["models"])
+
+    @property
+    def datasets(self) -> list[str]:
+        return list(self.config["datasets"])
+
+    @property
+    def quantized_models(self) -> list[tuple[str, str]]:
+        """(model, recipe) pairs some benchmark needs."""
+        pairs = [(b["model"], b["quantization"]) for b in self.config["benchmarks"].values() if b.get("quantization")]
+        return list(dict.fromkeys(pairs))
+
+    # -- paths -------------------------------------------------------------------------
+    @staticmethod
+    def model_dir(model: str) -> str:
+        return f"resources/models/{model}"
+
+    @staticmethod
+    def dataset_dir(dataset: str) -> str:
+        return f"resources/datasets/{dataset}"
+
+    @staticmethod
+    def quantized_dir(model: str, recipe: str) -> str:
+        return f"results/models/{model}-{recipe}"
+
+    @staticmethod
+    def emulated_dir(model: str, recipe: str) -> str:
+        return f"results/models/{model}-{recipe}-emulated"
+
+    @staticmethod
+    def run_dir(system: str, benchmark: str, scenario: str, mode: str) -> str:
+        return f"results/runs/{system}/{benchmark}/{scenario}/{mode}"
+
+    @staticmethod
+    def user_conf_path(system: str, benchmark: str, scenario: str) -> str:
+        return f"results/runs/{system}/{benchmark}/{scenario}/user.conf"
+
+    @staticmethod
+    def accuracy_dir(system: str, benchmark: str, scenario: str) -> str:
+        return f"results/accuracy/{system}/{benchmark}/{scenario}"
+
+    @staticmethod
+    def reference_accuracy_path(system: str, benchmark: str) -> str:
+        return f"results/reference/{system}/{benchmark}/accuracy.json"
+
+    def dataset_file(self, benchmark: str) -> str:
+        name = self.benchmark_cfg(benchmark)["dataset"]
+        return f"{self.dataset_dir(name)}/{self.config['datasets'][name]['file']}"
+
+    def serving_dir(self, system: str, benchmark: str) -> str:
+        """The checkpoint this system serves for this benchmark."""
+        bench = self.benchmark_cfg(benchmark)
+        recipe = bench.get("quantization")
+        if recipe is None:
+            return self.model_dir(bench["model"])
+        if self.system_cfg(system)["engine"].get("serve_quantized_as", "native") == "emulated":
+            return self.emulated_dir(bench["model"], recipe)
+        return self.quantized_dir(bench["model"], recipe)
+
+    def needs_reference_accuracy(self, benchmark: str) -> bool:
+        return self.benchmark_cfg(benchmark).get("accuracy_target") == "measured"
+
+    # -- per-job parameters ------------------------------------------------------------
+    def loadgen_model(self, benchmark: str, scenario: str) -> str:
+        return self.facts(benchmark).loadgen_model(scenario)
+
+    def loadgen_scenario(self, scenario: str) -> str:
+        return self.rules.loadgen_scenario(scenario)
+
+    def dataset_samples(self, benchmark: str) -> int:
+        """Samples in the dataset as the config describes it (builtin size, else the round's count)."""
+        dataset = self.config["datasets"][self.benchmark_cfg(benchmark)["dataset"]]
+        builtin = dataset.get("builtin") or {}
+        return int(builtin.get("samples", self.facts(benchmark).facts["dataset"]["samples"]))
+
+    def performance_sample_count(self, benchmark: str) -> int:
+        samples = self.dataset_samples(benchmark)
+        if self.test_scale:
+            return min(self.test_scale.get("performance_sample_count", samples), samples)
+        return min(self.facts(benchmark).facts["performance_sample_count"], samples)
+
+    def user_conf_settings(self, system: str, benchmark: str, scenario: str) -> dict[str, Any]:
+        scenario_cfg = self.system_cfg(system)["benchmarks"][benchmark][scenario]
+        return user_conf_settings(
+            self.rules, self.facts(benchmark), scenario, scenario_cfg, self.test_scale, self.dataset_samples(benchmark)
+        )
+
+    def user_conf_text(self, system: str, benchmark: str, scenario: str) -> str:
+        header = (
+            f"LoadGen user.conf for {system} / {benchmark} / {scenario}, generated by mlperf-repro\n"
+            f"from the workflow config: change the config, not this file."
+        )
+        if self.test_scale:
+            header += "\nTEST SCALE: shortened run on reduced sample counts - NOT SUBMITTABLE."
+        return render_user_conf(
+            self.loadgen_model(benchmark, scenario),
+            self.loadgen_scenario(scenario),
+            self.user_conf_settings(system, benchmark, scenario),
+            header,
+        )
+
+    def generation(self, benchmark: str, mode: str = "performance") -> GenerationSettings:
+        gen = self.facts(benchmark).facts["generation"]
+        max_new = gen.get("max_new_tokens") or gen.get(f"max_new_tokens_{mode}")
+        return GenerationSettings(
+            max_new_tokens=int(max_new),
+            min_new_tokens=int(gen.get("min_new_tokens", 1)),
+            greedy=bool(gen.get("greedy", True)),
+            temperature=float(gen.get("temperature", 1.0)),
+            top_p=float(gen.get("top_p", 1.0)),
+        )
+
+    def accelerators(self, system: str) -> int:
+        """Accelerators one run occupies (the generic ``gpu`` resource; 0 on CPU hosts)."""
+        desc = self.system_cfg(system)["description"]
+        return int(desc["accelerators_per_node"]) * int(desc["number_of_nodes"])
+
+    def engine(self, system: str) -> dict[str, Any]:
+        return self.system_cfg(system)["engine"]
+
+    def accuracy_targets(self, benchmark: str) -> dict[str, Any]:
+        """How accuracy is judged: the round's absolute targets, or a fraction of a measured reference."""
+        bench = self.benchmark_cfg(benchmark)
+        facts = self.facts(benchmark)
+        if bench.get("accuracy_target") == "measured":
+            return {
+                "kind": "measured",
+                "fraction": bench.get("accuracy_fraction", 0.99),
+                "metrics": list(facts.accuracy["targets"]),
+            }
+        return {"kind": "reference", "targets": facts.absolute_targets(),
+                "upper_bounds": {m: facts.accuracy["reference"][m] * f
+                                 for m, f in facts.accuracy.get("upper_bound_fraction", {}).items()}}
+
+    def model_mapping(self) -> dict[str, str]:
+        """Open division: result names that differ from the benchmark they stand in for."""
+        return {
+            name: bench["mlperf_benchmark"]
+            for name, bench in self.config["benchmarks"].items()
+            if name != bench["mlperf_benchmark"] and name in self.benchmarks
+        }
+
+    # -- targets ------------------------------------------------------------------------
+    def run_outputs(self) -> list[str]:
+        return [self.run_dir(j.system, j.benchmark, j.scenario, m) for j in self.jobs for m in MODES]
+
+    def accuracy_outputs(self) -> list[str]:
+        return [f"{self.accuracy_dir(j.system, j.benchmark, j.scenario)}/accuracy.json" for j in self.jobs]

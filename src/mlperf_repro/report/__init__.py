@@ -1,0 +1,1 @@
+"""Reports: the end-of-run summary table (CSV + Markdown)."""

@@ -1,0 +1,93 @@
+"""The summary table printed and written at the end of a run.
+
+One row per system x benchmark x scenario: the result metric, TTFT/TPOT p99 against their
+limits where they apply, LoadGen validity, accuracy against its target, and whether the
+row is submittable.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from ..loadgen_logs import read_detail
+from ..plan import Plan
+
+COLUMNS = ("system", "benchmark", "mlperf_benchmark", "scenario", "result", "unit", "loadgen_validity",
+           "ttft_p99_ms", "ttft_limit_ms", "tpot_p99_ms", "tpot_limit_ms", "accuracy", "accuracy_target",
+           "accuracy_passed", "submittable")
+
+
+def _ms(value: Any) -> str:
+    return f"{float(value) / 1e6:.2f}" if value not in (None, "") else ""
+
+
+def summary_rows(plan: Plan) -> list[dict[str, str]]:
+    rows = []
+    for job in plan.jobs:
+        facts = plan.facts(job.benchmark)
+        detail = read_detail(Path(plan.run_dir(job.system, job.benchmark, job.scenario, "performance"))
+                             / "mlperf_log_detail.txt")
+        accuracy = json.loads((Path(plan.accuracy_dir(job.system, job.benchmark, job.scenario))
+                               / "accuracy.json").read_text())
+        limits = facts.latency_limits_ms(job.scenario) or {}
+        checks = accuracy["verdict"]["checks"]
+        result = detail.get(facts.result_field(job.scenario))
+        rows.append({
+            "system": job.system,
+            "benchmark": job.benchmark,
+            "mlperf_benchmark": plan.benchmark_cfg(job.benchmark)["mlperf_benchmark"],
+            "scenario": job.scenario,
+            "result": f"{float(result):.2f}" if result is not None else "",
+            "unit": facts.result_unit(job.scenario),
+            "loadgen_validity": str(detail.get("result_validity", "missing")),
+            "ttft_p99_ms": _ms(detail.get("result_first_token_99.00_percentile_latency_ns")) if limits else "",
+            "ttft_limit_ms": str(limits.get("ttft", "")),
+            "tpot_p99_ms": _ms(detail.get("result_time_per_output_token_99.00_percentile_ns")) if limits else "",
+            "tpot_limit_ms": str(limits.get("tpot", "")),
+            "accuracy": " ".join(f"{c['metric']}={c['value']}" for c in checks),
+            "accuracy_target": " ".join(f"{c['metric']}{'>=' if 'minimum' in c else '<='}"
+                                        f"{c.get('minimum', c.get('maximum'))}" for c in checks)
+                               + (f" ({accuracy['verdict']['kind']})" if checks else ""),
+            "accuracy_passed": "yes" if accuracy["verdict"]["passed"] else "NO",
+            "submittable": "yes" if plan.submittable else "NO (test scale)",
+        })
+    return rows
+
+
+def to_csv(rows: list[dict[str, str]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan) -> str:
+    shown = ("system", "benchmark", "scenario", "result", "unit", "loadgen_validity", "ttft_p99_ms", "tpot_p99_ms",
+             "accuracy", "accuracy_target", "accuracy_passed", "submittable")
+    lines = [f"# MLPerf Inference {plan.rules.name} summary ({plan.division}, {plan.submitter})", ""]
+    if not plan.submittable:
+        lines += ["**NOT SUBMITTABLE: test-scale run (shortened durations, reduced sample counts).**", ""]
+    lines.append("| " + " | ".join(shown) + " |")
+    lines.append("|" + "---|" * len(shown))
+    for row in rows:
+        lines.append("| " + " | ".join(row[c] or "-" for c in shown) + " |")
+    if check is not None:
+        errors = [f for f in check["findings"] if f["severity"] == "error"]
+        lines += ["", f"Submission check: **{check['status']}** ({len(errors)} error(s)); see results/check/report.txt"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def summary_job(plan: Plan, check_json: str | None, out_csv: str, out_md: str) -> str:
+    rows = summary_rows(plan)
+    check = json.loads(Path(check_json).read_text()) if check_json else None
+    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_csv).write_text(to_csv(rows))
+    markdown = to_markdown(rows, check, plan)
+    Path(out_md).write_text(markdown)
+    return markdown

@@ -1,0 +1,63 @@
+"""The dry-run DAG: the right number of jobs per stage, derived from the config."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from conftest import make_workdir, run_snakemake
+
+
+def job_counts(output: str) -> dict[str, int]:
+    table = output.split("Job stats:", 1)[1]
+    counts = {}
+    for line in table.splitlines():
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if match and match.group(1) != "total":
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def test_default_config_plan(tmp_path):
+    work = make_workdir(tmp_path)
+    result = run_snakemake(work, "-n", "--cores", "2", timeout=120)
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    assert counts == {
+        "acquire_model": 1,
+        "acquire_dataset": 1,
+        "quantize": 1,
+        "reference_accuracy": 1,  # one system x one benchmark with a measured target
+        "user_conf": 3,  # Offline, Server, Interactive
+        "loadgen_run": 6,  # x performance, accuracy
+        "accuracy_eval": 3,
+        "package": 1,
+        "tarball": 1,
+        "check_submission": 1,
+        "summary": 1,
+        "all": 1,
+    }
+
+
+def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
+    """A second system with two scenarios and an unquantized benchmark."""
+    config = default_config
+    second = dict(config["systems"]["cpu-2c-vllm"])
+    second["benchmarks"] = {"tiny-llama-mxfp4": {"Offline": {"target_qps": 1}, "Server": {"target_qps": 1}},
+                            "tiny-llama-bf16": {"Offline": {"target_qps": 1}}}
+    config["systems"]["second-host"] = second
+    config["benchmarks"]["tiny-llama-bf16"] = {"mlperf_benchmark": "llama2-70b-99", "model": "tiny-llama",
+                                               "dataset": "openorca-synthetic", "quantization": None}
+    work = make_workdir(tmp_path)
+    (work / "two.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "two.yaml", timeout=120)
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    scenarios = 3 + 2 + 1
+    assert counts["user_conf"] == scenarios
+    assert counts["loadgen_run"] == 2 * scenarios
+    assert counts["accuracy_eval"] == scenarios
+    assert counts["quantize"] == 1  # shared by both systems
+    assert counts["reference_accuracy"] == 2  # per system, only for the measured-target benchmark
+    assert counts["acquire_model"] == 1 and counts["acquire_dataset"] == 1

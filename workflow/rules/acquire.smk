@@ -1,0 +1,40 @@
+# Stage 1: models and datasets into resources/, each verified against sha256 checksums
+# (or, for the builtin demo, built deterministically and hashed).
+
+
+rule acquire_model:
+    output:
+        model=directory("resources/models/{model}"),
+        record="results/acquire/models/{model}.json",
+    params:
+        entry=lambda wc: config["models"][wc.model],
+    log:
+        "logs/acquire/models/{model}.log",
+    threads: workflow.cores
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        f"{SCRIPTS}/acquire_model.py"
+
+
+rule acquire_dataset:
+    input:
+        # A builtin dataset is tokenised with its builtin model's tokenizer.
+        tokenizer=lambda wc: (
+            [PLAN.model_dir(config["datasets"][wc.dataset]["builtin"]["model"])]
+            if config["datasets"][wc.dataset]["source"].startswith("builtin:")
+            else []
+        ),
+    output:
+        dataset=directory("resources/datasets/{dataset}"),
+        record="results/acquire/datasets/{dataset}.json",
+    params:
+        entry=lambda wc: config["datasets"][wc.dataset],
+    log:
+        "logs/acquire/datasets/{dataset}.log",
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    script:
+        f"{SCRIPTS}/acquire_dataset.py"

@@ -1,0 +1,55 @@
+# Helpers shared by the rule files: config validation, the plan, wildcard constraints.
+import re
+import sys
+from pathlib import Path
+
+from mlperf_repro.config import validate_config
+from mlperf_repro.errors import UserError
+from mlperf_repro.plan import MODES, Plan
+
+try:
+    validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+except UserError as exc:
+    # One message naming the key and what is allowed; no traceback.
+    sys.exit(f"error: {exc}")
+
+PLAN = Plan(config)
+SCRIPTS = "../../scripts"
+
+
+def alternatives(names):
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+wildcard_constraints:
+    system=alternatives(PLAN.systems),
+    benchmark=alternatives(PLAN.benchmarks),
+    scenario=alternatives(PLAN.scenarios),
+    mode=alternatives(MODES),
+    model=alternatives(PLAN.models),
+    dataset=alternatives(PLAN.datasets),
+    recipe=alternatives(config.get("quantization") or {}),
+
+
+def serving_dir(wildcards):
+    return PLAN.serving_dir(wildcards.system, wildcards.benchmark)
+
+
+def dataset_dir_of(wildcards):
+    return PLAN.dataset_dir(PLAN.benchmark_cfg(wildcards.benchmark)["dataset"])
+
+
+def tokenizer_dir_of(wildcards):
+    return PLAN.model_dir(PLAN.benchmark_cfg(wildcards.benchmark)["model"])
+
+
+def reference_accuracy_of(wildcards):
+    if PLAN.needs_reference_accuracy(wildcards.benchmark):
+        return PLAN.reference_accuracy_path(wildcards.system, wildcards.benchmark)
+    return []
+
+
+def print_summary(path):
+    summary = Path(path)
+    if summary.is_file():
+        print("\n" + summary.read_text())

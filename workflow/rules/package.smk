@@ -1,0 +1,30 @@
+# Stage 5: the official v6.0 tree and its deterministic tarball.
+
+
+rule package:
+    input:
+        runs=PLAN.run_outputs(),
+        user_confs=[PLAN.user_conf_path(j.system, j.benchmark, j.scenario) for j in PLAN.jobs],
+        accuracy=PLAN.accuracy_outputs(),
+        quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
+    output:
+        tree=directory("results/submission"),
+    params:
+        code_root=workflow.basedir,
+    log:
+        "logs/package/package.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/package.py"
+
+
+rule tarball:
+    input:
+        tree="results/submission",
+    output:
+        "results/submission.tar.gz",
+    log:
+        "logs/package/tarball.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/tarball.py"

@@ -1,0 +1,21 @@
+# Stage 2: FP4 quantization with the project's own MXFP4 codec. Writes the checkpoint
+# ROCm vLLM loads (quant_method quark), a dequantized copy for backends without FP4
+# kernels, and quant_manifest.json (codec, scheme, hashes, logit error).
+
+
+rule quantize:
+    input:
+        model="resources/models/{model}",
+    output:
+        quantized=directory("results/models/{model}-{recipe}"),
+        emulated=directory("results/models/{model}-{recipe}-emulated"),
+    params:
+        recipe=lambda wc: config["quantization"][wc.recipe],
+    log:
+        "logs/quantize/{model}-{recipe}.log",
+    threads: workflow.cores
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    script:
+        f"{SCRIPTS}/quantize.py"

@@ -1,0 +1,16 @@
+# Stage 7: the summary table (CSV + Markdown), printed when the workflow finishes.
+
+
+rule summary:
+    input:
+        accuracy=PLAN.accuracy_outputs(),
+        runs=PLAN.run_outputs(),
+        check="results/check/report.json",
+    output:
+        csv="results/report/summary.csv",
+        md="results/report/summary.md",
+    log:
+        "logs/report/summary.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/summary.py"

@@ -1,0 +1,66 @@
+# Stage 3: LoadGen runs, one test per process. Each system x benchmark x scenario gets a
+# generated user.conf and a performance and an accuracy run.
+
+
+rule user_conf:
+    output:
+        "results/runs/{system}/{benchmark}/{scenario}/user.conf",
+    params:
+        # The text itself is the param: changing a setting in the config reruns exactly
+        # the affected scenario.
+        text=lambda wc: PLAN.user_conf_text(wc.system, wc.benchmark, wc.scenario),
+    log:
+        "logs/runs/{system}/{benchmark}/{scenario}/user_conf.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/write_text.py"
+
+
+rule loadgen_run:
+    input:
+        model=serving_dir,
+        dataset=dataset_dir_of,
+        user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
+    output:
+        run=directory("results/runs/{system}/{benchmark}/{scenario}/{mode}"),
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
+        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
+        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
+        generation=lambda wc: PLAN.generation(wc.benchmark, wc.mode).__dict__,
+        engine=lambda wc: PLAN.engine(wc.system),
+    log:
+        "logs/runs/{system}/{benchmark}/{scenario}/{mode}.log",
+    # A measurement owns the machine: no other job may share its cores.
+    threads: workflow.cores
+    resources:
+        mem_mb=16000,
+        runtime=120,
+        gpu=lambda wc: PLAN.accelerators(wc.system),
+    script:
+        f"{SCRIPTS}/loadgen_run.py"
+
+
+rule reference_accuracy:
+    # The unquantized model's own score on this system: the baseline a stand-in
+    # model's quantized accuracy is judged against (accuracy_target: measured).
+    input:
+        model=lambda wc: PLAN.model_dir(PLAN.benchmark_cfg(wc.benchmark)["model"]),
+        dataset=dataset_dir_of,
+    output:
+        "results/reference/{system}/{benchmark}/accuracy.json",
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        generation=lambda wc: PLAN.generation(wc.benchmark, "accuracy").__dict__,
+        engine=lambda wc: PLAN.engine(wc.system),
+        evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
+    log:
+        "logs/reference/{system}/{benchmark}.log",
+    threads: workflow.cores
+    resources:
+        mem_mb=16000,
+        runtime=120,
+        gpu=lambda wc: PLAN.accelerators(wc.system),
+    script:
+        f"{SCRIPTS}/reference_accuracy.py"
