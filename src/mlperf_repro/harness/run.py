@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -108,15 +109,38 @@ def run_loadgen_test(
     qsl_handle = lg.ConstructQSL(
         len(dataset), min(test.performance_sample_count, len(dataset)), lambda _: None, lambda _: None
     )
+    loadgen_done = threading.Event()
+    loadgen_error: list[BaseException] = []
+
+    def loadgen_main() -> None:
+        try:
+            with _working_directory(test.out_dir):
+                lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log_settings, AUDIT_CONFIG_NAME)
+        except BaseException as exc:  # reported on the main thread
+            loadgen_error.append(exc)
+        finally:
+            loadgen_done.set()
+
+    # LoadGen runs beside the backend, which keeps the main thread (vLLM's engine loop).
+    loadgen_thread = threading.Thread(target=loadgen_main, name="loadgen", daemon=True)
+    loadgen_thread.start()
     try:
-        with _working_directory(test.out_dir):
-            lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log_settings, AUDIT_CONFIG_NAME)
+        backend.serve_until(loadgen_done)
+    except BaseException:
+        # Answer everything LoadGen issued or will issue, so it finishes instead of waiting
+        # forever; the run is then useless, and the error below says why.
+        sut.abandon()
+        loadgen_done.wait()
+        raise
     finally:
+        loadgen_thread.join()
         backend.stop()
         lg.DestroyQSL(qsl_handle)
         lg.DestroySUT(sut_handle)
         # Never leave the audit file behind: a later run in this directory would audit.
         (test.out_dir / AUDIT_CONFIG_NAME).unlink(missing_ok=True)
+    if loadgen_error:
+        raise loadgen_error[0]
     finished = time.time()
 
     detail = read_detail(test.out_dir / "mlperf_log_detail.txt")

@@ -27,13 +27,32 @@ class LlmSut:
         self.completed = 0
         self.single_token_outputs = 0
         self.generated_tokens = 0
+        self._outstanding: set[int] = set()
+        self._abandoned = False
 
     def attach(self, backend) -> None:
         self.backend = backend
 
     # -- LoadGen callbacks ---------------------------------------------------------
     def issue_queries(self, query_samples) -> None:
+        with self._lock:
+            if self._abandoned:
+                self._answer_empty([q.id for q in query_samples])
+                return
+            self._outstanding.update(q.id for q in query_samples)
         self.backend.submit([Request(q.id, self.dataset.prompts[q.index]) for q in query_samples])
+
+    def abandon(self) -> None:
+        """The backend failed: answer every outstanding and future query with nothing, so
+        LoadGen ends the test (its logs then show the run is broken) instead of hanging."""
+        with self._lock:
+            self._abandoned = True
+            ids, self._outstanding = list(self._outstanding), set()
+            self._answer_empty(ids)
+
+    def _answer_empty(self, ids: list[int]) -> None:
+        if ids:
+            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(i, 0, 0) for i in ids])
 
     def flush_queries(self) -> None:
         """Nothing is buffered on our side: every query is in the engine already."""
@@ -46,6 +65,9 @@ class LlmSut:
     def complete(self, request_id: int, token_ids: list[int]) -> None:
         data = np.asarray(token_ids, dtype=np.int32)
         with self._lock:
+            if request_id not in self._outstanding:
+                return  # already answered (abandoned after a backend failure)
+            self._outstanding.discard(request_id)
             self.completed += 1
             self.generated_tokens += len(token_ids)
             if len(token_ids) < 2:

@@ -1,0 +1,86 @@
+"""Run one real LoadGen test in this process with a scripted backend (a stand-in for the
+inference engine, not for the harness under test): each request is answered after a
+short delay with tokens derived from its prompt, first token first.
+
+    python harness_child.py <out_dir> <Offline|Server> <performance|accuracy> <tokens per answer> [fail]
+
+With ``fail`` the engine raises after answering a few requests, as a crashed engine would.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from mlperf_repro.harness.dataset import TokenDataset
+from mlperf_repro.harness.run import LoadgenTest, run_loadgen_test
+
+
+class EngineCrashed(RuntimeError):
+    pass
+
+
+class ScriptedBackend:
+    def __init__(self, sut, answer_tokens: int, stream: bool, fail: bool = False) -> None:
+        self.sut = sut
+        self.answer_tokens = answer_tokens
+        self.stream = stream
+        self.fail = fail
+        self.threads: list[threading.Thread] = []
+        self.crashed = threading.Event()
+
+    def start(self) -> None:
+        pass
+
+    def submit(self, requests) -> None:
+        for request in requests:
+            thread = threading.Thread(target=self._answer, args=(request,))
+            thread.start()
+            self.threads.append(thread)
+
+    def _answer(self, request) -> None:
+        if self.fail and request.request_id % 3 == 0:
+            self.crashed.set()
+            return
+        tokens = [(sum(request.prompt_token_ids) + i) % 1000 + 3 for i in range(self.answer_tokens)]
+        time.sleep(0.002)
+        if self.stream:
+            self.sut.first_token(request.request_id, tokens[0])
+        time.sleep(0.002)
+        self.sut.complete(request.request_id, tokens)
+
+    def serve_until(self, done: threading.Event) -> None:
+        while not done.wait(0.01):
+            if self.crashed.is_set():
+                raise EngineCrashed("scripted engine failure")
+        for thread in self.threads:
+            thread.join()
+
+    def stop(self) -> None:
+        pass
+
+
+def main() -> None:
+    out_dir, scenario, mode, answer_tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    fail = sys.argv[5:] == ["fail"]
+    dataset = TokenDataset(prompts=[[1, 2, i, i + 1] for i in range(32)], references=[""] * 32)
+    conf = Path(out_dir).parent / "user.conf"
+    conf.write_text(f"llama2-70b.{scenario}.target_qps = 200\nllama2-70b.{scenario}.min_duration = 200\n"
+                    f"llama2-70b.{scenario}.min_query_count = 64\n"
+                    f"llama2-70b.{scenario}.performance_sample_count_override = 32\n")
+    test = LoadgenTest(user_conf=conf, loadgen_model="llama2-70b", loadgen_scenario=scenario, mode=mode,
+                       out_dir=Path(out_dir), performance_sample_count=32)
+    try:
+        record = run_loadgen_test(test, dataset,
+                                  lambda sut: ScriptedBackend(sut, answer_tokens, scenario != "Offline", fail))
+    except EngineCrashed as exc:
+        print(f"CRASHED {exc}")
+        return
+    print("RECORD " + json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
