@@ -26,6 +26,10 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
+        # The per-scenario runs are targets too: deleting one scenario's outputs reruns
+        # exactly that scenario and what depends on it.
+        PLAN.run_outputs(),
+        PLAN.accuracy_outputs(),
         "results/submission.tar.gz",
         "results/check/report.txt",
         "results/report/summary.md",

@@ -4,7 +4,7 @@ from mlperf_repro.stage import run
 
 
 def main(smk):
-    check_job(smk.input.tree, smk.params.round, smk.output.txt, smk.output.json)
+    check_job(f"{smk.input.package}/submission", smk.params.round, smk.output.txt, smk.output.json)
 
 
 if __name__ == "__main__":

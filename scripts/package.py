@@ -1,11 +1,11 @@
-"""Assemble the submission tree results/submission/."""
+"""Assemble the submission tree results/package/submission/."""
 from mlperf_repro.package.tree import build_submission
 from mlperf_repro.plan import Plan
 from mlperf_repro.stage import run
 
 
 def main(smk):
-    build_submission(Plan(smk.config), smk.output.tree, smk.params.code_root)
+    build_submission(Plan(smk.config), f"{smk.output.package}/submission", smk.params.code_root)
 
 
 if __name__ == "__main__":

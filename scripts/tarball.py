@@ -4,7 +4,7 @@ from mlperf_repro.stage import run
 
 
 def main(smk):
-    write_tarball(smk.input.tree, smk.output[0])
+    write_tarball(f"{smk.input.package}/submission", smk.output[0])
 
 
 if __name__ == "__main__":

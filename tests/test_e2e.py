@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -31,6 +32,10 @@ RULES = load_round("v6.0")
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
+    # Developers iterating on assertions can point this at a finished run's directory.
+    reuse = os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
+    if reuse:
+        return Path(reuse)
     work = make_workdir(tmp_path_factory.mktemp("e2e"))
     shutil.copyfile(CONFIG, work / "e2e.yaml")
     result = run_snakemake(work, "--cores", "2", "--configfile", "e2e.yaml", timeout=1800)
@@ -42,7 +47,7 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def tree(work: Path) -> Path:
-    return work / "results" / "submission" / "open" / SUBMITTER
+    return work / "results" / "package" / "submission" / "open" / SUBMITTER
 
 
 def scenario_dir(work: Path, scenario: str) -> Path:
@@ -50,7 +55,7 @@ def scenario_dir(work: Path, scenario: str) -> Path:
 
 
 def test_tree_layout_and_not_submittable_marking(workdir):
-    root = workdir / "results" / "submission"
+    root = workdir / "results" / "package" / "submission"
     assert sorted(p.name for p in root.iterdir()) == ["NOT_SUBMITTABLE.md", "open"]
     base = tree(workdir)
     assert sorted(p.name for p in base.iterdir()) == ["documentation", "model_mapping.json", "results", "src", "systems"]
@@ -172,7 +177,7 @@ def test_summary_and_check(workdir):
 def test_tarball_is_reproducible(workdir, tmp_path):
     from mlperf_repro.package.tarball import write_tarball
 
-    write_tarball(workdir / "results" / "submission", tmp_path / "again.tar.gz")
+    write_tarball(workdir / "results" / "package" / "submission", tmp_path / "again.tar.gz")
     assert (tmp_path / "again.tar.gz").read_bytes() == (workdir / "results" / "submission.tar.gz").read_bytes()
 
 

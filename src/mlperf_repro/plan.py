@@ -129,6 +129,10 @@ class Plan:
         return f"results/accuracy/{system}/{benchmark}/{scenario}"
 
     @staticmethod
+    def acquire_record_path(kind: str, name: str) -> str:
+        return f"results/acquire/{kind}/{name}.json"
+
+    @staticmethod
     def reference_accuracy_path(system: str, benchmark: str) -> str:
         return f"results/reference/{system}/{benchmark}/accuracy.json"
 

@@ -3,7 +3,7 @@
 
 rule check_submission:
     input:
-        tree="results/submission",
+        package="results/package",
     output:
         txt="results/check/report.txt",
         json="results/check/report.json",

@@ -1,4 +1,6 @@
-# Stage 5: the official v6.0 tree and its deterministic tarball.
+# Stage 5: the official v6.0 tree and its deterministic tarball. The tree's root is
+# results/package/submission/: Snakemake marks a directory output with a hidden
+# timestamp file, which must not sit inside what is submitted.
 
 
 rule package:
@@ -8,7 +10,7 @@ rule package:
         accuracy=PLAN.accuracy_outputs(),
         quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
     output:
-        tree=directory("results/submission"),
+        package=directory("results/package"),
     params:
         code_root=workflow.basedir,
     log:
@@ -20,7 +22,7 @@ rule package:
 
 rule tarball:
     input:
-        tree="results/submission",
+        package="results/package",
     output:
         "results/submission.tar.gz",
     log:

@@ -6,6 +6,7 @@ rule summary:
         accuracy=PLAN.accuracy_outputs(),
         runs=PLAN.run_outputs(),
         check="results/check/report.json",
+        acquired=[PLAN.acquire_record_path("models", m) for m in PLAN.models],
     output:
         csv="results/report/summary.csv",
         md="results/report/summary.md",

@@ -24,8 +24,8 @@ from .truncate import hash_line, write_truncated_log
 
 LOG_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_LOG = "mlperf_log_accuracy.json"
-# What of this repository goes into <submitter>/src: the code that ran.
-CODE_ITEMS = ("Snakefile", "README.md", "pyproject.toml", "install.sh", "workflow", "scripts", "src", "envs",
+# What of the workflow checkout goes into <submitter>/src, beside the package that ran.
+CODE_ITEMS = ("Snakefile", "README.md", "pyproject.toml", "install.sh", "workflow", "scripts", "envs",
               "profiles", "config")
 IGNORED = shutil.ignore_patterns("__pycache__", ".*", "*.pyc", "*.egg-info")
 NOT_SUBMITTABLE_NOTE = """# NOT SUBMITTABLE
@@ -91,6 +91,10 @@ def _copy_code(code_root: Path, dest: Path, config: dict[str, Any]) -> None:
             shutil.copytree(src, dest / item, ignore=IGNORED)
         elif src.is_file():
             shutil.copyfile(src, dest / item)
+    # The package exactly as imported by the jobs (the code that talked to LoadGen).
+    import mlperf_repro
+
+    shutil.copytree(Path(mlperf_repro.__file__).parent, dest / "src" / "mlperf_repro", ignore=IGNORED)
     # The exact (validated, defaults filled) config this tree came from.
     (dest / "config_used.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     # The checker rejects empty folders (a checkout can hold some that git does not track).

@@ -66,6 +66,28 @@ def to_csv(rows: list[dict[str, str]]) -> str:
     return buffer.getvalue()
 
 
+def demo_model_lines(plan: Plan) -> list[str]:
+    """For locally built demo models: held-out ROUGE after training vs untrained, same shape."""
+    lines = []
+    for model in plan.models:
+        if not plan.config["models"][model]["source"].startswith("builtin:"):
+            continue
+        record_path = Path(plan.acquire_record_path("models", model))
+        if not record_path.is_file():
+            continue
+        build = json.loads(record_path.read_text()).get("build", {})
+        trained, untrained = build.get("rouge_trained"), build.get("rouge_untrained")
+        if trained and untrained:
+            lines.append(
+                f"Demo model `{model}` (built here, {build.get('parameters', '?')} parameters, "
+                f"{build.get('build_seconds', '?')} s): held-out ROUGE-1/2/L "
+                f"{trained['rouge1']}/{trained['rouge2']}/{trained['rougeL']} trained vs "
+                f"{untrained['rouge1']}/{untrained['rouge2']}/{untrained['rougeL']} untrained "
+                f"({build.get('eval_examples', '?')} examples)."
+            )
+    return lines
+
+
 def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan) -> str:
     shown = ("system", "benchmark", "scenario", "result", "unit", "loadgen_validity", "ttft_p99_ms", "tpot_p99_ms",
              "accuracy", "accuracy_target", "accuracy_passed", "submittable")
@@ -79,6 +101,9 @@ def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: 
     if check is not None:
         errors = [f for f in check["findings"] if f["severity"] == "error"]
         lines += ["", f"Submission check: **{check['status']}** ({len(errors)} error(s)); see results/check/report.txt"]
+    demo = demo_model_lines(plan)
+    if demo:
+        lines += [""] + demo
     lines.append("")
     return "\n".join(lines)
 
