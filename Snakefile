@@ -18,6 +18,7 @@ include: "workflow/rules/acquire.smk"
 include: "workflow/rules/quantize.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/accuracy.smk"
+include: "workflow/rules/compliance.smk"
 include: "workflow/rules/package.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/report.smk"
@@ -30,6 +31,7 @@ rule all:
         # exactly that scenario and what depends on it.
         PLAN.run_outputs(),
         PLAN.accuracy_outputs(),
+        PLAN.compliance_outputs(),
         "results/submission.tar.gz",
         "results/check/report.txt",
         "results/report/summary.md",

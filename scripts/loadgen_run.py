@@ -12,10 +12,12 @@ def main(smk):
         out_dir=smk.output.run,
         loadgen_model=smk.params.loadgen_model,
         loadgen_scenario=smk.params.loadgen_scenario,
-        mode=smk.wildcards.mode,
+        # Compliance runs (a {test} wildcard) are performance runs under an audit.config.
+        mode=smk.wildcards.get("mode", "performance"),
         performance_sample_count=smk.params.performance_sample_count,
         generation=smk.params.generation,
         engine=smk.params.engine,
+        audit_config=smk.params.get("audit_config"),
     )
 
 

@@ -16,6 +16,7 @@ from .benchmarks import Benchmark, Round, load_round
 from .userconf import render_user_conf, user_conf_settings
 
 MODES = ("performance", "accuracy")
+COMPLIANCE_TEST_PATTERN = r"TEST\d\d"
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,18 @@ class Plan:
             for scenario in scenarios
         ]
 
+    def compliance_tests(self, benchmark: str) -> list[str]:
+        return self.facts(benchmark).compliance_tests
+
+    @cached_property
+    def compliance_jobs(self) -> list[tuple[Job, str]]:
+        return [(job, test) for job in self.jobs for test in self.compliance_tests(job.benchmark)]
+
+    def audit_config(self, test: str) -> str:
+        from .compliance import audit_config_text
+
+        return audit_config_text(test, self.rules.compliance_test(test)["audit_config"])
+
     def system_benchmarks(self) -> list[tuple[str, str]]:
         return list(dict.fromkeys((j.system, j.benchmark) for j in self.jobs))
 
@@ -119,6 +132,14 @@ class Plan:
     @staticmethod
     def run_dir(system: str, benchmark: str, scenario: str, mode: str) -> str:
         return f"results/runs/{system}/{benchmark}/{scenario}/{mode}"
+
+    @staticmethod
+    def compliance_run_dir(system: str, benchmark: str, scenario: str, test: str) -> str:
+        return f"results/runs/{system}/{benchmark}/{scenario}/{test}"
+
+    @staticmethod
+    def compliance_dir(system: str, benchmark: str, scenario: str, test: str) -> str:
+        return f"results/compliance/{system}/{benchmark}/{scenario}/{test}"
 
     @staticmethod
     def user_conf_path(system: str, benchmark: str, scenario: str) -> str:
@@ -239,3 +260,6 @@ class Plan:
 
     def accuracy_outputs(self) -> list[str]:
         return [f"{self.accuracy_dir(j.system, j.benchmark, j.scenario)}/accuracy.json" for j in self.jobs]
+
+    def compliance_outputs(self) -> list[str]:
+        return [self.compliance_dir(j.system, j.benchmark, j.scenario, t) for j, t in self.compliance_jobs]

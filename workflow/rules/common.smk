@@ -5,7 +5,7 @@ from pathlib import Path
 
 from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
-from mlperf_repro.plan import MODES, Plan
+from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
@@ -26,6 +26,7 @@ wildcard_constraints:
     benchmark=alternatives(PLAN.benchmarks),
     scenario=alternatives(PLAN.scenarios),
     mode=alternatives(MODES),
+    test=COMPLIANCE_TEST_PATTERN,
     model=alternatives(PLAN.models),
     dataset=alternatives(PLAN.datasets),
     recipe=alternatives(config.get("quantization") or {}),

@@ -8,6 +8,7 @@ rule package:
         runs=PLAN.run_outputs(),
         user_confs=[PLAN.user_conf_path(j.system, j.benchmark, j.scenario) for j in PLAN.jobs],
         accuracy=PLAN.accuracy_outputs(),
+        compliance=PLAN.compliance_outputs(),
         quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
     output:
         package=directory("results/package"),

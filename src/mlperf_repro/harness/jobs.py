@@ -30,6 +30,7 @@ def loadgen_job(
     engine: dict[str, Any],
     audit_config: str | None = None,
 ) -> dict[str, Any]:
+    """One LoadGen test; ``audit_config`` (text) makes it a compliance run."""
     apply_env(engine.get("env", {}))
     verify_dir(dataset_dir)
     dataset = load_token_dataset(dataset_file)
@@ -54,7 +55,7 @@ def loadgen_job(
         mode=mode,
         out_dir=Path(out_dir),
         performance_sample_count=performance_sample_count,
-        audit_config=Path(audit_config) if audit_config else None,
+        audit_config=audit_config,
     )
     record = run_loadgen_test(test, dataset, factory)
     prov = provenance.collect(

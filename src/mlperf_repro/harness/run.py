@@ -36,7 +36,7 @@ class LoadgenTest:
     mode: str  # performance | accuracy
     out_dir: Path
     performance_sample_count: int
-    audit_config: Path | None = None  # only compliance runs pass one
+    audit_config: str | None = None  # audit.config text; only compliance runs pass one
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,7 +55,7 @@ def _prepare_out_dir(test: LoadgenTest) -> None:
         shutil.rmtree(test.out_dir)
     test.out_dir.mkdir(parents=True)
     if test.audit_config is not None:
-        shutil.copyfile(test.audit_config, test.out_dir / AUDIT_CONFIG_NAME)
+        (test.out_dir / AUDIT_CONFIG_NAME).write_text(test.audit_config)
 
 
 def build_settings(test: LoadgenTest):

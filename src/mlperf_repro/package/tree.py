@@ -169,4 +169,19 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
         (scenario_dir / "README.md").write_text(
             scenario_readme(plan, job, read_detail(perf / "mlperf_log_detail.txt"), verdict)
         )
+        for test in plan.compliance_tests(job.benchmark):
+            _copy_compliance(Path(plan.compliance_dir(job.system, job.benchmark, job.scenario, test)),
+                             scenario_dir / test)
     return root
+
+
+def _copy_compliance(verdict_dir: Path, dest: Path) -> None:
+    """The checker's files only: verify_*.txt, accuracy/, performance/ (not our verdict.json)."""
+    if not verdict_dir.is_dir():
+        raise UserError(f"{verdict_dir} is missing; rerun the compliance stage")
+    dest.mkdir(parents=True)
+    for path in sorted(verdict_dir.glob("verify_*.txt")):
+        shutil.copyfile(path, dest / path.name)
+    for sub in ("accuracy", "performance"):
+        if (verdict_dir / sub).is_dir():
+            shutil.copytree(verdict_dir / sub, dest / sub, ignore=IGNORED)

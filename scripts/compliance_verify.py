@@ -1,0 +1,12 @@
+"""Verify one compliance run and write its TEST0x folder (verify file + accuracy log)."""
+from mlperf_repro.compliance.stage import verify_job
+from mlperf_repro.stage import run
+
+
+def main(smk):
+    verify_job(smk.wildcards.test, smk.input.run, smk.wildcards.scenario, smk.input.model, smk.params.rules_test,
+               smk.output.verdict)
+
+
+if __name__ == "__main__":
+    run(snakemake, main)  # noqa: F821 - injected by Snakemake

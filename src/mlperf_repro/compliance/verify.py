@@ -1,0 +1,129 @@
+"""Verification of compliance runs.
+
+TEST06 (LLM output consistency): the first token reported through FirstTokenComplete
+equals the first token of the output (Server-like scenarios), at most one EOS ends each
+output, and the reported token count equals the output length.
+TEST07 (accuracy in performance mode): the accuracy of the sampled outputs reaches the
+table's threshold. TEST09 (output length in performance mode): the mean output length lies
+within the table's bounds. TEST04 (no result caching): the run with the same sample
+repeated is not more than the table's factor faster than the normal performance run.
+
+Each function returns a :class:`Verdict`; :func:`write_verdict` writes the verify file
+the checker reads and copies the compliance accuracy log beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..errors import UserError
+from ..loadgen_logs import read_detail
+
+
+@dataclass
+class Verdict:
+    test: str
+    passed: bool
+    lines: list[str]
+    verify_file: str
+    details: dict
+
+
+def _entries(accuracy_log: str | Path) -> list[dict]:
+    path = Path(accuracy_log)
+    if not path.is_file():
+        raise UserError(f"{path} is missing: the compliance run did not log its samples")
+    entries = json.loads(path.read_text())
+    if not entries:
+        raise UserError(f"{path} has no samples: was the audit.config applied (accuracy_log_sampling_target)?")
+    return entries
+
+
+def _tokens(hex_data: str, dtype) -> np.ndarray:
+    return np.frombuffer(bytes.fromhex(hex_data), dtype=dtype)
+
+
+def trailing_eos(tokens: Iterable[int], eos_token_id: int) -> int:
+    count = 0
+    for token in reversed(list(tokens)):
+        if token != eos_token_id:
+            break
+        count += 1
+    return count
+
+
+def verify_test06(accuracy_log: str | Path, scenario: str, eos_token_id: int, dtype=np.int32) -> Verdict:
+    entries = _entries(accuracy_log)
+    first_token_required = scenario != "Offline"
+    first_mismatch = [e["qsl_idx"] for e in entries if first_token_required
+                      and not np.array_equal(_tokens(e.get("token_data", ""), dtype)[:1], _tokens(e["data"], dtype)[:1])]
+    eos_failures = [e["qsl_idx"] for e in entries if trailing_eos(_tokens(e["data"], dtype), eos_token_id) > 1]
+    length_failures = [e["qsl_idx"] for e in entries if len(_tokens(e["data"], dtype)) != int(e.get("token_count", -1))]
+    first = "Skipped" if not first_token_required else str(not first_mismatch)
+    passed = not first_mismatch and not eos_failures and not length_failures
+    lines = [
+        f"First token check pass: {first}",
+        f"EOS check pass: {not eos_failures}",
+        f"Sample length check pass: {not length_failures}",
+        "TEST06 verification complete" if passed else "TEST06 verification failed",
+    ]
+    details = {"samples": len(entries), "first_token_mismatch": first_mismatch[:20], "eos_failures": eos_failures[:20],
+               "length_failures": length_failures[:20], "eos_token_id": eos_token_id}
+    return Verdict("TEST06", passed, lines, "verify_accuracy.txt", details)
+
+
+def verify_test07(accuracy_log: str | Path, threshold: float, score: Callable[[Path], float]) -> Verdict:
+    """``score(accuracy_log) -> accuracy`` is the benchmark's evaluator on the sampled outputs."""
+    _entries(accuracy_log)
+    value = float(score(Path(accuracy_log)))
+    passed = value >= threshold
+    lines = [f"Accuracy: {value:.3f}", f"Threshold: {threshold}", "TEST PASS" if passed else "TEST FAIL"]
+    return Verdict("TEST07", passed, lines, "verify_accuracy.txt", {"accuracy": value, "threshold": threshold})
+
+
+def verify_test09(accuracy_log: str | Path, min_tokens: float, max_tokens: float, dtype=np.int32) -> Verdict:
+    entries = _entries(accuracy_log)
+    lengths = [len(_tokens(e["data"], dtype)) for e in entries]
+    mean = float(np.mean(lengths))
+    passed = min_tokens <= mean <= max_tokens
+    lines = [f"Mean output tokens: {mean:.2f}", f"Allowed range: [{min_tokens}, {max_tokens}]",
+             "TEST PASS" if passed else "TEST FAIL"]
+    return Verdict("TEST09", passed, lines, "verify_output_len.txt",
+                   {"mean_output_tokens": mean, "samples": len(lengths)})
+
+
+def _throughput(detail: dict) -> float:
+    for key in ("result_samples_per_second", "result_completed_samples_per_sec"):
+        if detail.get(key) is not None:
+            return float(detail[key])
+    if detail.get("result_mean_latency_ns"):
+        return 1e9 / float(detail["result_mean_latency_ns"])
+    raise UserError("the detail log has no throughput or latency result")
+
+
+def verify_test04(reference_detail: str | Path, audit_detail: str | Path, max_speedup: float) -> Verdict:
+    reference = _throughput(read_detail(reference_detail))
+    audited = _throughput(read_detail(audit_detail))
+    speedup = audited / reference
+    passed = speedup <= max_speedup
+    lines = [f"Reference performance: {reference:.4f}", f"TEST04 performance: {audited:.4f}",
+             f"Ratio: {speedup:.4f} (must be <= {max_speedup})", "TEST PASS" if passed else "TEST FAIL"]
+    return Verdict("TEST04", passed, lines, "verify_performance.txt", {"speedup": speedup})
+
+
+def write_verdict(verdict: Verdict, out_dir: str | Path, accuracy_log: str | Path | None) -> None:
+    """``out_dir`` becomes the scenario's ``TEST0x/`` folder content."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / verdict.verify_file).write_text("\n".join(verdict.lines) + "\n")
+    (out / "verdict.json").write_text(json.dumps({"test": verdict.test, "passed": verdict.passed,
+                                                  "details": verdict.details}, indent=2) + "\n")
+    if accuracy_log is not None:
+        (out / "accuracy").mkdir(exist_ok=True)
+        shutil.copyfile(accuracy_log, out / "accuracy" / "mlperf_log_accuracy.json")

@@ -1,0 +1,44 @@
+# Stage 4b: compliance tests from the round's table (TEST06 for llama2: output
+# consistency). Each is a LoadGen performance run with the test's audit.config in its
+# own working directory, then our verification writing the TEST0x folder.
+
+
+rule compliance_run:
+    input:
+        model=serving_dir,
+        dataset=dataset_dir_of,
+        user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
+    output:
+        run=directory("results/runs/{system}/{benchmark}/{scenario}/{test}"),
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
+        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
+        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
+        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
+        engine=lambda wc: PLAN.engine(wc.system),
+        audit_config=lambda wc: PLAN.audit_config(wc.test),
+    log:
+        "logs/runs/{system}/{benchmark}/{scenario}/{test}.log",
+    threads: workflow.cores
+    resources:
+        mem_mb=16000,
+        runtime=60,
+        gpu=lambda wc: PLAN.accelerators(wc.system),
+    script:
+        f"{SCRIPTS}/loadgen_run.py"
+
+
+rule compliance_verify:
+    input:
+        run="results/runs/{system}/{benchmark}/{scenario}/{test}",
+        model=serving_dir,
+    output:
+        verdict=directory("results/compliance/{system}/{benchmark}/{scenario}/{test}"),
+    params:
+        rules_test=lambda wc: PLAN.rules.compliance_test(wc.test),
+    log:
+        "logs/compliance/{system}/{benchmark}/{scenario}/{test}.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/compliance_verify.py"
