@@ -35,6 +35,7 @@ rule all:
         "results/submission.tar.gz",
         "results/check/report.txt",
         "results/report/summary.md",
+        "results/report/summary_official.csv",
 
 
 onsuccess:

@@ -5,11 +5,14 @@ short delay with tokens derived from its prompt, first token first.
     python harness_child.py <out_dir> <Offline|Server> <performance|accuracy> <tokens per answer> [fail]
 
 With ``fail`` the engine raises after answering a few requests, as a crashed engine would.
+Environment: HARNESS_MODEL (LoadGen model name, default llama2-70b), HARNESS_CONF (extra
+user.conf lines), HARNESS_AUDIT (audit.config text: a compliance run).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -66,13 +69,16 @@ class ScriptedBackend:
 def main() -> None:
     out_dir, scenario, mode, answer_tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     fail = sys.argv[5:] == ["fail"]
+    model = os.environ.get("HARNESS_MODEL", "llama2-70b")
     dataset = TokenDataset(prompts=[[1, 2, i, i + 1] for i in range(32)], references=[""] * 32)
-    conf = Path(out_dir).parent / "user.conf"
-    conf.write_text(f"llama2-70b.{scenario}.target_qps = 200\nllama2-70b.{scenario}.min_duration = 200\n"
-                    f"llama2-70b.{scenario}.min_query_count = 64\n"
-                    f"llama2-70b.{scenario}.performance_sample_count_override = 32\n")
-    test = LoadgenTest(user_conf=conf, loadgen_model="llama2-70b", loadgen_scenario=scenario, mode=mode,
-                       out_dir=Path(out_dir), performance_sample_count=32)
+    conf = Path(out_dir).parent / f"{Path(out_dir).name}.user.conf"
+    conf.write_text(f"{model}.{scenario}.target_qps = 200\n{model}.{scenario}.min_duration = 200\n"
+                    f"{model}.{scenario}.min_query_count = 64\n"
+                    f"{model}.{scenario}.performance_sample_count_override = 32\n"
+                    + os.environ.get("HARNESS_CONF", ""))
+    test = LoadgenTest(user_conf=conf, loadgen_model=model, loadgen_scenario=scenario, mode=mode,
+                       out_dir=Path(out_dir), performance_sample_count=32,
+                       audit_config=os.environ.get("HARNESS_AUDIT"))
     try:
         record = run_loadgen_test(test, dataset,
                                   lambda sut: ScriptedBackend(sut, answer_tokens, scenario != "Offline", fail))

@@ -25,6 +25,7 @@ def test_default_config_plan(tmp_path):
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     assert counts == {
+        "preflight": 1,
         "acquire_model": 1,
         "acquire_dataset": 1,
         "quantize": 1,
@@ -32,10 +33,13 @@ def test_default_config_plan(tmp_path):
         "user_conf": 3,  # Offline, Server, Interactive
         "loadgen_run": 6,  # x performance, accuracy
         "accuracy_eval": 3,
+        "compliance_run": 3,  # TEST06 per scenario (llama2-70b's compliance test in the table)
+        "compliance_verify": 3,
         "package": 1,
         "tarball": 1,
         "check_submission": 1,
         "summary": 1,
+        "official_summary": 1,
         "all": 1,
     }
 
@@ -58,6 +62,7 @@ def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
     assert counts["user_conf"] == scenarios
     assert counts["loadgen_run"] == 2 * scenarios
     assert counts["accuracy_eval"] == scenarios
+    assert counts["compliance_run"] == counts["compliance_verify"] == scenarios
     assert counts["quantize"] == 1  # shared by both systems
     assert counts["reference_accuracy"] == 2  # per system, only for the measured-target benchmark
     assert counts["acquire_model"] == 1 and counts["acquire_dataset"] == 1

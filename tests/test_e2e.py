@@ -79,9 +79,8 @@ def test_tree_layout_and_not_submittable_marking(workdir):
 
 def test_system_description(workdir):
     desc = json.loads((tree(workdir) / "systems" / f"{SYSTEM}.json").read_text())
-    from mlperf_repro.package.systems import REQUIRED_FIELDS
-
-    assert set(REQUIRED_FIELDS) <= set(desc) and len(REQUIRED_FIELDS) == 35
+    required = RULES["system_description"]["required"]
+    assert set(required) <= set(desc) and len(required) == 35
     assert desc["division"] == "open" and desc["submitter"] == SUBMITTER
     assert isinstance(desc["number_of_nodes"], int) and int(desc["accelerators_per_node"]) == 0
     assert isinstance(desc["host_processor_core_count"], int) and desc["host_processor_model_name"] != "auto"

@@ -9,7 +9,8 @@ import re
 import tarfile
 import time
 
-from mlperf_repro.package.systems import REQUIRED_FIELDS, system_description
+from mlperf_repro.benchmarks import load_round
+from mlperf_repro.package.systems import system_description
 from mlperf_repro.package.tarball import write_tarball
 from mlperf_repro.package.truncate import hash_line, truncated_text, write_truncated_log
 
@@ -61,8 +62,11 @@ def test_system_description_fills_auto_and_casts_integers():
                    "host_processors_per_node": "auto", "host_processor_model_name": "auto",
                    "host_processor_core_count": "auto", "host_memory_capacity": "auto", "framework": "auto",
                    "accelerators_per_node": 0, "accelerator_model_name": "N/A", "is_network": "false"}
-    desc = system_description(description, division="open", submitter="Org", provenance=provenance, test_scale=True)
-    assert list(desc)[: len(REQUIRED_FIELDS)] == list(REQUIRED_FIELDS)
+    rules = load_round("v6.0")
+    desc = system_description(description, rules=rules, division="open", submitter="Org", provenance=provenance,
+                              test_scale=True)
+    required = rules["system_description"]["required"]
+    assert len(required) == 35 and list(desc)[: len(required)] == required
     assert desc["host_processor_model_name"] == "Test CPU"
     assert desc["host_processor_core_count"] == 2 and desc["number_of_nodes"] == 1
     assert desc["host_memory_capacity"] == "24 GiB"

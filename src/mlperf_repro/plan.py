@@ -149,6 +149,8 @@ class Plan:
     def accuracy_dir(system: str, benchmark: str, scenario: str) -> str:
         return f"results/accuracy/{system}/{benchmark}/{scenario}"
 
+    failed_results_path = "results/package/failed_results.json"
+
     @staticmethod
     def acquire_record_path(kind: str, name: str) -> str:
         return f"results/acquire/{kind}/{name}.json"

@@ -14,3 +14,18 @@ rule check_submission:
     localrule: True
     script:
         f"{SCRIPTS}/check.py"
+
+
+rule preflight:
+    # Seconds of checks before hours of runs: the config against the round's rules, the
+    # installed LoadGen's seeds, the disk. Consumers take it as ancient() so a rerun of
+    # the preflight (any config edit) never reruns finished work by itself.
+    output:
+        "results/check/preflight.txt",
+    params:
+        config=config,
+    log:
+        "logs/check/preflight.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/preflight.py"

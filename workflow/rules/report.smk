@@ -15,3 +15,19 @@ rule summary:
     localrule: True
     script:
         f"{SCRIPTS}/summary.py"
+
+
+rule official_summary:
+    # The submission checker's summary CSV and the final-report spreadsheet, from the tree.
+    input:
+        package="results/package",
+    output:
+        csv="results/report/summary_official.csv",
+        xlsx="results/report/final_report.xlsx",
+    params:
+        round=config["round"],
+    log:
+        "logs/report/official_summary.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/official_summary.py"

@@ -28,3 +28,23 @@ def check_job(tree: str, round_name: str, out_txt: str, out_json: str) -> int:
         "findings": [f.__dict__ for f in findings],
     }, indent=2) + "\n")
     return len(errors)
+
+
+def preflight_job(config: dict, out_txt: str, workdir: str = ".") -> None:
+    """Write the preflight report; stop the workflow (before any run) if it has errors."""
+    from ..errors import UserError
+    from .preflight import preflight
+
+    findings = preflight(config, workdir)
+    errors = [f for f in findings if f.severity == "error"]
+    lines = [f"mlperf-repro preflight against the {config['round']} rules: "
+             f"{'PASS' if not errors else 'FAIL'} ({len(errors)} error(s), {len(findings) - len(errors)} warning(s))"]
+    lines += [f.line() for f in findings]
+    Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_txt).write_text("\n".join(lines) + "\n")
+    for finding in findings:
+        if finding.severity != "error":
+            print(finding.line())
+    if errors:
+        raise UserError("the preflight check found problems to fix before any run starts:\n  "
+                        + "\n  ".join(f.line() for f in errors))

@@ -8,19 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# The keys the v6.0 submission checker requires, in its order.
-REQUIRED_FIELDS = (
-    "division", "submitter", "status", "system_name", "number_of_nodes", "host_processor_model_name",
-    "host_processors_per_node", "host_processor_core_count", "host_memory_capacity", "host_storage_capacity",
-    "host_storage_type", "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
-    "framework", "operating_system", "system_type", "other_software_stack", "host_processor_frequency",
-    "host_processor_caches", "host_memory_configuration", "host_processor_interconnect", "host_networking",
-    "host_networking_topology", "accelerator_frequency", "accelerator_host_interconnect", "accelerator_interconnect",
-    "accelerator_interconnect_topology", "accelerator_memory_configuration", "accelerator_on-chip_memories",
-    "cooling", "hw_notes", "sw_notes", "host_network_card_count", "system_type_detail",
-)
-# The checker and the final report cast these with int().
-INTEGER_FIELDS = ("number_of_nodes", "accelerators_per_node", "host_processors_per_node", "host_processor_core_count")
+from ..benchmarks import Round
 
 
 def _auto_values(provenance: dict[str, Any]) -> dict[str, Any]:
@@ -45,15 +33,17 @@ def _auto_values(provenance: dict[str, Any]) -> dict[str, Any]:
 
 
 def system_description(
-    description: dict[str, Any], *, division: str, submitter: str, provenance: dict[str, Any], test_scale: bool
+    description: dict[str, Any], *, rules: Round, division: str, submitter: str, provenance: dict[str, Any],
+    test_scale: bool,
 ) -> dict[str, Any]:
+    fields = rules["system_description"]
     auto = _auto_values(provenance)
     merged: dict[str, Any] = {"division": division, "submitter": submitter}
     for key, value in description.items():
         merged[key] = auto.get(key, value) if value == "auto" else value
-    for key in REQUIRED_FIELDS:
+    for key in fields["required"]:
         merged.setdefault(key, "")
-    for key in INTEGER_FIELDS:
+    for key in fields["integer"]:
         if merged[key] != "":
             merged[key] = int(merged[key])
     if merged["accelerators_per_node"] == 0:
@@ -62,9 +52,10 @@ def system_description(
     if test_scale:
         note = "TEST SCALE: shortened runs on reduced sample counts; NOT SUBMITTABLE."
         merged["sw_notes"] = f"{note} {merged['sw_notes']}".strip()
-    # Network-division fields only in the network division: any is_network value makes the
-    # checker demand all of them.
-    merged.pop("is_network", None)
-    ordered = {key: merged[key] for key in REQUIRED_FIELDS}
+    if division != "network":
+        # Any is_network value (even "false") makes the checker demand every network field.
+        for key in fields["network_only"]:
+            merged.pop(key, None)
+    ordered = {key: merged[key] for key in fields["required"]}
     ordered.update({k: v for k, v in merged.items() if k not in ordered})
     return ordered

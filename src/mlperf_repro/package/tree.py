@@ -129,6 +129,47 @@ def _calibration_doc(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+FAILED_NOTE = """# FAILED RESULTS KEPT ON REQUEST
+
+The results below failed the pre-submission check and were packaged only because the
+config says `package.failed_results: keep`. They would not pass review as they are.
+
+"""
+
+
+def apply_failure_policy(root: Path, rules, division: str, submitter: str, policy: str) -> dict[str, list[str]]:
+    """Closed and network divisions: a result that fails the check is left out of the tree
+    (``exclude``) or kept and marked FAILED (``keep``, an explicit choice in the config).
+    Returns scenario folder -> reasons, for the summary."""
+    from ..check.tree import failed_results
+
+    if division == "open":
+        return {}
+    failed = {folder: [f.line() for f in findings] for folder, findings in failed_results(root, rules).items()}
+    for folder, reasons in failed.items():
+        path = root / folder
+        if policy == "keep":
+            readme = path / "README.md"
+            banner = "**FAILED CHECK - kept on request (`package.failed_results: keep`):**\n\n" + \
+                "\n".join(f"- {r}" for r in reasons) + "\n\n"
+            readme.write_text(banner + (readme.read_text() if readme.is_file() else ""))
+        else:
+            shutil.rmtree(path)
+            for parent in (path.parent, path.parent.parent):  # empty benchmark / system folders
+                if parent.is_dir() and not any(parent.iterdir()):
+                    parent.rmdir()
+    if failed and policy == "keep":
+        (root / "FAILED_RESULTS.md").write_text(FAILED_NOTE + "\n".join(
+            f"- `{folder}`: " + "; ".join(reasons) for folder, reasons in sorted(failed.items())) + "\n")
+    if policy != "keep":
+        base = root / division / submitter
+        remaining = {p.name for p in (base / "results").iterdir()} if (base / "results").is_dir() else set()
+        for system_json in (base / "systems").glob("*.json"):
+            if system_json.stem not in remaining:
+                system_json.unlink()  # a description without results is itself an error
+    return failed
+
+
 def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> Path:
     root = Path(out_dir)
     if root.exists():
@@ -139,7 +180,7 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
         (root / "NOT_SUBMITTABLE.md").write_text(NOT_SUBMITTABLE_NOTE)
 
     for system in plan.systems:
-        desc = system_description(plan.system_cfg(system)["description"], division=plan.division,
+        desc = system_description(plan.system_cfg(system)["description"], rules=plan.rules, division=plan.division,
                                   submitter=plan.submitter, provenance=_system_provenance(plan, system),
                                   test_scale=not plan.submittable)
         _json(base / "systems" / f"{system}.json", desc)
@@ -172,6 +213,10 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
         for test in plan.compliance_tests(job.benchmark):
             _copy_compliance(Path(plan.compliance_dir(job.system, job.benchmark, job.scenario, test)),
                              scenario_dir / test)
+    policy = (plan.config.get("package") or {}).get("failed_results", "exclude")
+    failed = apply_failure_policy(root, plan.rules, plan.division, plan.submitter, policy)
+    # Outside the tree: what the check failed and what the policy did, for the summary.
+    (root.parent / "failed_results.json").write_text(json.dumps({"policy": policy, "failed": failed}, indent=2) + "\n")
     return root
 
 

@@ -18,14 +18,23 @@ from ..plan import Plan
 
 COLUMNS = ("system", "benchmark", "mlperf_benchmark", "scenario", "result", "unit", "loadgen_validity",
            "ttft_p99_ms", "ttft_limit_ms", "tpot_p99_ms", "tpot_limit_ms", "accuracy", "accuracy_target",
-           "accuracy_passed", "submittable")
+           "accuracy_passed", "packaged", "submittable")
 
 
 def _ms(value: Any) -> str:
     return f"{float(value) / 1e6:.2f}" if value not in (None, "") else ""
 
 
+def _packaging(plan: Plan) -> tuple[str, dict[str, list[str]]]:
+    path = Path(plan.failed_results_path)
+    if not path.is_file():
+        return "exclude", {}
+    data = json.loads(path.read_text())
+    return data["policy"], data["failed"]
+
+
 def summary_rows(plan: Plan) -> list[dict[str, str]]:
+    policy, failed = _packaging(plan)
     rows = []
     for job in plan.jobs:
         facts = plan.facts(job.benchmark)
@@ -53,9 +62,18 @@ def summary_rows(plan: Plan) -> list[dict[str, str]]:
                                         f"{c.get('minimum', c.get('maximum'))}" for c in checks)
                                + (f" ({accuracy['verdict']['kind']})" if checks else ""),
             "accuracy_passed": "yes" if accuracy["verdict"]["passed"] else "NO",
+            "packaged": _packaged(plan, job, policy, failed),
             "submittable": "yes" if plan.submittable else "NO (test scale)",
         })
     return rows
+
+
+def _packaged(plan: Plan, job, policy: str, failed: dict[str, list[str]]) -> str:
+    folder = f"{plan.division}/{plan.submitter}/results/{job.system}/{job.benchmark}/{job.scenario}"
+    if folder not in failed:
+        return "yes"
+    rules = sorted({reason.split(":", 1)[0].split("] ", 1)[-1] for reason in failed[folder]})
+    return ("KEPT, FAILED " if policy == "keep" else "NO, failed ") + ", ".join(rules)
 
 
 def to_csv(rows: list[dict[str, str]]) -> str:
@@ -90,7 +108,7 @@ def demo_model_lines(plan: Plan) -> list[str]:
 
 def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan) -> str:
     shown = ("system", "benchmark", "scenario", "result", "unit", "loadgen_validity", "ttft_p99_ms", "tpot_p99_ms",
-             "accuracy", "accuracy_target", "accuracy_passed", "submittable")
+             "accuracy", "accuracy_target", "accuracy_passed", "packaged", "submittable")
     lines = [f"# MLPerf Inference {plan.rules.name} summary ({plan.division}, {plan.submitter})", ""]
     if not plan.submittable:
         lines += ["**NOT SUBMITTABLE: test-scale run (shortened durations, reduced sample counts).**", ""]

@@ -1,0 +1,256 @@
+"""Each checker rule against a tree that breaks exactly that rule.
+
+The good trees (closed division, full scale; and a test-scale one) pass every rule; each
+test copies one, breaks one thing the way real submissions break it, and asserts that
+exactly the intended rule fires, naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mlperf_repro.check.tree import RULES, check_tree
+from tree_factory import BENCH, GOOD_ACCURACY, RULES as ROUND, SUBMITTER, SYSTEM, build_tree, format_accuracy, \
+    make_runs, patch_detail
+
+RESULTS = f"closed/{SUBMITTER}/results/{SYSTEM}/{BENCH}"
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    return make_runs(tmp_path_factory.mktemp("loadgen-runs"))
+
+
+@pytest.fixture(scope="session")
+def good_tree(runs, tmp_path_factory):
+    return build_tree(tmp_path_factory.mktemp("good") / "tree", runs)
+
+
+@pytest.fixture
+def tree(good_tree, tmp_path):
+    copy = tmp_path / "tree"
+    shutil.copytree(good_tree, copy)
+    return copy
+
+
+def errors(root: Path) -> list:
+    return [f for f in check_tree(root, ROUND) if f.severity == "error"]
+
+
+def only_rule(root: Path, rule: str, path_fragment: str = "") -> list:
+    found = errors(root)
+    assert found, f"{rule} did not fire"
+    assert {f.rule for f in found} == {rule}, [f.line() for f in found]
+    assert all(path_fragment in f.path for f in found), [f.line() for f in found]
+    return found
+
+
+def test_good_trees_pass(good_tree, runs, tmp_path):
+    assert errors(good_tree) == []
+    small = build_tree(tmp_path / "small", runs, full_scale=False)
+    findings = check_tree(small, ROUND)
+    assert [f.rule for f in findings] == ["marking"] and findings[0].severity == "warning"
+
+
+def test_every_rule_is_covered_below():
+    tested = {"root-files", "required-files", "scenario-set", "system-description", "measurements", "loadgen-valid",
+              "loadgen-errors", "seeds", "scenario-match", "token-latencies", "latency", "run-length", "accuracy-log",
+              "accuracy-target", "compliance", "hygiene", "marking"}
+    assert set(RULES) == tested
+
+
+def test_root_files(tree):
+    (tree / "notes.txt").write_text("x")
+    only_rule(tree, "root-files", "notes.txt")
+
+
+def test_required_files(tree):
+    (tree / RESULTS / "Server" / "user.conf").write_text("")
+    only_rule(tree, "required-files", "Server/user.conf")
+
+
+def test_scenario_set(tree):
+    shutil.rmtree(tree / RESULTS / "Offline")
+    found = only_rule(tree, "scenario-set", BENCH)
+    assert "Offline" in found[0].message
+
+
+def test_system_description_meaningful_field(tree):
+    path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc = json.loads(path.read_text())
+    desc["accelerators_per_node"] = 0  # falsy: the checker counts it as "no answer"
+    path.write_text(json.dumps(desc))
+    found = only_rule(tree, "system-description", f"systems/{SYSTEM}.json")
+    assert "accelerators_per_node" in found[0].message
+
+
+def test_system_description_is_network_outside_network_division(tree):
+    path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc = json.loads(path.read_text())
+    desc["is_network"] = "false"
+    path.write_text(json.dumps(desc))
+    assert "is_network" in only_rule(tree, "system-description")[0].message
+
+
+def test_measurements(tree):
+    path = tree / RESULTS / "Offline" / "measurements.json"
+    data = json.loads(path.read_text())
+    data["weight_data_types"] = ""
+    path.write_text(json.dumps(data))
+    only_rule(tree, "measurements", "Offline/measurements.json")
+
+
+def test_loadgen_invalid_result_is_caught(tree):
+    # The official modular checker accepts this; we do not.
+    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+                 {"result_validity": "INVALID"})
+    only_rule(tree, "loadgen-valid", "Offline/performance")
+
+
+def test_loadgen_errors_in_the_performance_log(tree):
+    detail = tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt"
+    record = {"key": "error_runtime", "value": "QuerySamplesComplete called twice", "time_ms": 1.0,
+              "namespace": "mlperf::logging", "event_type": "POINT_IN_TIME",
+              "metadata": {"is_error": True, "is_warning": False}}
+    with detail.open("a") as handle:
+        handle.write(":::MLLOG " + json.dumps(record) + "\n")
+    only_rule(tree, "loadgen-errors", "Server/performance")
+
+
+def test_seeds(tree):
+    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+                 {"effective_qsl_rng_seed": 2085463073848966840})  # v6.1's seed
+    assert "qsl_rng_seed" in only_rule(tree, "seeds", "Offline")[0].message
+
+
+def test_scenario_match(tree):
+    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt",
+                 {"effective_scenario": "Offline"})
+    only_rule(tree, "scenario-match", "Server/performance")
+
+
+def test_token_latencies(tree):
+    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+                 {"requested_use_token_latencies": False})
+    only_rule(tree, "token-latencies", "Offline")
+
+
+def test_interactive_is_judged_against_interactive_limits(tree):
+    # 100 ms TPOT passes Server's 200 ms, which is what the official checker applies here.
+    patch_detail(tree / RESULTS / "Interactive/performance/run_1/mlperf_log_detail.txt",
+                 {"result_time_per_output_token_99.00_percentile_ns": 100_000_000})
+    found = only_rule(tree, "latency", "Interactive")
+    assert "40 ms" in found[0].message
+
+
+def test_interactive_run_under_the_server_model_name(tree):
+    patch_detail(tree / RESULTS / "Interactive/performance/run_1/mlperf_log_detail.txt",
+                 {"requested_server_ttft_latency": 2_000_000_000, "requested_server_tpot_latency": 200_000_000})
+    found = only_rule(tree, "latency", "Interactive")
+    assert "llama2-70b-interactive" in found[0].message
+
+
+def test_run_length(tree):
+    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt",
+                 {"effective_min_duration_ms": 300000})
+    only_rule(tree, "run-length", "Server")
+
+
+def test_offline_samples_per_query(tree):
+    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+                 {"effective_samples_per_query": 2000})
+    assert "samples_per_query" in only_rule(tree, "run-length", "Offline")[0].message
+
+
+def test_accuracy_log_not_truncated(tree, runs):
+    log = tree / RESULTS / "Offline/accuracy/mlperf_log_accuracy.json"
+    log.write_text(" " * 20000)
+    only_rule(tree, "accuracy-log", "Offline/accuracy/mlperf_log_accuracy.json")
+
+
+def test_accuracy_txt_without_hash(tree):
+    txt = tree / RESULTS / "Server/accuracy/accuracy.txt"
+    txt.write_text(format_accuracy(GOOD_ACCURACY))
+    only_rule(tree, "accuracy-log", "Server/accuracy/accuracy.txt")
+
+
+def test_accuracy_numpy_repr_is_unreadable(tree):
+    txt = tree / RESULTS / "Server/accuracy/accuracy.txt"
+    txt.write_text(txt.read_text().replace("'rouge1': 44.5", "'rouge1': np.float64(44.5)"))
+    assert "rouge1" in only_rule(tree, "accuracy-log", "Server")[0].message
+
+
+def test_accuracy_run_not_covering_the_dataset(tree):
+    patch_detail(tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt",
+                 {"effective_accuracy_sample_count": 1000, "qsl_reported_total_count": 1000})
+    only_rule(tree, "accuracy-log", "Offline/accuracy")
+
+
+def test_accuracy_below_target(tree):
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    txt.write_text(txt.read_text().replace("'rouge2': 22.1", "'rouge2': 21.5"))
+    found = only_rule(tree, "accuracy-target", "Offline")
+    assert "rouge2" in found[0].message
+
+
+def test_tokens_per_sample_upper_bound(tree):
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    txt.write_text(txt.read_text().replace("'tokens_per_sample': 295.0", "'tokens_per_sample': 330.0"))
+    assert "upper bound" in only_rule(tree, "accuracy-target", "Offline")[0].message
+
+
+def test_compliance_missing_in_closed(tree):
+    shutil.rmtree(tree / RESULTS / "Interactive" / "TEST06")
+    only_rule(tree, "compliance", "Interactive/TEST06")
+
+
+def test_compliance_failed(tree):
+    verify = tree / RESULTS / "Server" / "TEST06" / "verify_accuracy.txt"
+    verify.write_text(verify.read_text().replace("EOS check pass: True", "EOS check pass: False"))
+    only_rule(tree, "compliance", "Server/TEST06")
+
+
+@pytest.mark.parametrize("breakage, fragment", [
+    (lambda base: (base / ".DS_Store").write_text("x"), ".DS_Store"),
+    (lambda base: (base / "src" / "my notes.md").write_text("x"), "my notes.md"),
+    (lambda base: (base / "src" / "__pycache__").mkdir(), "__pycache__"),
+    (lambda base: (base / "src" / "empty").mkdir(), "src/empty"),
+    (lambda base: os.symlink(base / "nowhere", base / "src" / "link"), "src/link"),
+    (lambda base: (base / "src" / "big.bin").write_bytes(b"\0" * (50 * 2**20 + 1)), "big.bin"),
+])
+def test_hygiene(tree, breakage, fragment):
+    breakage(tree / "closed" / SUBMITTER)
+    only_rule(tree, "hygiene", fragment)
+
+
+def test_open_division_records_accuracy_without_failing(runs, tmp_path):
+    low = dict(GOOD_ACCURACY, rouge1=30.0)
+    tree = build_tree(tmp_path / "open", runs, division="open", accuracy=low)
+    findings = check_tree(tree, ROUND)
+    assert errors(tree) == []
+    assert {f.rule for f in findings} == {"accuracy-target"} and all(f.severity == "warning" for f in findings)
+
+
+def test_failing_closed_result_is_excluded_from_the_package(tree):
+    from mlperf_repro.package.tree import apply_failure_policy
+
+    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", {"result_validity": "INVALID"})
+    failed = apply_failure_policy(tree, ROUND, "closed", SUBMITTER, "exclude")
+    assert list(failed) == [f"{RESULTS}/Server"] and "loadgen-valid" in failed[f"{RESULTS}/Server"][0]
+    assert not (tree / RESULTS / "Server").exists() and (tree / RESULTS / "Offline").is_dir()
+    assert errors(tree) == []  # what remains is a clean closed submission (Interactive covers Server's role)
+
+
+def test_failing_closed_result_kept_only_on_request_and_marked(tree):
+    from mlperf_repro.package.tree import apply_failure_policy
+
+    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", {"result_validity": "INVALID"})
+    apply_failure_policy(tree, ROUND, "closed", SUBMITTER, "keep")
+    assert (tree / RESULTS / "Server").is_dir()
+    assert (tree / RESULTS / "Server" / "README.md").read_text().startswith("**FAILED CHECK")
+    assert "Server" in (tree / "FAILED_RESULTS.md").read_text()

@@ -1,0 +1,83 @@
+"""The preflight check: config problems the round's checker would reject after hours of runs."""
+
+from __future__ import annotations
+
+from conftest import SCHEMA
+from mlperf_repro.check.preflight import estimated_bytes, preflight
+from mlperf_repro.config import load_yaml, validate_config
+from mlperf_repro.plan import Plan
+
+from conftest import REPO
+
+SYSTEM, BENCH = "cpu-2c-vllm", "tiny-llama-mxfp4"
+
+
+def conformance():
+    return validate_config(load_yaml(REPO / "config/examples/conformance-cpu.yaml"), SCHEMA)
+
+
+def rules_of(findings, severity="error"):
+    return sorted({f.rule for f in findings if f.severity == severity})
+
+
+def test_default_and_conformance_configs_pass(tmp_path, default_config):
+    assert rules_of(preflight(validate_config(default_config, SCHEMA), tmp_path)) == []
+    assert rules_of(preflight(conformance(), tmp_path)) == []
+
+
+def test_short_duration_at_full_scale(tmp_path):
+    config = conformance()
+    config["systems"][SYSTEM]["benchmarks"][BENCH]["Server"]["min_duration_ms"] = 60000
+    findings = preflight(config, tmp_path)
+    assert rules_of(findings) == ["run-length"]
+    assert any(f.path.endswith("Server.min_duration_ms") for f in findings)
+
+
+def test_dataset_too_small_for_the_round(tmp_path):
+    config = conformance()
+    config["datasets"]["openorca-synthetic"]["builtin"]["samples"] = 5000
+    findings = [f for f in preflight(config, tmp_path) if f.severity == "error"]
+    assert {f.path for f in findings} == {"datasets.openorca-synthetic"}
+    assert any("24576" in f.message for f in findings)
+
+
+def test_closed_offline_samples_reachable(tmp_path):
+    config = conformance()
+    config["division"] = "closed"
+    config["benchmarks"] = {"llama2-70b-99": dict(config["benchmarks"][BENCH], accuracy_target="reference")}
+    config["systems"][SYSTEM]["benchmarks"] = {"llama2-70b-99": config["systems"][SYSTEM]["benchmarks"][BENCH]}
+    config["systems"][SYSTEM]["benchmarks"]["llama2-70b-99"]["Offline"] = {"target_qps": 10, "min_query_count": 1000}
+    findings = preflight(config, tmp_path)
+    assert rules_of(findings) == ["run-length"]
+    assert "Offline would issue 6600 samples" in " ".join(f.message for f in findings)
+
+
+def test_too_few_server_queries_for_early_stopping_is_a_warning(tmp_path, default_config):
+    default_config["test_scale"]["min_query_count"] = {"Server": 100}
+    default_config["systems"][SYSTEM]["benchmarks"][BENCH]["Server"]["target_qps"] = 5
+    findings = preflight(validate_config(default_config, SCHEMA), tmp_path)
+    assert rules_of(findings) == [] and rules_of(findings, "warning") == ["run-length"]
+
+
+def test_incomplete_system_description(tmp_path, default_config):
+    default_config["systems"][SYSTEM]["description"]["cooling"] = ""
+    findings = preflight(validate_config(default_config, SCHEMA), tmp_path)
+    assert [f.path for f in findings] == [f"systems.{SYSTEM}.description.cooling"]
+
+
+def test_unsupported_benchmark_is_refused_before_running(tmp_path, default_config):
+    default_config["benchmarks"][BENCH]["mlperf_benchmark"] = "gpt-oss-120b"
+    findings = preflight(validate_config(default_config, SCHEMA), tmp_path)
+    assert rules_of(findings) == ["support"]
+    messages = " ".join(f.message for f in findings)
+    assert "gpt-oss-exact-match" in messages and "TEST07" in messages
+
+
+def test_disk_estimate_for_a_hub_model(tmp_path, default_config):
+    default_config["models"]["tiny-llama"] = {"source": "hf://meta-llama/Llama-2-70b-chat-hf@" + "0" * 40,
+                                              "allow_unverified": True}
+    default_config["datasets"]["openorca-synthetic"]["builtin"]["model"] = "tiny-llama"
+    plan = Plan(validate_config(default_config, SCHEMA))
+    needed = estimated_bytes(plan, tmp_path)
+    # fp16 weights + MXFP4 checkpoint + the emulated copy the CPU system serves
+    assert needed == 137953316864 + int(137953316864 * 1.27)

@@ -1,0 +1,137 @@
+"""Submission trees for checker tests, built from real LoadGen logs.
+
+The LoadGen runs (a scripted engine answering instantly, see harness_child.py) are made
+once per test session; each tree is then assembled from them with the package's own
+helpers. A "full-scale" tree has the round's minimums written into its detail logs (a
+600 s run cannot happen in a unit test), so every rule starts out satisfied and a test
+can break exactly one thing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from mlperf_repro.benchmarks import load_round
+from mlperf_repro.compliance import audit_config_text
+from mlperf_repro.compliance.verify import verify_test06, write_verdict
+from mlperf_repro.package.systems import system_description
+from mlperf_repro.package.truncate import hash_line, write_truncated_log
+
+CHILD = Path(__file__).with_name("harness_child.py")
+RULES = load_round("v6.0")
+BENCH = "llama2-70b-99"
+SYSTEM = "sys1"
+SUBMITTER = "TestOrg"
+SCENARIOS = ("Offline", "Server", "Interactive")
+GOOD_ACCURACY = {"rouge1": 44.5, "rouge2": 22.1, "rougeL": 28.7, "rougeLsum": 41.2, "gen_len": 123456,
+                 "gen_num": 32, "gen_tok_len": 9440, "tokens_per_sample": 295.0}
+DESCRIPTION = {
+    "system_name": "Test system", "system_type": "datacenter", "status": "available", "number_of_nodes": 1,
+    "host_processors_per_node": 2, "host_processor_model_name": "Test CPU", "host_processor_core_count": 64,
+    "host_memory_capacity": "1 TB", "host_memory_configuration": "16x64GB", "host_storage_type": "NVMe",
+    "host_storage_capacity": "8 TB", "host_networking": "2x 100GbE", "host_network_card_count": "2",
+    "host_networking_topology": "star", "accelerators_per_node": 8, "accelerator_model_name": "Test GPU",
+    "accelerator_memory_capacity": "288 GB", "accelerator_memory_configuration": "HBM3E",
+    "accelerator_host_interconnect": "PCIe Gen5 x16", "accelerator_interconnect": "XGMI", "cooling": "air",
+    "framework": "vLLM", "operating_system": "Linux", "other_software_stack": "ROCm",
+}
+
+
+def _run(out: Path, scenario: str, mode: str, model: str, audit: str | None = None, conf: str = "") -> Path:
+    env = dict(os.environ, HARNESS_MODEL=model, HARNESS_CONF=conf)
+    if audit:
+        env["HARNESS_AUDIT"] = audit
+    result = subprocess.run([sys.executable, str(CHILD), str(out), scenario, mode, "6"], capture_output=True,
+                            text=True, timeout=180, env=env, cwd=out.parent)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-3000:])
+    return out
+
+
+def make_runs(cache: Path) -> dict[tuple[str, str], Path]:
+    """(scenario, performance|accuracy|TEST06) -> LoadGen output dir."""
+    facts = RULES.benchmark(BENCH)
+    runs = {}
+    for scenario in SCENARIOS:
+        model = facts.loadgen_model(scenario)
+        lg_scenario = RULES.loadgen_scenario(scenario)
+        # Enough queries for early stopping, quickly.
+        # Enough Server queries for early stopping, quickly; an instant Offline run meets no
+        # duration floor, so it gets none.
+        conf = (f"{model}.{lg_scenario}.min_query_count = 600\n{model}.{lg_scenario}.target_qps = 1000\n"
+                if lg_scenario == "Server" else f"{model}.{lg_scenario}.min_duration = 0\n")
+        for mode in ("performance", "accuracy"):
+            runs[(scenario, mode)] = _run(cache / f"{scenario}-{mode}", lg_scenario, mode, model, conf=conf)
+        runs[(scenario, "TEST06")] = _run(cache / f"{scenario}-TEST06", lg_scenario, "performance", model,
+                                          audit=audit_config_text("TEST06", RULES.compliance_test("TEST06")["audit_config"]),
+                                          conf=conf)
+    return runs
+
+
+def patch_detail(path: Path, values: dict) -> None:
+    """Rewrite the value of MLLOG records by key (as if LoadGen had logged them)."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if line.startswith(":::MLLOG"):
+            record = json.loads(line[len(":::MLLOG"):])
+            if record.get("key") in values:
+                record["value"] = values[record["key"]]
+                line = ":::MLLOG " + json.dumps(record)
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def format_accuracy(values: dict) -> str:
+    from mlperf_repro.accuracy.llama2 import format_accuracy_txt
+
+    return format_accuracy_txt(values)
+
+
+def build_tree(dest: Path, runs: dict, *, division: str = "closed", full_scale: bool = True,
+               accuracy: dict | None = None) -> Path:
+    """dest/<division>/TestOrg/... ; returns the tree root (dest)."""
+    base = dest / division / SUBMITTER
+    (base / "src").mkdir(parents=True)
+    (base / "src" / "README.md").write_text("code\n")
+    (base / "systems").mkdir()
+    desc = system_description(DESCRIPTION, rules=RULES, division=division, submitter=SUBMITTER, provenance={},
+                              test_scale=not full_scale)
+    (base / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc, indent=2))
+    if not full_scale:
+        (dest / "NOT_SUBMITTABLE.md").write_text("# NOT SUBMITTABLE\n")
+    facts = RULES.benchmark(BENCH)
+    for scenario in SCENARIOS:
+        folder = base / "results" / SYSTEM / BENCH / scenario
+        (folder / "performance" / "run_1").mkdir(parents=True)
+        (folder / "accuracy").mkdir()
+        perf, acc = runs[(scenario, "performance")], runs[(scenario, "accuracy")]
+        for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json"):
+            shutil.copyfile(perf / name, folder / "performance" / "run_1" / name)
+        for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt"):
+            shutil.copyfile(acc / name, folder / "accuracy" / name)
+        digest = write_truncated_log(acc / "mlperf_log_accuracy.json", folder / "accuracy" / "mlperf_log_accuracy.json")
+        (folder / "accuracy" / "accuracy.txt").write_text(format_accuracy(accuracy or GOOD_ACCURACY) + hash_line(digest))
+        (folder / "user.conf").write_text(f"{facts.loadgen_model(scenario)}.{RULES.loadgen_scenario(scenario)}"
+                                          ".target_qps = 100\n")
+        (folder / "README.md").write_text("how to reproduce\n")
+        (folder / "measurements.json").write_text(json.dumps({
+            "input_data_types": "int32", "retraining": "No", "starting_weights_filename": "llama2-70b",
+            "weight_data_types": "mxfp4", "weight_transformations": "quantization"}))
+        verdict = verify_test06(runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json", scenario, eos_token_id=2)
+        write_verdict(verdict, folder / "TEST06", runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json")
+        (folder / "TEST06" / "verdict.json").unlink()
+        if full_scale:
+            patch_detail(folder / "performance/run_1/mlperf_log_detail.txt", {
+                "effective_min_duration_ms": RULES.min_duration_ms,
+                "effective_performance_sample_count": facts.facts["performance_sample_count"],
+                "effective_samples_per_query": facts.facts["offline_min_samples_per_query"],
+            })
+            patch_detail(folder / "accuracy/mlperf_log_detail.txt",
+                         {"effective_accuracy_sample_count": facts.facts["accuracy_sample_count"],
+                          "qsl_reported_total_count": facts.facts["accuracy_sample_count"]})
+    return dest
