@@ -40,7 +40,7 @@ def test_test06_passes_and_writes_the_checker_files(tmp_path):
     log = write_log(tmp_path / "log.json", [[5, 6, 7, 2], [9, 8, 2], [4, 4]])
     verdict = verify_test06(log, "Server", eos_token_id=2)
     assert verdict.passed
-    write_verdict(verdict, tmp_path / "TEST06", log)
+    write_verdict(verdict, tmp_path / "TEST06", "verify_accuracy.txt", log)
     assert (tmp_path / "TEST06" / "verify_accuracy.txt").read_text().splitlines() == [
         "First token check pass: True", "EOS check pass: True", "Sample length check pass: True",
         "TEST06 verification complete"]
@@ -81,7 +81,7 @@ def test_test09_output_length_bounds(tmp_path):
     short = write_log(tmp_path / "short.json", [[1] * 900, [1] * 1000])
     assert verify_test09(ok, rules["min_output_tokens"], rules["max_output_tokens"]).passed
     verdict = verify_test09(short, rules["min_output_tokens"], rules["max_output_tokens"])
-    assert not verdict.passed and verdict.verify_file == "verify_output_len.txt"
+    assert not verdict.passed and verdict.lines[-1] == "TEST FAIL"
 
 
 def _detail(path, samples_per_second):

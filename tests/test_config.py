@@ -40,7 +40,8 @@ def test_default_config_is_valid_and_defaults_are_filled(default_config):
 BAD_CONFIGS = {
     "unknown top-level key": (lambda c: _set(c, "submiter", "X"), ["submiter", "unknown key", "allowed keys"]),
     "wrong division": (lambda c: _set(c, "division", "closd"), ["division", "'closd'", "closed, open, network"]),
-    "unknown round": (lambda c: _set(c, "round", "v5.9"), ["round", "v6.0"]),
+    "unknown round": (lambda c: _set(c, "round", "v5.9"), ["round", "no rules table", "v6.0"]),
+    "round not a version": (lambda c: _set(c, "round", "latest"), ["round", "'latest'", "v6.0"]),
     "submitter with a space": (lambda c: _set(c, "submitter", "My Org"), ["submitter", "'My Org'", "spaces"]),
     "target_qps is text": (lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "fast"),
                            [f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "number", "'fast'"]),

@@ -64,11 +64,17 @@ def test_tree_layout_and_not_submittable_marking(workdir):
         folder = scenario_dir(workdir, scenario)
         names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
         assert names == [
-            "README.md", "accuracy/accuracy.txt", "accuracy/mlperf_log_accuracy.json",
+            "README.md", "TEST06/accuracy/mlperf_log_accuracy.json", "TEST06/verify_accuracy.txt",
+            "accuracy/accuracy.txt", "accuracy/mlperf_log_accuracy.json",
             "accuracy/mlperf_log_detail.txt", "accuracy/mlperf_log_summary.txt", "measurements.json",
             "performance/run_1/mlperf_log_accuracy.json", "performance/run_1/mlperf_log_detail.txt",
             "performance/run_1/mlperf_log_summary.txt", "user.conf",
         ]
+        verify = (folder / "TEST06" / "verify_accuracy.txt").read_text().splitlines()
+        first = "Skipped" if scenario == "Offline" else "True"
+        assert verify == [f"First token check pass: {first}", "EOS check pass: True",
+                          "Sample length check pass: True", "TEST06 verification complete"]
+        assert len(json.loads((folder / "TEST06/accuracy/mlperf_log_accuracy.json").read_text())) == 100
         assert "NOT SUBMITTABLE" in (folder / "README.md").read_text()
         assert json.loads((folder / "measurements.json").read_text())["weight_data_types"] == "mxfp4"
     assert (base / "src" / "src" / "mlperf_repro" / "harness" / "sut.py").is_file()
@@ -170,7 +176,15 @@ def test_summary_and_check(workdir):
     assert "NOT SUBMITTABLE" in summary
     assert summary.strip() in (workdir / "snakemake.out").read_text()  # printed at the end
     report = (workdir / "results/check/report.txt").read_text()
-    assert "NOT SUBMITTABLE" in report
+    assert "NOT SUBMITTABLE" in report and "result: PASS" in report
+    assert "result: PASS" in (workdir / "results/check/preflight.txt").read_text()
+    official = list(csv.DictReader((workdir / "results/report/summary_official.csv").open()))
+    assert [r["Scenario"] for r in official] == ["Interactive", "Offline", "Server"]
+    assert official[0]["MlperfModel"] == "llama2-70b-99" and official[0]["Model"] == BENCH
+    assert official[0]["Units"] == "Tokens/s" and official[0]["Accuracy"].startswith("ROUGE1: ")
+    from openpyxl import load_workbook
+
+    assert load_workbook(workdir / "results/report/final_report.xlsx").sheetnames == ["datacenter - open"]
 
 
 def test_tarball_is_reproducible(workdir, tmp_path):
@@ -186,5 +200,6 @@ def test_rerun_does_nothing_and_one_scenario_reruns_alone(workdir):
     shutil.rmtree(workdir / "results" / "runs" / SYSTEM / BENCH / "Server")
     result = run_snakemake(workdir, "-n", "--cores", "2", "--configfile", "e2e.yaml", timeout=300)
     assert result.returncode == 0, result.stderr
-    assert job_counts(result.stdout) == {"user_conf": 1, "loadgen_run": 2, "accuracy_eval": 1, "package": 1,
-                                         "tarball": 1, "check_submission": 1, "summary": 1, "all": 1}
+    assert job_counts(result.stdout) == {"user_conf": 1, "loadgen_run": 2, "compliance_run": 1,
+                                         "compliance_verify": 1, "accuracy_eval": 1, "package": 1, "tarball": 1,
+                                         "check_submission": 1, "summary": 1, "official_summary": 1, "all": 1}

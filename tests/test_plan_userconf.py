@@ -76,3 +76,35 @@ def test_reference_targets_come_from_the_table():
     assert round(targets["tokens_per_sample"], 3) == 265.005
     strict = rules.benchmark("llama2-70b-99.9").absolute_targets()
     assert round(strict["rouge1"], 4) == 44.3868
+
+
+def test_a_new_round_is_a_new_table(tmp_path, monkeypatch, default_config):
+    """v6.1-style: new seeds and LoadGen pin from a file, no code change."""
+    import yaml
+
+    from mlperf_repro import benchmarks
+
+    table = yaml.safe_load((benchmarks.ROUNDS_DIR / "v6.0.yaml").read_text())
+    table["round"] = "v6.1"
+    table["loadgen"].update(pip_requirement="mlcommons-loadgen==6.0.17", versions=["6.0.17"],
+                            seeds={"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
+                                   "schedule_rng_seed": 16159082839903944936})
+    for name in list(benchmarks.ROUNDS_DIR.glob("*.yaml")):
+        (tmp_path / name.name).write_text(name.read_text())
+    (tmp_path / "v6.1.yaml").write_text(yaml.safe_dump(table))
+    monkeypatch.setattr(benchmarks, "ROUNDS_DIR", tmp_path)
+    benchmarks.load_round.cache_clear()
+    try:
+        default_config["round"] = "v6.1"
+        plan = plan_of(default_config)
+        assert plan.rules.loadgen_requirement == "mlcommons-loadgen==6.0.17"
+        assert plan.rules.seeds["qsl_rng_seed"] == 2085463073848966840
+        default_config["round"] = "v7.0"
+        import pytest
+
+        from mlperf_repro.errors import UserError
+
+        with pytest.raises(UserError, match="known rounds: v6.0, v6.1"):
+            plan_of(default_config)
+    finally:
+        benchmarks.load_round.cache_clear()

@@ -123,7 +123,8 @@ def build_tree(dest: Path, runs: dict, *, division: str = "closed", full_scale: 
             "input_data_types": "int32", "retraining": "No", "starting_weights_filename": "llama2-70b",
             "weight_data_types": "mxfp4", "weight_transformations": "quantization"}))
         verdict = verify_test06(runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json", scenario, eos_token_id=2)
-        write_verdict(verdict, folder / "TEST06", runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json")
+        write_verdict(verdict, folder / "TEST06", RULES.compliance_test("TEST06")["verify_file"],
+                      runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json")
         (folder / "TEST06" / "verdict.json").unlink()
         if full_scale:
             patch_detail(folder / "performance/run_1/mlperf_log_detail.txt", {

@@ -33,5 +33,5 @@ def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_tes
     else:
         raise UserError(f"{test} verification needs this benchmark's evaluator, which the workflow does not "
                         f"run yet (only TEST06 and TEST09 run end to end)")
-    write_verdict(verdict, out_dir, log)
+    write_verdict(verdict, out_dir, rules_test["verify_file"], log)
     return verdict.passed

@@ -9,7 +9,8 @@ within the table's bounds. TEST04 (no result caching): the run with the same sam
 repeated is not more than the table's factor faster than the normal performance run.
 
 Each function returns a :class:`Verdict`; :func:`write_verdict` writes the verify file
-the checker reads and copies the compliance accuracy log beside it.
+the checker reads (its name comes from the rules table) and copies the compliance
+accuracy log beside it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ class Verdict:
     test: str
     passed: bool
     lines: list[str]
-    verify_file: str
     details: dict
 
 
@@ -75,7 +75,7 @@ def verify_test06(accuracy_log: str | Path, scenario: str, eos_token_id: int, dt
     ]
     details = {"samples": len(entries), "first_token_mismatch": first_mismatch[:20], "eos_failures": eos_failures[:20],
                "length_failures": length_failures[:20], "eos_token_id": eos_token_id}
-    return Verdict("TEST06", passed, lines, "verify_accuracy.txt", details)
+    return Verdict("TEST06", passed, lines, details)
 
 
 def verify_test07(accuracy_log: str | Path, threshold: float, score: Callable[[Path], float]) -> Verdict:
@@ -84,7 +84,7 @@ def verify_test07(accuracy_log: str | Path, threshold: float, score: Callable[[P
     value = float(score(Path(accuracy_log)))
     passed = value >= threshold
     lines = [f"Accuracy: {value:.3f}", f"Threshold: {threshold}", "TEST PASS" if passed else "TEST FAIL"]
-    return Verdict("TEST07", passed, lines, "verify_accuracy.txt", {"accuracy": value, "threshold": threshold})
+    return Verdict("TEST07", passed, lines, {"accuracy": value, "threshold": threshold})
 
 
 def verify_test09(accuracy_log: str | Path, min_tokens: float, max_tokens: float, dtype=np.int32) -> Verdict:
@@ -94,8 +94,7 @@ def verify_test09(accuracy_log: str | Path, min_tokens: float, max_tokens: float
     passed = min_tokens <= mean <= max_tokens
     lines = [f"Mean output tokens: {mean:.2f}", f"Allowed range: [{min_tokens}, {max_tokens}]",
              "TEST PASS" if passed else "TEST FAIL"]
-    return Verdict("TEST09", passed, lines, "verify_output_len.txt",
-                   {"mean_output_tokens": mean, "samples": len(lengths)})
+    return Verdict("TEST09", passed, lines, {"mean_output_tokens": mean, "samples": len(lengths)})
 
 
 def _throughput(detail: dict) -> float:
@@ -114,14 +113,15 @@ def verify_test04(reference_detail: str | Path, audit_detail: str | Path, max_sp
     passed = speedup <= max_speedup
     lines = [f"Reference performance: {reference:.4f}", f"TEST04 performance: {audited:.4f}",
              f"Ratio: {speedup:.4f} (must be <= {max_speedup})", "TEST PASS" if passed else "TEST FAIL"]
-    return Verdict("TEST04", passed, lines, "verify_performance.txt", {"speedup": speedup})
+    return Verdict("TEST04", passed, lines, {"speedup": speedup})
 
 
-def write_verdict(verdict: Verdict, out_dir: str | Path, accuracy_log: str | Path | None) -> None:
-    """``out_dir`` becomes the scenario's ``TEST0x/`` folder content."""
+def write_verdict(verdict: Verdict, out_dir: str | Path, verify_file: str, accuracy_log: str | Path | None) -> None:
+    """``out_dir`` becomes the scenario's ``TEST0x/`` folder content; ``verify_file`` is the
+    name the checker reads for this test (rules table: ``compliance_tests.<test>.verify_file``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / verdict.verify_file).write_text("\n".join(verdict.lines) + "\n")
+    (out / verify_file).write_text("\n".join(verdict.lines) + "\n")
     (out / "verdict.json").write_text(json.dumps({"test": verdict.test, "passed": verdict.passed,
                                                   "details": verdict.details}, indent=2) + "\n")
     if accuracy_log is not None:
