@@ -68,8 +68,11 @@ def test_tree_layout_and_not_submittable_marking(workdir):
             "accuracy/accuracy.txt", "accuracy/mlperf_log_accuracy.json",
             "accuracy/mlperf_log_detail.txt", "accuracy/mlperf_log_summary.txt", "measurements.json",
             "performance/run_1/mlperf_log_accuracy.json", "performance/run_1/mlperf_log_detail.txt",
-            "performance/run_1/mlperf_log_summary.txt", "user.conf",
+            "performance/run_1/mlperf_log_summary.txt", "provenance.json", "user.conf",
         ]
+        provenance = json.loads((folder / "provenance.json").read_text())
+        assert provenance["performance"]["engine"]["engine_args"]["dtype"] == "float32"
+        assert provenance["quantization"]["scheme"] == "mxfp4_weight_only"
         verify = (folder / "TEST06" / "verify_accuracy.txt").read_text().splitlines()
         first = "Skipped" if scenario == "Offline" else "True"
         assert verify == [f"First token check pass: {first}", "EOS check pass: True",

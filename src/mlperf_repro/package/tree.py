@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError
+from ..hashing import sha256_file
 from ..loadgen_logs import read_detail
 from ..plan import Plan
 from .readme import scenario_readme
@@ -210,6 +211,7 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
         (scenario_dir / "README.md").write_text(
             scenario_readme(plan, job, read_detail(perf / "mlperf_log_detail.txt"), verdict)
         )
+        _json(scenario_dir / "provenance.json", _scenario_provenance(plan, job, perf, acc))
         for test in plan.compliance_tests(job.benchmark):
             _copy_compliance(Path(plan.compliance_dir(job.system, job.benchmark, job.scenario, test)),
                              scenario_dir / test)
@@ -218,6 +220,30 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
     # Outside the tree: what the check failed and what the policy did, for the summary.
     (root.parent / "failed_results.json").write_text(json.dumps({"policy": policy, "failed": failed}, indent=2) + "\n")
     return root
+
+
+def _scenario_provenance(plan: Plan, job, perf: Path, acc: Path) -> dict[str, Any]:
+    """What produced this result, for reviewers and for ``compare``: the runs' provenance
+    (host, packages, engine settings, environment, input hashes, user.conf) and the FP4
+    recipe. An extra file in the scenario folder, which the checkers allow."""
+    bench = plan.benchmark_cfg(job.benchmark)
+    record: dict[str, Any] = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario,
+                              "mlperf_benchmark": bench["mlperf_benchmark"], "model": bench["model"],
+                              "dataset": bench["dataset"]}
+    for mode, run_dir in (("performance", perf), ("accuracy", acc)):
+        path = run_dir / "provenance.json"
+        record[mode] = json.loads(path.read_text()) if path.is_file() else None
+    recipe = bench.get("quantization")
+    if recipe:
+        manifest_path = Path(plan.quantized_dir(bench["model"], recipe)) / "quant_manifest.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+        record["quantization"] = {
+            "recipe": recipe, "settings": plan.config["quantization"][recipe],
+            "codec_version": manifest.get("codec_version"), "scheme": manifest.get("scheme"),
+            "software": manifest.get("software"), "logit_error": manifest.get("logit_error"),
+            "manifest_sha256": sha256_file(manifest_path) if manifest_path.is_file() else None,
+        }
+    return record
 
 
 def _copy_compliance(verdict_dir: Path, dest: Path) -> None:
