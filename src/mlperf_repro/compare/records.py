@@ -1,0 +1,255 @@
+"""Read submissions into result records.
+
+Layouts understood:
+- v6.0 (this workflow's trees and published v6.0 results): everything of a result in
+  ``<division>/<submitter>/results/<system>/<benchmark>/<scenario>/`` (user.conf,
+  measurements.json, performance/run_1, accuracy, TEST0x), code in ``src/``.
+- v5.x (published v5.1 results): logs in ``results/...``, user.conf and the measurements
+  json in ``measurements/<system>/<benchmark>/<scenario>/``, compliance in
+  ``compliance/...``, code in ``code/``.
+An input may hold several divisions and submitters (a published results repository).
+
+Each record keeps the result (metric, latencies, validity, accuracy) and a flat map of
+*settings* - everything that could explain a difference - under namespaced keys
+(``loadgen.target_qps``, ``engine.max_num_seqs``, ``system.host_memory_capacity``, ...).
+Detail logs are streamed line by line; accuracy logs are never read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..benchmarks import Round, load_round
+from ..hashing import sha256_file
+from ..loadgen_logs import read_detail
+
+DIVISIONS = ("closed", "open", "network")
+# LoadGen's effective settings worth comparing (the rest of the detail log is results,
+# timestamps and bookkeeping).
+LOADGEN_KEYS = (
+    "effective_target_qps", "effective_min_duration_ms", "effective_max_duration_ms", "effective_min_query_count",
+    "effective_max_query_count", "effective_samples_per_query", "effective_performance_sample_count",
+    "effective_accuracy_sample_count", "effective_sample_concatenate_permutation", "effective_target_latency_ns",
+    "effective_qsl_rng_seed", "effective_sample_index_rng_seed", "effective_schedule_rng_seed",
+    "effective_max_async_queries", "requested_server_ttft_latency", "requested_server_tpot_latency",
+    "requested_use_token_latencies", "qsl_reported_total_count", "qsl_reported_performance_count",
+)
+RESULT_FIELDS = ("result_tokens_per_second", "result_completed_tokens_per_second", "result_samples_per_second",
+                 "result_completed_samples_per_sec", "early_stopping_latency_ss")
+ACCURACY_PATTERN = re.compile(r"'(\w+)':\s+'?(-?[\d.]+(?:[eE][-+]?\d+)?)")
+
+
+@dataclass
+class Record:
+    source: str  # the input's label
+    division: str
+    submitter: str
+    system: str
+    benchmark: str  # folder name
+    mlperf_benchmark: str
+    scenario: str
+    metric: float | None = None
+    unit: str = ""
+    valid: bool | None = None
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    accelerators: int = 1
+    accuracy: dict[str, float] = field(default_factory=dict)
+    accuracy_targets: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+    # src/ (or code/) and documentation/ files -> sha256, shared by a submitter's results
+    code: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.mlperf_benchmark, self.scenario)
+
+    @property
+    def per_accelerator(self) -> float | None:
+        return None if self.metric is None else self.metric / max(1, self.accelerators)
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
+    elif isinstance(value, list):
+        out[prefix] = json.dumps(value, sort_keys=True)
+    elif value is not None:
+        out[prefix] = str(value)
+
+
+def _conf(path: Path) -> dict[str, str]:
+    """key = value lines of a LoadGen conf file (comments dropped)."""
+    values = {}
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if "=" in line:
+                key, value = (part.strip() for part in line.split("=", 1))
+                values[key] = value
+    return values
+
+
+def _code_hashes(base: Path) -> dict[str, str]:
+    """src/ (v6.0) or code/ (v5.x) and documentation/ files, keyed 'src/...' either way so
+    the two layouts compare."""
+    hashes = {}
+    for folder, prefix in (("src", "src"), ("code", "src"), ("documentation", "documentation")):
+        root = base / folder
+        if root.is_dir():
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and not path.is_symlink():
+                    hashes.setdefault(f"{prefix}/{path.relative_to(root).as_posix()}", sha256_file(path))
+    return hashes
+
+
+def find_submitters(root: Path) -> Iterator[tuple[str, Path]]:
+    """(division, submitter folder) under ``root``; the root may be a tree, a folder holding
+    one (our results/package), or a published results repository."""
+    for depth in range(0, 3):
+        found = False
+        for candidate in sorted(root.glob("/".join(["*"] * depth)) if depth else [root]):
+            for division in DIVISIONS:
+                division_dir = candidate / division
+                if division_dir.is_dir():
+                    for submitter in sorted(p for p in division_dir.iterdir() if p.is_dir()):
+                        if (submitter / "results").is_dir():
+                            found = True
+                            yield division, submitter
+        if found:
+            return
+
+
+def _measurements(scenario_dir: Path, v5_measure_dir: Path | None) -> tuple[dict, Path]:
+    """measurements.json and the folder holding user.conf (v6.0: the scenario folder)."""
+    if (scenario_dir / "user.conf").is_file() or v5_measure_dir is None or not v5_measure_dir.is_dir():
+        folder = scenario_dir
+    else:
+        folder = v5_measure_dir
+    data: dict = {}
+    candidates = [folder / "measurements.json"] + sorted(folder.glob("*.json"))
+    for path in candidates:
+        if path.is_file() and path.name != "provenance.json":
+            try:
+                data = json.loads(path.read_text())
+                break
+            except json.JSONDecodeError:
+                continue
+    return data, folder
+
+
+def _metric(detail: dict, facts, scenario: str) -> tuple[float | None, str]:
+    if facts is not None and scenario in facts.facts.get("result_field", {}):
+        field_name = facts.result_field(scenario)
+        value = detail.get(field_name)
+        return (float(value) if value is not None else None), facts.result_unit(scenario)
+    for field_name in RESULT_FIELDS:
+        if detail.get(field_name) is not None:
+            unit = "Tokens/s" if "token" in field_name else "Samples/s"
+            return float(detail[field_name]), unit
+    return None, ""
+
+
+def read_submission(root: str | Path, label: str, rules: Round | None = None) -> list[Record]:
+    root = Path(root)
+    rules = rules or load_round("v6.0")
+    records: list[Record] = []
+    for division, base in find_submitters(root):
+        mapping_path = base / "model_mapping.json"
+        mapping = json.loads(mapping_path.read_text()) if mapping_path.is_file() else {}
+        code = _code_hashes(base)
+        systems = {p.stem: json.loads(p.read_text()) for p in (base / "systems").glob("*.json")
+                   if (base / "systems").is_dir()}
+        for scenario_dir in sorted((base / "results").glob("*/*/*")):
+            if not scenario_dir.is_dir():
+                continue
+            system, benchmark, scenario = scenario_dir.parts[-3:]
+            official = mapping.get(benchmark, benchmark)
+            facts = rules.benchmark(official) if official in rules.benchmark_names else None
+            perf_path = scenario_dir / "performance" / "run_1" / "mlperf_log_detail.txt"
+            detail = read_detail(perf_path) if perf_path.is_file() else {}
+            record = Record(label, division, base.name, system, benchmark, official, scenario,
+                            path=str(scenario_dir.relative_to(root)))
+            record.metric, record.unit = _metric(detail, facts, scenario)
+            record.valid = (str(detail.get("result_validity", "")).upper() == "VALID") if detail else None
+            for attr, key in (("ttft_p99_ms", "result_first_token_99.00_percentile_latency_ns"),
+                              ("tpot_p99_ms", "result_time_per_output_token_99.00_percentile_ns")):
+                if detail.get(key) is not None:
+                    setattr(record, attr, float(detail[key]) / 1e6)
+            desc = systems.get(system, {})
+            try:
+                record.accelerators = max(1, int(desc.get("number_of_nodes", 1) or 1)) * max(
+                    1, int(desc.get("accelerators_per_node", 1) or 1))
+            except (TypeError, ValueError):
+                record.accelerators = 1
+            accuracy_txt = scenario_dir / "accuracy" / "accuracy.txt"
+            if accuracy_txt.is_file():
+                record.accuracy = {k: float(v) for k, v in ACCURACY_PATTERN.findall(accuracy_txt.read_text())}
+            if facts is not None:
+                record.accuracy_targets = facts.absolute_targets()
+            record.settings = _settings(scenario_dir, base, system, benchmark, scenario, detail, desc)
+            if benchmark in mapping:
+                record.settings["model_mapping"] = mapping[benchmark]
+            record.settings.update(_compliance(scenario_dir, base / "compliance" / system / benchmark / scenario,
+                                               rules, facts))
+            record.code = code
+            records.append(record)
+    return records
+
+
+def _compliance(scenario_dir: Path, v5_dir: Path, rules: Round, facts) -> dict[str, str]:
+    """compliance.TEST0x -> pass / fail / absent for the tests the benchmark has."""
+    from ..check.tree import compliance_passed
+
+    out = {}
+    for test in (facts.compliance_tests if facts else []):
+        folder = scenario_dir / test if (scenario_dir / test).is_dir() else v5_dir / test
+        if folder.is_dir():
+            out[f"compliance.{test}"] = "pass" if compliance_passed(test, folder, rules)[0] else "fail"
+    return out
+
+
+def _settings(scenario_dir: Path, base: Path, system: str, benchmark: str, scenario: str, detail: dict,
+              desc: dict) -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for key in LOADGEN_KEYS:
+        if key in detail:
+            name = key.replace("effective_", "").replace("requested_", "")
+            settings[f"loadgen.{name}"] = str(detail[key])
+    if "loadgen_version" in detail:
+        settings["loadgen.version"] = str(detail["loadgen_version"]).split(" ")[0]
+    if "sut_name" in detail:
+        settings["loadgen.sut_name"] = str(detail["sut_name"])
+    measurements, measure_dir = _measurements(scenario_dir, base / "measurements" / system / benchmark / scenario)
+    for key, value in _conf(measure_dir / "user.conf").items():
+        settings[f"user.conf.{key}"] = value
+    for key, value in _conf(measure_dir / "mlperf.conf").items():
+        settings[f"mlperf.conf.{key}"] = value
+    _flatten("measurements", {k: v for k, v in measurements.items()}, settings)
+    _flatten("system", desc, settings)
+    provenance_path = scenario_dir / "provenance.json"
+    if provenance_path.is_file():
+        provenance = json.loads(provenance_path.read_text())
+        perf = provenance.get("performance") or {}
+        engine = perf.get("engine") or {}
+        _flatten("engine", engine.get("engine_args", {}), settings)
+        if "backend" in engine:
+            settings["engine.backend"] = str(engine["backend"])
+        if engine.get("serve_quantized_as"):
+            settings["engine.serve_quantized_as"] = str(engine["serve_quantized_as"])
+        _flatten("env", perf.get("environment", {}), settings)
+        _flatten("software", perf.get("packages", {}), settings)
+        _flatten("host", {k: v for k, v in (perf.get("host") or {}).items()}, settings)
+        _flatten("generation", perf.get("generation", {}), settings)
+        for name in ("model_manifest_sha256", "dataset_manifest_sha256"):
+            if perf.get(name):
+                settings[f"inputs.{name.replace('_manifest_sha256', '')}"] = str(perf[name])
+        quant = provenance.get("quantization") or {}
+        _flatten("quantization", {k: v for k, v in quant.items() if k not in ("logit_error", "recipe")}, settings)
+    return settings
