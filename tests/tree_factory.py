@@ -92,8 +92,15 @@ def format_accuracy(values: dict) -> str:
     return format_accuracy_txt(values)
 
 
+PROVENANCE = {"performance": {"engine": {"backend": "vllm", "engine_args": {"dtype": "bfloat16", "max_num_seqs": 256,
+                                                                            "tensor_parallel_size": 8}},
+                               "environment": {"VLLM_USE_AITER": "1"},
+                               "packages": {"vllm": "0.32.0", "mlcommons-loadgen": "6.0.15"},
+                               "model_manifest_sha256": "a" * 64, "dataset_manifest_sha256": "b" * 64}}
+
+
 def build_tree(dest: Path, runs: dict, *, division: str = "closed", full_scale: bool = True,
-               accuracy: dict | None = None) -> Path:
+               accuracy: dict | None = None, provenance: dict | None = None) -> Path:
     """dest/<division>/TestOrg/... ; returns the tree root (dest)."""
     base = dest / division / SUBMITTER
     (base / "src").mkdir(parents=True)
@@ -119,6 +126,7 @@ def build_tree(dest: Path, runs: dict, *, division: str = "closed", full_scale: 
         (folder / "user.conf").write_text(f"{facts.loadgen_model(scenario)}.{RULES.loadgen_scenario(scenario)}"
                                           ".target_qps = 100\n")
         (folder / "README.md").write_text("how to reproduce\n")
+        (folder / "provenance.json").write_text(json.dumps(provenance or PROVENANCE))
         (folder / "measurements.json").write_text(json.dumps({
             "input_data_types": "int32", "retraining": "No", "starting_weights_filename": "llama2-70b",
             "weight_data_types": "mxfp4", "weight_transformations": "quantization"}))
