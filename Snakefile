@@ -22,6 +22,7 @@ include: "workflow/rules/compliance.smk"
 include: "workflow/rules/package.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/compare.smk"
 
 
 rule all:
@@ -36,6 +37,7 @@ rule all:
         "results/check/report.txt",
         "results/report/summary.md",
         "results/report/summary_official.csv",
+        compare_outputs(),
 
 
 onsuccess:

@@ -66,3 +66,23 @@ def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
     assert counts["quantize"] == 1  # shared by both systems
     assert counts["reference_accuracy"] == 2  # per system, only for the measured-target benchmark
     assert counts["acquire_model"] == 1 and counts["acquire_dataset"] == 1
+
+
+def test_compare_from_the_config(tmp_path, default_config):
+    default_config["compare"] = {"reference": "/data/vendor.tar.gz", "partners": [["runs/a", "runs/b"],
+                                                                                  "results/package/submission"]}
+    work = make_workdir(tmp_path)
+    (work / "cmp.yaml").write_text(yaml.safe_dump(default_config))
+    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "cmp.yaml", timeout=120)
+    assert result.returncode != 0  # the reference archive is missing: named, nothing runs
+    assert "/data/vendor.tar.gz" in result.stdout + result.stderr
+    (tmp_path / "vendor.tar.gz").write_bytes(b"")
+    for run in ("a", "b"):
+        (work / "runs" / run).mkdir(parents=True)  # partners' trees: folders, read as they are
+    default_config["compare"]["reference"] = str(tmp_path / "vendor.tar.gz")
+    (work / "cmp.yaml").write_text(yaml.safe_dump(default_config))
+    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "cmp.yaml", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert job_counts(result.stdout)["compare"] == 1
+    for stem in ("vendor_vs_a-2-runs", "vendor_vs_work"):
+        assert f"results/compare/{stem}.html" in result.stdout

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
+from mlperf_repro.compare.cli import stems as compare_stems
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
 
 try:

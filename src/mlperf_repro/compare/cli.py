@@ -20,9 +20,11 @@ from .report import Comparison, compare_paths
 
 
 def output_stem(comparison: Comparison) -> str:
-    def clean(label: str) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")
-    return f"{clean(comparison.reference.label)}_vs_{clean(comparison.partner.label)}"
+    return f"{_clean(comparison.reference.label)}_vs_{_clean(comparison.partner.label)}"
+
+
+def _clean(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")
 
 
 def write_outputs(comparison: Comparison, out_dir: str | Path) -> list[Path]:
@@ -35,6 +37,27 @@ def write_outputs(comparison: Comparison, out_dir: str | Path) -> list[Path]:
         path.write_text(render(comparison))
         written.append(path)
     return written
+
+
+def stems(reference: str, partners: list[str]) -> list[str]:
+    """Report file stems for these inputs, known before anything is read (for Snakemake)."""
+    from .report import input_label
+
+    return [f"{_clean(input_label(reference))}_vs_{_clean(input_label(p))}" for p in partners]
+
+
+def compare_job(reference: str, partners: list[str], settings: dict, out_dir: str) -> bool:
+    """The workflow's compare rule: write the reports; fail only if asked to."""
+    comparisons = compare_paths(reference, partners, tolerance=settings.get("tolerance", 0.04),
+                                submitter=settings.get("submitter"))
+    for comparison in comparisons:
+        write_outputs(comparison, out_dir)
+        print(to_markdown(comparison))
+    ok = all(c.ok for c in comparisons)
+    if not ok and settings.get("fail_outside_tolerance"):
+        raise UserError("some results are outside the tolerance (compare.fail_outside_tolerance is set); "
+                        f"see {out_dir}")
+    return ok
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -74,6 +74,11 @@ def _label(path: Path) -> str:
     return "submission"
 
 
+def input_label(spec: str) -> str:
+    paths = [Path(p) for p in spec.split(",") if p]
+    return _label(paths[0]) + (f" ({len(paths)} runs)" if len(paths) > 1 else "")
+
+
 def load_input(spec: str, scratch: Path, limits: Limits, submitter: str | None = None) -> Input:
     """``spec`` is a path, or several comma-separated paths of repeat runs of one setup."""
     paths = [Path(p) for p in spec.split(",") if p]
@@ -91,7 +96,7 @@ def load_input(spec: str, scratch: Path, limits: Limits, submitter: str | None =
         if not records:
             raise UserError(f"{paths[index]} holds no results (expected <division>/<submitter>/results/...)")
         runs.append(records)
-    label = _label(paths[0]) + (f" ({len(paths)} runs)" if len(paths) > 1 else "")
+    label = input_label(spec)
     notes = []
     if len(runs) > 1:
         for other in runs[1:]:
