@@ -40,6 +40,9 @@ LOADGEN_KEYS = (
 )
 RESULT_FIELDS = ("result_tokens_per_second", "result_completed_tokens_per_second", "result_samples_per_second",
                  "result_completed_samples_per_sec", "early_stopping_latency_ss")
+DETAIL_KEYS = frozenset(LOADGEN_KEYS + RESULT_FIELDS + (
+    "loadgen_version", "sut_name", "result_validity", "effective_scenario",
+    "result_first_token_99.00_percentile_latency_ns", "result_time_per_output_token_99.00_percentile_ns"))
 ACCURACY_PATTERN = re.compile(r"'(\w+)':\s+'?(-?[\d.]+(?:[eE][-+]?\d+)?)")
 
 
@@ -173,7 +176,7 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
             official = mapping.get(benchmark, benchmark)
             facts = rules.benchmark(official) if official in rules.benchmark_names else None
             perf_path = scenario_dir / "performance" / "run_1" / "mlperf_log_detail.txt"
-            detail = read_detail(perf_path) if perf_path.is_file() else {}
+            detail = read_detail(perf_path, DETAIL_KEYS) if perf_path.is_file() else {}
             record = Record(label, division, base.name, system, benchmark, official, scenario,
                             path=str(scenario_dir.relative_to(root)))
             record.metric, record.unit = _metric(detail, facts, scenario)
