@@ -9,15 +9,19 @@ from ..benchmarks import load_round
 from .tree import check_tree
 
 
+def _result_line(findings) -> str:
+    """The verdict line both reports share, so tools can grep one shape."""
+    errors = sum(f.severity == "error" for f in findings)
+    status = "PASS" if not errors else "FAIL"
+    return f"result: {status} ({errors} error(s), {len(findings) - errors} warning(s))"
+
+
 def check_job(tree: str, round_name: str, out_txt: str, out_json: str) -> int:
     findings = check_tree(tree, load_round(round_name))
     errors = [f for f in findings if f.severity == "error"]
     not_submittable = (Path(tree) / "NOT_SUBMITTABLE.md").is_file()
     status = "PASS" if not errors else "FAIL"
-    header = [
-        f"mlperf-repro check of {tree} against the {round_name} rules",
-        f"result: {status} ({len(errors)} error(s), {len(findings) - len(errors)} warning(s))",
-    ]
+    header = [f"mlperf-repro check of {tree} against the {round_name} rules", _result_line(findings)]
     if not_submittable:
         header.append("marking: NOT SUBMITTABLE (test scale)")
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
@@ -37,8 +41,7 @@ def preflight_job(config: dict, out_txt: str, workdir: str = ".") -> None:
 
     findings = preflight(config, workdir)
     errors = [f for f in findings if f.severity == "error"]
-    lines = [f"mlperf-repro preflight against the {config['round']} rules: "
-             f"{'PASS' if not errors else 'FAIL'} ({len(errors)} error(s), {len(findings) - len(errors)} warning(s))"]
+    lines = [f"mlperf-repro preflight against the {config['round']} rules", _result_line(findings)]
     lines += [f.line() for f in findings]
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
     Path(out_txt).write_text("\n".join(lines) + "\n")
