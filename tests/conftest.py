@@ -41,3 +41,24 @@ def run_snakemake(work: Path, *args: str, timeout: int = 600) -> subprocess.Comp
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run(SNAKEMAKE + ["--directory", str(work), "--snakefile", str(work / "Snakefile"), *args],
                           cwd=work, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+E2E_CONFIG = REPO / "tests" / "configs" / "e2e.yaml"
+
+
+@pytest.fixture(scope="session")
+def e2e_workdir(tmp_path_factory) -> Path:
+    """The default pipeline run once at test scale; the end-to-end tests and the real-server
+    endpoint tests read what it produced (model, dataset, LoadGen logs)."""
+    # Developers iterating on assertions can point this at a finished run's directory.
+    reuse = os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
+    if reuse:
+        return Path(reuse)
+    work = make_workdir(tmp_path_factory.mktemp("e2e"))
+    shutil.copyfile(E2E_CONFIG, work / "e2e.yaml")
+    result = run_snakemake(work, "--cores", "2", "--configfile", "e2e.yaml", timeout=1800)
+    if result.returncode != 0:
+        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
+        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
+    (work / "snakemake.out").write_text(result.stdout + result.stderr)
+    return work

@@ -80,7 +80,7 @@ BAD_CONFIGS = {
     "missing system description field": (lambda c: _delete(c, f"{SYSTEM}.description.status"),
                                          [f"{SYSTEM}.description.status", "required key is missing"]),
     "number_of_nodes as text": (lambda c: _set(c, f"{SYSTEM}.description.number_of_nodes", "two"),
-                                [f"{SYSTEM}.description.number_of_nodes", "integer"]),
+                                [f"{SYSTEM}.description.number_of_nodes", "a positive integer or 'auto'"]),
     "unknown engine backend": (lambda c: _set(c, f"{SYSTEM}.engine.backend", "tgi"),
                                [f"{SYSTEM}.engine.backend", "vllm"]),
     "measured target without quantization": (lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.quantization", None),

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import REPO, make_workdir, run_snakemake
+from conftest import REPO, run_snakemake
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
 from test_dag import job_counts
@@ -31,19 +31,8 @@ RULES = load_round("v6.0")
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    # Developers iterating on assertions can point this at a finished run's directory.
-    reuse = os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
-    if reuse:
-        return Path(reuse)
-    work = make_workdir(tmp_path_factory.mktemp("e2e"))
-    shutil.copyfile(CONFIG, work / "e2e.yaml")
-    result = run_snakemake(work, "--cores", "2", "--configfile", "e2e.yaml", timeout=1800)
-    if result.returncode != 0:
-        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
-        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
-    (work / "snakemake.out").write_text(result.stdout + result.stderr)
-    return work
+def workdir(e2e_workdir) -> Path:
+    return e2e_workdir
 
 
 def tree(work: Path) -> Path:

@@ -54,6 +54,20 @@ def _with_defaults(validator_class):
     return validators.extend(validator_class, {"properties": set_defaults})
 
 
+def _option(schema: dict, root: dict) -> str:
+    """A oneOf alternative in words: 'an integer >= 1', "'auto'"."""
+    if "const" in schema:
+        return repr(schema["const"])
+    if "$ref" in schema:
+        return "a positive integer" if schema["$ref"].endswith("positive_integer") else "a value as documented"
+    if "enum" in schema:
+        return "one of " + ", ".join(map(repr, schema["enum"]))
+    kind = schema.get("type", "value")
+    if "minimum" in schema:
+        return f"an {kind} >= {schema['minimum']}" if kind == "integer" else f"a {kind} >= {schema['minimum']}"
+    return f"a {kind}"
+
+
 def _describe(error) -> str:
     """One line: where, what is wrong, what is allowed."""
     path = list(error.absolute_path)
@@ -98,8 +112,9 @@ def _describe(error) -> str:
         suffix = f" ({hint})" if hint else ""
         return f"{where}: {value!r} does not have the expected form{suffix}"
     if kind == "oneOf":
+        options = " or ".join(_option(o, error.schema) for o in error.validator_value)
         suffix = f" ({hint})" if hint else ""
-        return f"{where}: {value!r} is not allowed{suffix}"
+        return f"{where}: {value!r} is not allowed; expected {options}{suffix}"
     return f"{where}: {error.message}"
 
 
@@ -197,9 +212,44 @@ def check_references(config: dict) -> list[str]:
                 missing = [s for s in facts.required_scenarios if s not in scenarios]
                 if missing:
                     problems.append(f"{where}: the closed division requires scenario(s) {', '.join(missing)}")
+        problems += _endpoint_problems(system, entry["engine"])
+        if entry["engine"]["backend"] != "endpoints":
+            for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
+                if entry["description"].get(key) == "auto":
+                    problems.append(f"systems.{system}.description.{key}: 'auto' takes the value from "
+                                    f"engine.endpoints, which only backend: endpoints has; give the value")
         if closed and test_scale:
             problems.append("test_scale.enabled: test-scale runs cannot form a closed submission; "
                             "set division: open or disable test_scale")
+    return problems
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _endpoint_problems(system: str, engine: dict) -> list[str]:
+    where = f"systems.{system}.engine"
+    endpoints = engine.get("endpoints")
+    if engine["backend"] != "endpoints":
+        return [f"{where}.endpoints: only used with backend: endpoints"] if endpoints else []
+    if not endpoints:
+        return [f"{where}.endpoints: backend endpoints needs the servers to send queries to "
+                f"(endpoints.list with name, host, port)"]
+    problems = []
+    entries = endpoints["list"]
+    for kind, values in (("name", [e["name"] for e in entries]), ("host:port", [f"{e['host']}:{e['port']}" for e in entries])):
+        duplicates = sorted({v for v in values if values.count(v) > 1})
+        if duplicates:
+            problems.append(f"{where}.endpoints.list: {kind} {', '.join(duplicates)} appears more than once")
+    if endpoints.get("launch") == "local":
+        remote = [e["name"] for e in entries if e["host"] not in LOCAL_HOSTS]
+        if remote:
+            problems.append(f"{where}.endpoints.launch: 'local' starts servers on this host, but endpoint(s) "
+                            f"{', '.join(remote)} name another host; use launch: external for those")
+    minimum = (engine.get("dispatch") or {}).get("min_healthy_endpoints", 1)
+    if minimum > len(entries):
+        problems.append(f"{where}.dispatch.min_healthy_endpoints: {minimum} is more than the {len(entries)} "
+                        f"endpoint(s) listed")
     return problems
 
 

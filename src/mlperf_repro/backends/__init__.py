@@ -48,11 +48,26 @@ class Backend(Protocol):
         """Release resources."""
 
 
-def make_backend(kind: str, **kwargs) -> Backend:
+def make_backend(
+    engine: dict,
+    *,
+    model_path: str,
+    generation: GenerationSettings,
+    stream: bool,
+    on_first_token: FirstTokenCallback | None,
+    on_complete: CompleteCallback,
+) -> Backend:
+    """The backend a system's ``engine`` config names (already schema-validated)."""
+    kind = engine["backend"]
+    common = dict(generation=generation, stream=stream, on_first_token=on_first_token, on_complete=on_complete)
     if kind == "vllm":
         from .vllm_engine import VllmEngineBackend
 
-        return VllmEngineBackend(**kwargs)
+        return VllmEngineBackend(model_path=model_path, engine_args=engine.get("engine_args", {}), **common)
+    if kind == "endpoints":
+        from .endpoints import EndpointBackend, dispatch_settings, endpoint_specs
+
+        return EndpointBackend(endpoints=endpoint_specs(engine), dispatch=dispatch_settings(engine), **common)
     from ..errors import UserError
 
-    raise UserError(f"unknown backend '{kind}' (systems.<name>.engine.backend); allowed: vllm")
+    raise UserError(f"unknown backend '{kind}' (systems.<name>.engine.backend); allowed: vllm, endpoints")

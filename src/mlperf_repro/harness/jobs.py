@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import provenance
 from ..backends import GenerationSettings, make_backend
+from ..backends.endpoints import serving
 from ..fetch import verify_dir
 from ..stage import apply_env
 from .dataset import load_token_dataset
@@ -39,9 +40,8 @@ def loadgen_job(
 
     def factory(sut):
         return make_backend(
-            engine["backend"],
+            engine,
             model_path=model_dir,
-            engine_args=engine.get("engine_args", {}),
             generation=settings,
             stream=stream,
             on_first_token=sut.first_token if stream else None,
@@ -57,7 +57,8 @@ def loadgen_job(
         performance_sample_count=performance_sample_count,
         audit_config=audit_config,
     )
-    record = run_loadgen_test(test, dataset, factory)
+    with serving(engine, model_dir, log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers"):
+        record = run_loadgen_test(test, dataset, factory)
     prov = provenance.collect(
         engine=engine,
         generation=generation,

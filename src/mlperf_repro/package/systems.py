@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..benchmarks import Round
+from ..errors import UserError
 
 
 def _auto_values(provenance: dict[str, Any]) -> dict[str, Any]:
@@ -32,15 +33,48 @@ def _auto_values(provenance: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def endpoint_values(endpoints: list[dict[str, Any]]) -> dict[str, Any]:
+    """Node and accelerator fields from the servers a multi-node head drove.
+
+    The rules have no fields for mixed nodes, so a heterogeneous system gets the largest
+    node's accelerator count, every model named, and its composition in hw_notes."""
+    nodes: dict[str, dict[str, int]] = {}
+    for entry in endpoints:
+        node = nodes.setdefault(entry.get("node") or entry["host"], {})
+        model = entry.get("accelerator", "N/A")
+        node[model] = node.get(model, 0) + entry.get("accelerator_count", 1)
+    kinds: dict[tuple, int] = {}
+    for node in nodes.values():
+        key = tuple(sorted(node.items()))
+        kinds[key] = kinds.get(key, 0) + 1
+    models = sorted({m for node in nodes.values() for m in node})
+    values: dict[str, Any] = {
+        "number_of_nodes": len(nodes),
+        "accelerators_per_node": max(sum(node.values()) for node in nodes.values()),
+        "accelerator_model_name": models[0] if len(models) == 1 else "Mixed: " + ", ".join(models),
+    }
+    if len(kinds) > 1:
+        parts = [f"{count} node(s) with " + " + ".join(f"{n} x {m}" for m, n in key)
+                 for key, count in sorted(kinds.items(), key=lambda kv: -kv[1])]
+        values["heterogeneous_note"] = "Heterogeneous system: " + "; ".join(parts) + "."
+    return values
+
+
 def system_description(
     description: dict[str, Any], *, rules: Round, division: str, submitter: str, provenance: dict[str, Any],
-    test_scale: bool,
+    test_scale: bool, endpoints: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     fields = rules["system_description"]
     auto = _auto_values(provenance)
+    from_endpoints = endpoint_values(endpoints) if endpoints else {}
+    auto.update({k: v for k, v in from_endpoints.items() if k != "heterogeneous_note"})
     merged: dict[str, Any] = {"division": division, "submitter": submitter}
     for key, value in description.items():
         merged[key] = auto.get(key, value) if value == "auto" else value
+    for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
+        if merged.get(key) == "auto":
+            raise UserError(f"systems.<name>.description.{key}: 'auto' takes the value from engine.endpoints; "
+                            f"this system has no endpoints, so give the value")
     for key in fields["required"]:
         merged.setdefault(key, "")
     for key in fields["integer"]:
@@ -49,6 +83,8 @@ def system_description(
     if merged["accelerators_per_node"] == 0:
         # The checker treats a falsy value as "no meaningful response"; "0" still casts to int.
         merged["accelerators_per_node"] = "0"
+    if "heterogeneous_note" in from_endpoints:
+        merged["hw_notes"] = f"{from_endpoints['heterogeneous_note']} {merged.get('hw_notes', '')}".strip()
     if test_scale:
         note = "TEST SCALE: shortened runs on reduced sample counts; NOT SUBMITTABLE."
         merged["sw_notes"] = f"{note} {merged['sw_notes']}".strip()

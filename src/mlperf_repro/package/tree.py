@@ -181,9 +181,11 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
         (root / "NOT_SUBMITTABLE.md").write_text(NOT_SUBMITTABLE_NOTE)
 
     for system in plan.systems:
-        desc = system_description(plan.system_cfg(system)["description"], rules=plan.rules, division=plan.division,
+        system_cfg = plan.system_cfg(system)
+        desc = system_description(system_cfg["description"], rules=plan.rules, division=plan.division,
                                   submitter=plan.submitter, provenance=_system_provenance(plan, system),
-                                  test_scale=not plan.submittable)
+                                  test_scale=not plan.submittable,
+                                  endpoints=((system_cfg["engine"].get("endpoints") or {}).get("list")))
         _json(base / "systems" / f"{system}.json", desc)
 
     _copy_code(Path(code_root), base / "src", plan.config)

@@ -1,0 +1,201 @@
+"""The LoadGen head's own ceiling, against SIMULATED endpoints on loopback.
+
+Real servers on this 2-core machine would saturate long before the head does, so the
+endpoints here are simulated (mlperf_repro.backends.simulated_endpoint: vLLM's wire
+format and continuous batching at a fixed token rate, no model). The head is the real
+thing: LoadGen (one test per child process), our SUT and the dispatcher.
+
+Experiments (each for the capacity policy and for plain round robin):
+  ceiling       Server at --qps across 8 endpoints with spare capacity: achieved queries/s
+                and streamed tokens/s, and the TTFT the head adds (p50/p99) = head-side
+                time from LoadGen's issue to the first-token report minus the endpoint's
+                own time from receiving the request to sending the first token.
+  scaling       Offline throughput with 1, 2, 4, 8 equal endpoints; efficiency =
+                throughput(N) / (N x throughput(1)), the baseline measured in the same run.
+  heterogeneous Offline throughput with endpoints of capacity 1:2:3, as a ratio to
+                6 x the capacity-1 endpoint's throughput measured alone in this run.
+
+    .venv/bin/python bench/dispatch.py [--qps 3600] [--seconds 20] [--only ceiling,scaling,heterogeneous]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+MAX_NEW_TOKENS = 1024
+PROMPTS = 1024
+SLOT_TOKENS_PER_S = 250.0  # per simulated sequence; output ~288 tokens -> ~1.15 s per query
+
+
+def make_prompts(n: int) -> list[list[int]]:
+    rng = random.Random(0)
+    # Prompt lengths like processed OpenOrca (tens to ~1500 tokens, mean ~600).
+    return [[rng.randrange(1, 32000) for _ in range(int(rng.triangular(20, 1500, 300)))] for _ in range(n)]
+
+
+# -- the child: one LoadGen test through the endpoint backend ---------------------------
+def child(cfg_path: str) -> None:
+    from mlperf_repro.backends import GenerationSettings
+    from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointSpec
+    from mlperf_repro.backends.endpoints import EndpointBackend
+    from mlperf_repro.harness.dataset import TokenDataset
+    from mlperf_repro.harness.run import LoadgenTest, run_loadgen_test
+    from mlperf_repro.loadgen_logs import read_detail
+
+    cfg = json.loads(Path(cfg_path).read_text())
+    out = Path(cfg["out"])
+    prompts = make_prompts(PROMPTS)
+    dataset = TokenDataset(prompts=prompts, references=[""] * len(prompts))
+    scenario = cfg["scenario"]
+    conf = out.parent / f"{out.name}.user.conf"
+    conf.write_text(
+        f"llama2-70b.{scenario}.target_qps = {cfg['qps']}\n"
+        f"llama2-70b.{scenario}.min_duration = {int(cfg['seconds'] * 1000)}\n"
+        f"llama2-70b.{scenario}.min_query_count = 100\n"
+        f"llama2-70b.{scenario}.performance_sample_count_override = {PROMPTS}\n")
+    issued: dict[int, float] = {}
+    first: dict[int, float] = {}
+
+    def factory(sut):
+        def on_first(qid: int, token: int) -> None:
+            first[qid] = time.monotonic()
+            sut.first_token(qid, token)
+
+        backend = EndpointBackend(
+            endpoints=[EndpointSpec(f"ep{i}", "127.0.0.1", e["port"], capacity=e.get("capacity"),
+                                    max_concurrency=e["max_concurrency"]) for i, e in enumerate(cfg["endpoints"])],
+            dispatch=DispatchSettings(model="sim", policy=cfg["policy"]),
+            generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
+            stream=scenario == "Server",
+            on_first_token=on_first,
+            on_complete=sut.complete,
+        )
+        submit = backend.submit
+
+        def timed_submit(requests) -> None:
+            now = time.monotonic()
+            for r in requests:
+                issued[r.request_id] = now
+            submit(requests)
+
+        backend.submit = timed_submit
+        return backend
+
+    test = LoadgenTest(user_conf=conf, loadgen_model="llama2-70b", loadgen_scenario=scenario, mode="performance",
+                       out_dir=out, performance_sample_count=PROMPTS)
+    record = run_loadgen_test(test, dataset, factory)
+    detail = read_detail(out / "mlperf_log_detail.txt")
+    (out / "head_timestamps.json").write_text(json.dumps({str(k): [issued[k], first[k]] for k in first}))
+    result = {
+        "valid": detail.get("result_validity"),
+        "completed_per_s": detail.get("result_completed_samples_per_sec") or detail.get("result_samples_per_second"),
+        "tokens_per_s": detail.get("result_completed_tokens_per_second") or detail.get("result_tokens_per_second"),
+        "completed": record["completed_samples"],
+        "generated_tokens": record["generated_tokens"],
+        "test_seconds": record["test_seconds"],
+        "endpoints": {k: {"completed": v["completed"], "tokens_per_second_busy": v["tokens_per_second_busy"]}
+                      for k, v in record["backend_stats"]["endpoints"].items()},
+        "resent": record["backend_stats"]["resent_queries"],
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# -- the parent: simulated endpoints + one child per measurement -------------------------
+def measure(workdir: Path, name: str, scenario: str, qps: float, seconds: float, policy: str,
+            sims: list[dict], max_concurrency: list[int], capacities: list[float | None] | None = None) -> dict:
+    from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
+    from sim_endpoints import SimProcess, free_ports
+
+    ports = free_ports(len(sims))
+    stamps = workdir / f"{name}.sim_timestamps.json"
+    sim = SimProcess([SimulatedEndpointSpec(port=p, **s) for p, s in zip(ports, sims)], str(stamps))
+    cfg = {"out": str(workdir / name), "scenario": scenario, "qps": qps, "seconds": seconds, "policy": policy,
+           "endpoints": [{"port": p, "max_concurrency": m, "capacity": (capacities or [None] * len(ports))[i]}
+                         for i, (p, m) in enumerate(zip(ports, max_concurrency))]}
+    cfg_path = workdir / f"{name}.json"
+    cfg_path.write_text(json.dumps(cfg))
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", str(cfg_path)], capture_output=True, text=True,
+                              timeout=600)
+    finally:
+        sim.stop()
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+    result = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[7:])
+    if scenario == "Server":
+        head = json.loads((workdir / name / "head_timestamps.json").read_text())
+        server = json.loads(stamps.read_text())
+        added = sorted((h[1] - h[0]) - (server[k][1] - server[k][0]) for k, h in head.items() if k in server)
+        result["ttft_added_ms"] = {"p50": round(1000 * added[len(added) // 2], 3),
+                                   "p99": round(1000 * added[int(len(added) * 0.99)], 3), "n": len(added)}
+    return result
+
+
+def ceiling(workdir: Path, qps: float, seconds: float, policy: str) -> dict:
+    sims = [dict(slots=4000, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
+    return measure(workdir, f"ceiling-{policy}", "Server", qps, seconds, policy, sims, [4000] * 8)
+
+
+def offline(workdir: Path, name: str, policy: str, slots: list[int], seconds: float, per_slot_qps: float,
+            capacities=None) -> dict:
+    sims = [dict(slots=s, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for s in slots]
+    qps = per_slot_qps * sum(slots)
+    return measure(workdir, name, "Offline", qps, seconds, policy, sims, [2 * s for s in slots], capacities)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child")
+    parser.add_argument("--qps", type=float, default=3600)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--only", default="ceiling,scaling,heterogeneous")
+    parser.add_argument("--policies", default="capacity,round_robin")
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    only = set(args.only.split(","))
+    report: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench-dispatch-") as tmp:
+        workdir = Path(tmp)
+        per_slot_qps = SLOT_TOKENS_PER_S / 288  # queries/s one simulated slot sustains
+        for policy in args.policies.split(","):
+            rep = report[policy] = {}
+            if "ceiling" in only:
+                rep["ceiling"] = ceiling(workdir, args.qps, args.seconds, policy)
+                print(policy, "ceiling", json.dumps(rep["ceiling"]), flush=True)
+            if "scaling" in only:
+                runs = {n: offline(workdir, f"scaling-{policy}-{n}", policy, [100] * n, args.seconds, per_slot_qps)
+                        for n in (1, 2, 4, 8)}
+                base = runs[1]["tokens_per_s"]
+                rep["scaling"] = {n: {"tokens_per_s": r["tokens_per_s"],
+                                      "efficiency": round(r["tokens_per_s"] / (n * base), 4)} for n, r in runs.items()}
+                print(policy, "scaling", json.dumps(rep["scaling"]), flush=True)
+            if "heterogeneous" in only:
+                single = offline(workdir, f"single-{policy}", policy, [100], args.seconds, per_slot_qps)
+                mixed = offline(workdir, f"mixed-{policy}", policy, [100, 200, 300], args.seconds, per_slot_qps,
+                                capacities=[1, 2, 3])
+                rep["heterogeneous"] = {
+                    "capacity_1_tokens_per_s": single["tokens_per_s"],
+                    "mixed_tokens_per_s": mixed["tokens_per_s"],
+                    "ratio_to_sum_of_capacities": round(mixed["tokens_per_s"] / (6 * single["tokens_per_s"]), 4),
+                    "per_endpoint": mixed["endpoints"],
+                }
+                print(policy, "heterogeneous", json.dumps(rep["heterogeneous"]), flush=True)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

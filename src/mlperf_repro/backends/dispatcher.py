@@ -1,0 +1,520 @@
+"""One LoadGen head, many inference endpoints: balancing, a ledger, and failover.
+
+The rules allow one LoadGen instance per result, so one process sends every query to the
+endpoints (vLLM OpenAI-compatible servers, one or more per node). Design:
+
+* **Pull by capacity.** Queries wait in one central queue; each endpoint takes at most
+  ``max_concurrency`` at a time. Among endpoints with a free slot the one with the least
+  work per unit of measured capacity gets the next query, so faster nodes get more work
+  (MI300X + MI325X + MI355X in one system). Capacity starts from the configured hint and
+  is then measured (generated tokens/s while busy).
+* **Ledger.** Every query LoadGen issued is in the ledger until it is answered; the first
+  token and the completion are reported to LoadGen exactly once, whatever happens to
+  the attempts behind them.
+* **Faults.** A connection error, a 5xx, a malformed response or an endpoint that goes
+  silent for ``stall_timeout_s`` while it holds queries takes the endpoint out; its
+  in-flight queries go back to the front of the queue for healthy endpoints. Endpoints
+  that are out are probed with a tiny real completion and come back when it succeeds.
+  If fewer than ``min_healthy_endpoints`` stay up for ``down_grace_s`` the run stops
+  with the reason. A 4xx means the request itself is wrong (model name, prompt length):
+  resending cannot help, so the run stops at once.
+* **Streaming.** Each request streams with ``stream_interval = max_tokens`` (vLLM sends
+  the first and last chunks immediately), so an answer is three small events: the first
+  token for TTFT, then every token id at once, which is all LoadGen needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import msgspec
+
+from . import CompleteCallback, FirstTokenCallback, GenerationSettings, Request
+from .http import ConnectionPool, HttpError, SseEvents, request
+
+POLICIES = ("capacity", "round_robin")
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    name: str
+    host: str
+    port: int
+    accelerator: str = "unknown"
+    accelerator_count: int = 1
+    max_concurrency: int = 256
+    capacity: float | None = None  # relative speed hint; default: accelerator_count
+
+    @property
+    def capacity_hint(self) -> float:
+        return float(self.capacity if self.capacity is not None else max(self.accelerator_count, 1))
+
+
+@dataclass(frozen=True)
+class DispatchSettings:
+    model: str  # the served model name endpoints expect in requests
+    policy: str = "capacity"
+    stall_timeout_s: float = 60.0
+    probe_interval_s: float = 2.0
+    probe_timeout_s: float = 10.0
+    down_grace_s: float = 60.0
+    min_healthy_endpoints: int = 1
+    connect_timeout_s: float = 5.0
+    capacity_window_s: float = 1.0
+
+
+class EndpointsLost(RuntimeError):
+    """Too few endpoints are left to finish the run (or a request is refused outright)."""
+
+
+class _Chunk(msgspec.Struct):
+    choices: list["_Choice"]
+
+
+class _Choice(msgspec.Struct):
+    token_ids: list[int] | None = None
+    finish_reason: str | None = None
+
+
+_decode_chunk = msgspec.json.Decoder(_Chunk).decode
+
+
+class _Query:
+    __slots__ = ("request", "body", "first_reported", "done", "attempts")
+
+    def __init__(self, request: Request, body: bytes) -> None:
+        self.request = request
+        self.body = body
+        self.first_reported = False
+        self.done = False
+        self.attempts = 0
+
+
+class _Endpoint:
+    def __init__(self, spec: EndpointSpec, settings: DispatchSettings) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.pool = ConnectionPool(spec.host, spec.port, on_bytes=self.saw_bytes,
+                                   connect_timeout_s=settings.connect_timeout_s)
+        self.healthy = True
+        self.in_flight: dict[int, "_Attempt"] = {}
+        self.last_progress = time.monotonic()
+        self.completed = 0
+        self.generated_tokens = 0
+        self.resent_from = 0
+        self.down_events = 0
+        self.back_in = 0
+        self.failures: list[str] = []
+        self.measured_capacity: float | None = None  # generated tokens/s while busy
+        self.weight = spec.capacity_hint  # what the capacity policy divides by
+        self.busy_seconds = 0.0
+        self._window_tokens = 0
+        self._window_busy = True
+
+    def saw_bytes(self) -> None:
+        self.last_progress = time.monotonic()
+
+    def stats(self) -> dict:
+        return {
+            "host": f"{self.spec.host}:{self.spec.port}",
+            "accelerator": self.spec.accelerator,
+            "accelerator_count": self.spec.accelerator_count,
+            "completed": self.completed,
+            "generated_tokens": self.generated_tokens,
+            "tokens_per_second_busy": round(self.generated_tokens / self.busy_seconds, 1) if self.busy_seconds else None,
+            "resent_from": self.resent_from,
+            "down_events": self.down_events,
+            "probed_back_in": self.back_in,
+            "failures": self.failures[:20],
+        }
+
+
+class _Attempt:
+    """One try of one query on one endpoint; receives the streamed response."""
+
+    __slots__ = ("dispatcher", "endpoint", "query", "conn", "status", "error_body", "tokens",
+                 "finished", "events", "cancelled", "saw_done")
+
+    def __init__(self, dispatcher: "Dispatcher", endpoint: _Endpoint, query: _Query) -> None:
+        self.dispatcher = dispatcher
+        self.endpoint = endpoint
+        self.query = query
+        self.conn = None
+        self.status = 0
+        self.error_body = b""
+        self.tokens: list[int] = []
+        self.finished = False
+        self.saw_done = False
+        self.events = SseEvents()
+        self.cancelled = False
+
+    def on_status(self, status: int) -> None:
+        self.status = status
+
+    def on_body(self, data: bytes) -> None:
+        if self.cancelled:
+            return
+        if self.status != 200:
+            self.error_body += data[:2000]
+            return
+        for payload in self.events.feed(data):
+            if payload == b"[DONE]":
+                self.saw_done = True
+                continue
+            try:
+                chunk = _decode_chunk(payload)
+                choice = chunk.choices[0]
+            except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
+                self.dispatcher._attempt_failed(self, HttpError(f"malformed stream chunk: {exc}"))
+                return
+            if choice.token_ids:
+                if not self.tokens:
+                    self.dispatcher._first_token(self, choice.token_ids[0])
+                self.tokens.extend(choice.token_ids)
+            if choice.finish_reason is not None:
+                self.finished = True
+
+    def on_end(self) -> None:
+        if self.cancelled:
+            return
+        if self.status != 200:
+            detail = self.error_body.decode("utf-8", "replace").strip()[:300]
+            self.dispatcher._attempt_failed(self, HttpError(f"HTTP {self.status}: {detail}", status=self.status))
+        elif not (self.finished and self.tokens):
+            self.dispatcher._attempt_failed(
+                self, HttpError("the response ended without token ids and a finish_reason "
+                                "(is the endpoint a vLLM server with return_token_ids support?)"))
+        else:
+            self.dispatcher._attempt_done(self)
+
+    def on_error(self, exc: BaseException) -> None:
+        if not self.cancelled:
+            self.dispatcher._attempt_failed(self, exc)
+
+
+class Dispatcher:
+    """Owns the ledger and the endpoints; all state changes happen on its event loop."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[EndpointSpec],
+        settings: DispatchSettings,
+        generation: GenerationSettings,
+        *,
+        stream: bool,
+        on_first_token: FirstTokenCallback | None,
+        on_complete: CompleteCallback,
+    ) -> None:
+        if settings.policy not in POLICIES:
+            raise ValueError(f"dispatch policy '{settings.policy}' is not one of {POLICIES}")
+        if not endpoints:
+            raise ValueError("no endpoints to dispatch to")
+        self.settings = settings
+        self.generation = generation
+        self.stream = stream
+        self.on_first_token = on_first_token
+        self.on_complete = on_complete
+        self.endpoints = [_Endpoint(spec, settings) for spec in endpoints]
+        self.ledger: dict[int, _Query] = {}
+        self.pending: deque[_Query] = deque()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._incoming: list[Request] = []
+        self._incoming_lock = threading.Lock()
+        self._wake_scheduled = False
+        self._fatal: BaseException | None = None
+        self._too_few_since: float | None = None
+        self._rr_next = 0
+        self._encode = msgspec.json.Encoder().encode
+        self.resent = 0
+        self.first_issue: float | None = None
+        self.last_complete: float | None = None
+
+    # -- requests --------------------------------------------------------------------
+    def _body(self, request: Request) -> bytes:
+        gen = self.generation
+        body = {
+            "model": self.settings.model,
+            "prompt": list(request.prompt_token_ids),
+            "max_tokens": gen.max_new_tokens,
+            "min_tokens": gen.min_new_tokens,
+            "stream": True,
+            "return_token_ids": True,
+            # First and last chunks come at once; nothing in between (LoadGen needs no more).
+            "stream_interval": gen.max_new_tokens,
+            "user": str(request.request_id),
+        }
+        if gen.greedy:
+            body["temperature"] = 0.0
+        else:
+            body.update(temperature=gen.temperature, top_p=gen.top_p, seed=gen.seed)
+        return self._encode(body)
+
+    def probe_body(self) -> bytes:
+        return self._encode({"model": self.settings.model, "prompt": [1, 2, 3], "max_tokens": 2,
+                             "min_tokens": 2, "temperature": 0.0, "stream": True, "return_token_ids": True})
+
+    # -- entry from LoadGen's thread -------------------------------------------------
+    def submit(self, requests: Sequence[Request]) -> None:
+        with self._incoming_lock:
+            self._incoming.extend(requests)
+            if self._wake_scheduled:
+                return
+            self._wake_scheduled = True
+        self.loop.call_soon_threadsafe(self._take_incoming)
+
+    def _take_incoming(self) -> None:
+        with self._incoming_lock:
+            batch, self._incoming = self._incoming, []
+            self._wake_scheduled = False
+        if self.first_issue is None and batch:
+            self.first_issue = time.monotonic()
+        for req in batch:
+            query = _Query(req, self._body(req))
+            self.ledger[req.request_id] = query
+            self.pending.append(query)
+        self._pump()
+
+    # -- dispatching -----------------------------------------------------------------
+    def _update_weights(self) -> None:
+        """Measured capacity where there is one; the hint, scaled to the same units, elsewhere."""
+        measured = [(e.measured_capacity, e.spec.capacity_hint) for e in self.endpoints if e.measured_capacity]
+        scale = sum(m / h for m, h in measured) / len(measured) if measured else 1.0
+        for e in self.endpoints:
+            e.weight = e.measured_capacity or e.spec.capacity_hint * scale
+
+    def _choose(self) -> _Endpoint | None:
+        if self.settings.policy == "round_robin":
+            n = len(self.endpoints)
+            for i in range(n):
+                e = self.endpoints[(self._rr_next + i) % n]
+                if e.healthy and len(e.in_flight) < e.spec.max_concurrency:
+                    self._rr_next = (self._rr_next + i + 1) % n
+                    return e
+            return None
+        best, best_score = None, 0.0
+        for e in self.endpoints:
+            if not e.healthy or len(e.in_flight) >= e.spec.max_concurrency:
+                continue
+            score = (len(e.in_flight) + 1) / e.weight
+            if best is None or score < best_score:
+                best, best_score = e, score
+        return best
+
+    def _pump(self) -> None:
+        while self.pending and self._fatal is None:
+            endpoint = self._choose()
+            if endpoint is None:
+                return
+            self._start(endpoint, self.pending.popleft())
+
+    def _start(self, endpoint: _Endpoint, query: _Query) -> None:
+        attempt = _Attempt(self, endpoint, query)
+        query.attempts += 1
+        if not endpoint.in_flight:
+            endpoint.last_progress = time.monotonic()  # an idle endpoint gets a full stall timeout
+        endpoint.in_flight[query.request.request_id] = attempt
+        pool = endpoint.pool
+        while pool.idle:
+            conn = pool.idle.pop()
+            if not conn.closed:
+                pool.busy.add(conn)
+                self._send(attempt, conn)
+                return
+        self.loop.create_task(self._connect_and_send(attempt))
+
+    async def _connect_and_send(self, attempt: _Attempt) -> None:
+        try:
+            conn = await attempt.endpoint.pool.acquire()
+        except (OSError, asyncio.TimeoutError) as exc:
+            self._attempt_failed(attempt, ConnectionError(f"cannot connect: {exc or type(exc).__name__}"))
+            return
+        if attempt.cancelled:
+            attempt.endpoint.pool.release(conn)
+            return
+        self._send(attempt, conn)
+
+    def _send(self, attempt: _Attempt, conn) -> None:
+        attempt.conn = conn
+        body = attempt.query.body
+        conn.send(attempt.endpoint.pool.request_head("POST", "/v1/completions", len(body)), body, attempt)
+
+    # -- answers ---------------------------------------------------------------------
+    def _first_token(self, attempt: _Attempt, token_id: int) -> None:
+        query = attempt.query
+        if query.first_reported or query.done:
+            return
+        query.first_reported = True
+        if self.stream and self.on_first_token is not None:
+            self.on_first_token(query.request.request_id, token_id)
+
+    def _attempt_done(self, attempt: _Attempt) -> None:
+        endpoint, query = attempt.endpoint, attempt.query
+        qid = query.request.request_id
+        endpoint.in_flight.pop(qid, None)
+        endpoint.pool.release(attempt.conn)
+        endpoint.completed += 1
+        endpoint.generated_tokens += len(attempt.tokens)
+        endpoint._window_tokens += len(attempt.tokens)
+        if not query.done:
+            query.done = True
+            del self.ledger[qid]
+            self.last_complete = time.monotonic()
+            self.on_complete(qid, attempt.tokens)
+        self._pump()
+
+    def _attempt_failed(self, attempt: _Attempt, exc: BaseException) -> None:
+        if attempt.cancelled:
+            return
+        endpoint = attempt.endpoint
+        if isinstance(exc, HttpError) and exc.status is not None and 400 <= exc.status < 500:
+            self._fatal = EndpointsLost(
+                f"endpoint {endpoint.name} ({endpoint.pool.host}:{endpoint.pool.port}) refused a request "
+                f"({exc}); resending cannot help: check the served model name and max_model_len")
+            return
+        self._mark_down(endpoint, f"{type(exc).__name__}: {exc}")
+
+    def _mark_down(self, endpoint: _Endpoint, reason: str) -> None:
+        if not endpoint.healthy:
+            return
+        endpoint.healthy = False
+        endpoint.down_events += 1
+        endpoint.failures.append(f"{time.strftime('%H:%M:%S')} {reason}")
+        attempts = list(endpoint.in_flight.values())
+        endpoint.in_flight.clear()
+        for attempt in attempts:
+            attempt.cancelled = True
+        # Oldest first, ahead of everything that has not been sent yet.
+        for attempt in reversed(attempts):
+            if not attempt.query.done:
+                self.pending.appendleft(attempt.query)
+                endpoint.resent_from += 1
+                self.resent += 1
+        endpoint.pool.close_all()
+        self._pump()
+
+    # -- background duties -----------------------------------------------------------
+    async def _watch(self) -> None:
+        """Stall detection, capacity measurement and the too-few-endpoints stop."""
+        s = self.settings
+        tick = min(0.25, s.stall_timeout_s / 4)
+        window_start = time.monotonic()
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for e in self.endpoints:
+                if e.healthy and e.in_flight and now - e.last_progress > s.stall_timeout_s:
+                    self._mark_down(e, f"no response bytes for {s.stall_timeout_s:g} s with "
+                                       f"{len(e.in_flight)} queries in flight")
+                if not (e.healthy and e.in_flight):
+                    e._window_busy = False
+            if now - window_start >= s.capacity_window_s:
+                elapsed = now - window_start
+                for e in self.endpoints:
+                    if e._window_busy and e._window_tokens:
+                        rate = e._window_tokens / elapsed
+                        e.busy_seconds += elapsed
+                        e.measured_capacity = rate if e.measured_capacity is None else 0.7 * e.measured_capacity + 0.3 * rate
+                    e._window_tokens, e._window_busy = 0, True
+                self._update_weights()
+                window_start = now
+            healthy = sum(e.healthy for e in self.endpoints)
+            if healthy >= s.min_healthy_endpoints:
+                self._too_few_since = None
+            elif self._too_few_since is None:
+                self._too_few_since = now
+            elif now - self._too_few_since > s.down_grace_s and self.ledger:
+                self._fatal = EndpointsLost(self._too_few_message(healthy))
+
+    def _too_few_message(self, healthy: int) -> str:
+        lines = [f"only {healthy} of {len(self.endpoints)} endpoints answer (min_healthy_endpoints: "
+                 f"{self.settings.min_healthy_endpoints}) for more than {self.settings.down_grace_s:g} s; "
+                 f"{len(self.ledger)} queries unanswered. Last failures:"]
+        for e in self.endpoints:
+            if not e.healthy:
+                lines.append(f"  {e.name} ({e.pool.host}:{e.pool.port}): {e.failures[-1] if e.failures else 'down'}")
+        return "\n".join(lines)
+
+    async def probe(self, endpoint: _Endpoint) -> str | None:
+        """A tiny real completion; None when the endpoint answers correctly, else why not."""
+        pool = ConnectionPool(endpoint.spec.host, endpoint.spec.port,
+                              connect_timeout_s=self.settings.connect_timeout_s)
+        try:
+            status, body = await request(pool, "POST", "/v1/completions", self.probe_body(),
+                                         timeout_s=self.settings.probe_timeout_s)
+        except (OSError, asyncio.TimeoutError, HttpError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            pool.close_all()
+        if status != 200:
+            return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
+        tokens, finished = [], False
+        try:
+            for payload in SseEvents().feed(body + b"\n\n"):
+                if payload != b"[DONE]":
+                    choice = _decode_chunk(payload).choices[0]
+                    tokens += choice.token_ids or []
+                    finished = finished or choice.finish_reason is not None
+        except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
+            return f"malformed probe response: {exc}"
+        return None if tokens and finished else "probe response carried no token ids"
+
+    async def _probe_down_endpoints(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.probe_interval_s)
+            for e in self.endpoints:
+                if not e.healthy and await self.probe(e) is None:
+                    e.healthy = True
+                    e.back_in += 1
+                    e.last_progress = time.monotonic()
+                    self._pump()
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def check_endpoints(self) -> list[str]:
+        """Probe every endpoint before the run; the ones that fail start out of service."""
+        results = await asyncio.gather(*(self.probe(e) for e in self.endpoints))
+        problems = []
+        for e, problem in zip(self.endpoints, results):
+            if problem is not None:
+                e.healthy = False
+                e.failures.append(f"before the run: {problem}")
+                problems.append(f"{e.name} ({e.spec.host}:{e.spec.port}): {problem}")
+        healthy = sum(e.healthy for e in self.endpoints)
+        if healthy < self.settings.min_healthy_endpoints:
+            raise EndpointsLost(f"only {healthy} of {len(self.endpoints)} endpoints answer before the run "
+                                f"(min_healthy_endpoints: {self.settings.min_healthy_endpoints}):\n  "
+                                + "\n  ".join(problems))
+        return problems
+
+    def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    async def run(self, done: threading.Event) -> None:
+        """Serve until LoadGen is done and every query is answered; raise when the run cannot finish."""
+        duties = [self.loop.create_task(self._watch()), self.loop.create_task(self._probe_down_endpoints())]
+        try:
+            while True:
+                if self._fatal is not None:
+                    raise self._fatal
+                if done.is_set() and not self.ledger and not self._incoming:
+                    return
+                await asyncio.sleep(0.01)
+        finally:
+            for task in duties:
+                task.cancel()
+            for e in self.endpoints:
+                e.pool.close_all()
+
+    def stats(self) -> dict:
+        elapsed = (self.last_complete - self.first_issue) if self.first_issue and self.last_complete else None
+        return {
+            "policy": self.settings.policy,
+            "resent_queries": self.resent,
+            "unanswered_queries": len(self.ledger),
+            "seconds_first_issue_to_last_answer": round(elapsed, 3) if elapsed else None,
+            "endpoints": {e.name: e.stats() for e in self.endpoints},
+        }

@@ -1,0 +1,210 @@
+"""The multi-endpoint dispatcher against SIMULATED endpoints (separate process, real HTTP on
+loopback): balancing, exactly-once answers, and every fault a server can show."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from mlperf_repro.backends import GenerationSettings, Request
+from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointSpec, EndpointsLost
+from mlperf_repro.backends.endpoints import EndpointBackend
+from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec, output_token_ids
+from sim_endpoints import SimProcess, free_ports, simulated_endpoints
+
+MAX_NEW = 64
+
+
+def make_requests(n: int, seed: int = 0) -> list[Request]:
+    rng = random.Random(seed)
+    return [Request(i, [rng.randrange(1, 30000) for _ in range(rng.randrange(8, 64))]) for i in range(n)]
+
+
+class Outcome:
+    def __init__(self) -> None:
+        self.firsts: dict[int, list[int]] = defaultdict(list)
+        self.completes: dict[int, list[list[int]]] = defaultdict(list)
+        self.stats: dict = {}
+
+
+def drive(ports, requests, *, settings=None, specs=None, stream=True, interval_s=0.0, midway=None,
+          timeout_s=60.0) -> Outcome:
+    """Issue ``requests`` from another thread (as LoadGen does) and serve until all are answered."""
+    outcome = Outcome()
+    specs = specs or [EndpointSpec(f"ep{i}", "127.0.0.1", port) for i, port in enumerate(ports)]
+    backend = EndpointBackend(
+        endpoints=specs,
+        dispatch=settings or DispatchSettings(model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=2),
+        generation=GenerationSettings(max_new_tokens=MAX_NEW),
+        stream=stream,
+        on_first_token=lambda i, t: outcome.firsts[i].append(t),
+        on_complete=lambda i, t: outcome.completes[i].append(t),
+    )
+    done = threading.Event()
+    stop = threading.Event()
+
+    def issue() -> None:
+        for k, req in enumerate(requests):
+            if k == len(requests) // 2 and midway is not None:
+                midway()
+            backend.submit([req])
+            if interval_s:
+                time.sleep(interval_s)
+        deadline = time.monotonic() + timeout_s
+        while len(outcome.completes) < len(requests) and not stop.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        done.set()
+
+    try:
+        backend.start()
+        issuer = threading.Thread(target=issue, daemon=True)
+        issuer.start()
+        backend.serve_until(done)
+    finally:
+        stop.set()
+        outcome.stats = backend.stats
+        backend.stop()
+    return outcome
+
+
+def assert_each_answered_once_and_right(outcome: Outcome, requests, stream=True) -> None:
+    assert sorted(outcome.completes) == [r.request_id for r in requests]
+    for req in requests:
+        (tokens,) = outcome.completes[req.request_id]  # exactly once
+        assert tokens == output_token_ids(list(req.prompt_token_ids), MAX_NEW, 20)
+        if stream:
+            assert outcome.firsts[req.request_id] == [tokens[0]]  # first token once, and consistent
+    assert outcome.stats["unanswered_queries"] == 0
+
+
+def sim(port, **kw) -> SimulatedEndpointSpec:
+    kw.setdefault("output_tokens", 20)
+    kw.setdefault("tokens_per_s", 400)
+    kw.setdefault("ttft_s", 0.01)
+    return SimulatedEndpointSpec(port=port, **kw)
+
+
+def test_two_endpoints_answer_everything_once():
+    ports = free_ports(2)
+    requests = make_requests(300)
+    with simulated_endpoints([sim(p) for p in ports]):
+        outcome = drive(ports, requests)
+    assert_each_answered_once_and_right(outcome, requests)
+    eps = outcome.stats["endpoints"]
+    assert eps["ep0"]["completed"] > 50 and eps["ep1"]["completed"] > 50, outcome.stats
+    assert outcome.stats["resent_queries"] == 0
+
+
+def test_offline_style_burst_without_streaming_reports_no_first_tokens():
+    ports = free_ports(1)
+    requests = make_requests(100)
+    with simulated_endpoints([sim(ports[0])]):
+        outcome = drive(ports, requests, stream=False)
+    assert_each_answered_once_and_right(outcome, requests, stream=False)
+    assert not outcome.firsts
+
+
+def test_offline_burst_is_pulled_in_proportion_to_capacity():
+    """Capacities 1:3 (slots 4 vs 12), no hint, every query issued at once. The per-endpoint
+    concurrency limit keeps the rest in the head's queue, so each endpoint pulls work as fast
+    as it finishes it, and the measured rates show the 1:3."""
+    ports = free_ports(2)
+    requests = make_requests(600)
+    specs = [EndpointSpec(f"ep{i}", "127.0.0.1", p, max_concurrency=16) for i, p in enumerate(ports)]
+    settings = DispatchSettings(model="sim", capacity_window_s=0.25)
+    with simulated_endpoints([sim(ports[0], slots=4, tokens_per_s=200), sim(ports[1], slots=12, tokens_per_s=200)]):
+        outcome = drive(ports, requests, specs=specs, settings=settings)
+    assert_each_answered_once_and_right(outcome, requests)
+    eps = outcome.stats["endpoints"]
+    assert 0.68 <= eps["ep1"]["completed"] / len(requests) <= 0.82, eps
+    rates = eps["ep1"]["tokens_per_second_busy"] / eps["ep0"]["tokens_per_second_busy"]
+    assert 2.4 <= rates <= 3.6, eps
+
+
+@pytest.mark.parametrize("policy,low,high", [("capacity", 0.68, 0.82), ("round_robin", 0.49, 0.51)])
+def test_arrivals_are_split_by_capacity_not_round_robin(policy, low, high):
+    """Server-style arrivals, concurrency not limiting: round robin gives the slow endpoint
+    half the work; the capacity policy about a quarter (its share of the capacity)."""
+    ports = free_ports(2)
+    requests = make_requests(500)
+    specs = [EndpointSpec("ep0", "127.0.0.1", ports[0], capacity=1, max_concurrency=1000),
+             EndpointSpec("ep1", "127.0.0.1", ports[1], capacity=3, max_concurrency=1000)]
+    settings = DispatchSettings(model="sim", policy=policy, capacity_window_s=0.25)
+    with simulated_endpoints([sim(ports[0], slots=4, tokens_per_s=200), sim(ports[1], slots=12, tokens_per_s=200)]):
+        outcome = drive(ports, requests, specs=specs, settings=settings, interval_s=0.01)
+    assert_each_answered_once_and_right(outcome, requests)
+    share_fast = outcome.stats["endpoints"]["ep1"]["completed"] / len(requests)
+    assert low <= share_fast <= high, outcome.stats["endpoints"]
+
+
+@pytest.mark.parametrize("fault", ["die", "hang", "malformed", "close_mid_stream", "error_500"])
+def test_a_failing_endpoint_loses_no_query(fault):
+    ports = free_ports(2)
+    requests = make_requests(300)
+    bad = sim(ports[1], fault=fault, fault_after_requests=40, fault_after_s=0.5 if fault == "die" else 0.0)
+    with simulated_endpoints([sim(ports[0]), bad]):
+        outcome = drive(ports, requests, interval_s=0.004)
+    assert_each_answered_once_and_right(outcome, requests)
+    stats = outcome.stats
+    assert stats["resent_queries"] > 0
+    assert stats["endpoints"]["ep1"]["resent_from"] == stats["resent_queries"]
+    assert stats["endpoints"]["ep1"]["down_events"] >= 1 and stats["endpoints"]["ep1"]["failures"]
+    assert stats["endpoints"]["ep0"]["resent_from"] == 0
+
+
+def test_a_killed_endpoint_is_probed_back_in():
+    ports = free_ports(2)
+    requests = make_requests(400)
+    steady = SimProcess([sim(ports[0])])
+    flaky = SimProcess([sim(ports[1])])
+    restarted = []
+
+    def kill_and_restart() -> None:
+        flaky.kill()
+        time.sleep(0.5)
+        restarted.append(SimProcess([sim(ports[1])]))
+
+    try:
+        outcome = drive(ports, requests, interval_s=0.01, midway=kill_and_restart)
+    finally:
+        for proc in [steady, flaky, *restarted]:
+            proc.stop()
+    assert_each_answered_once_and_right(outcome, requests)
+    ep1 = outcome.stats["endpoints"]["ep1"]
+    assert ep1["down_events"] == 1 and ep1["probed_back_in"] == 1
+    assert ep1["completed"] > 40  # it took work again after coming back
+
+
+def test_when_every_endpoint_is_gone_the_run_stops_with_the_reason():
+    ports = free_ports(2)
+    requests = make_requests(200)
+    started = time.monotonic()
+    with simulated_endpoints([sim(p, fault="die", fault_after_s=0.5) for p in ports]):
+        with pytest.raises(EndpointsLost) as caught:
+            drive(ports, requests, interval_s=0.01)
+    assert time.monotonic() - started < 30
+    message = str(caught.value)
+    assert "only 0 of 2 endpoints answer" in message and "ep0" in message and "ep1" in message
+
+
+def test_a_refused_request_stops_the_run_at_once():
+    ports = free_ports(1)
+    with simulated_endpoints([sim(ports[0], fault="error_400", fault_after_requests=5)]):
+        with pytest.raises(EndpointsLost, match="refused a request.*HTTP 400"):
+            drive(ports, make_requests(50))
+
+
+def test_an_endpoint_down_before_the_run_is_reported_and_left_out():
+    ports = free_ports(2)  # nothing listens on ports[1]
+    requests = make_requests(50)
+    with simulated_endpoints([sim(ports[0])]):
+        outcome = drive(ports, requests)
+        assert_each_answered_once_and_right(outcome, requests)
+        assert "ep1" in outcome.stats["endpoints_down_before_run"][0]
+        settings = DispatchSettings(model="sim", min_healthy_endpoints=2)
+        with pytest.raises(EndpointsLost, match="only 1 of 2 endpoints answer before the run"):
+            drive(ports, requests, settings=settings)
