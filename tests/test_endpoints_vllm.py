@@ -118,7 +118,7 @@ def test_a_server_killed_mid_run_loses_no_query(e2e_workdir, servers, tmp_path, 
     servers["model"] = str(e2e_workdir / MODEL)
     if servers["procs"][1].poll() is not None:
         restart(servers, 1)
-    conf = (f"llama2-70b.{scenario}.min_query_count = 600\nllama2-70b.{scenario}.min_duration = 5000\n"
+    conf = (f"llama2-70b.{scenario}.min_query_count = 300\nllama2-70b.{scenario}.min_duration = 5000\n"
             f"llama2-70b.{scenario}.target_qps = {20 if scenario == 'Offline' else 12}\n")
 
     def kill_when_busy(out: Path) -> None:
