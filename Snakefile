@@ -23,6 +23,7 @@ include: "workflow/rules/package.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/compare.smk"
+include: "workflow/rules/scaling.smk"
 
 
 rule all:
@@ -38,6 +39,7 @@ rule all:
         "results/report/summary.md",
         "results/report/summary_official.csv",
         compare_outputs(),
+        PLAN.scaling_outputs(),
 
 
 onsuccess:

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def servers(e2e_workdir, tmp_path_factory):
 
 
 def run_child(work: Path, tmp: Path, servers: dict, scenario: str, mode: str, conf: str, *,
-              during=None, dispatch=None) -> tuple[subprocess.CompletedProcess, Path]:
+              env=None, dispatch=None) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp / f"{scenario}-{mode}"
     user_conf = tmp / f"{scenario}-{mode}.user.conf"
     user_conf.write_text(conf)
@@ -65,12 +64,9 @@ def run_child(work: Path, tmp: Path, servers: dict, scenario: str, mode: str, co
                 generation=servers["generation"], engine=engine)
     args_file = tmp / f"{scenario}-{mode}.json"
     args_file.write_text(json.dumps(args))
-    proc = subprocess.Popen([sys.executable, str(CHILD), str(args_file)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp)
-    if during is not None:
-        threading.Thread(target=during, args=(out,), daemon=True).start()
-    stdout, stderr = proc.communicate(timeout=900)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out
+    result = subprocess.run([sys.executable, str(CHILD), str(args_file)], capture_output=True, text=True, cwd=tmp,
+                            env=dict(os.environ, **(env or {})), timeout=900)
+    return result, out
 
 
 def record_of(result: subprocess.CompletedProcess) -> dict:
@@ -119,13 +115,10 @@ def test_a_server_killed_mid_run_loses_no_query(e2e_workdir, servers, tmp_path, 
     if servers["procs"][1].poll() is not None:
         restart(servers, 1)
     conf = (f"llama2-70b.{scenario}.min_query_count = 300\nllama2-70b.{scenario}.min_duration = 5000\n"
-            f"llama2-70b.{scenario}.target_qps = {20 if scenario == 'Offline' else 12}\n")
-
-    def kill_when_busy(out: Path) -> None:
-        time.sleep(15)  # start-up probes done, queries in flight on both servers
-        os.killpg(servers["procs"][1].pid, signal.SIGKILL)
-
-    result, out = run_child(e2e_workdir, tmp_path, servers, scenario, "performance", conf, during=kill_when_busy)
+            f"llama2-70b.{scenario}.target_qps = {20 if scenario == 'Offline' else 16}\n")
+    # SIGKILL server 1 after the 40th answer: mid-run, with queries in flight on it.
+    kill = {"KILL_PGID": str(servers["procs"][1].pid), "KILL_AFTER": "40"}
+    result, out = run_child(e2e_workdir, tmp_path, servers, scenario, "performance", conf, env=kill)
     record = record_of(result)
     detail = read_detail(out / "mlperf_log_detail.txt")
     assert detail["errors"] == []  # LoadGen saw every query answered, none twice

@@ -221,6 +221,30 @@ def check_references(config: dict) -> list[str]:
         if closed and test_scale:
             problems.append("test_scale.enabled: test-scale runs cannot form a closed submission; "
                             "set division: open or disable test_scale")
+    problems += _scaling_problems(config)
+    return problems
+
+
+def _scaling_problems(config: dict) -> list[str]:
+    study = config.get("scaling_study")
+    if not study:
+        return []
+    system = config["systems"].get(study["system"])
+    if system is None:
+        return [f"scaling_study.system: '{study['system']}' is not a systems entry; known: {', '.join(config['systems'])}"]
+    if system["engine"]["backend"] != "endpoints":
+        return [f"scaling_study.system: '{study['system']}' uses backend {system['engine']['backend']}; "
+                f"a scaling study needs backend: endpoints"]
+    scenarios = system["benchmarks"].get(study["benchmark"])
+    if scenarios is None:
+        return [f"scaling_study.benchmark: system '{study['system']}' does not run '{study['benchmark']}'; "
+                f"it runs: {', '.join(system['benchmarks'])}"]
+    problems = [f"scaling_study.scenarios: {s} is not configured for {study['system']} / {study['benchmark']}; "
+                f"configured: {', '.join(scenarios)}" for s in study.get("scenarios") or [] if s not in scenarios]
+    total = len((system["engine"].get("endpoints") or {}).get("list") or [])
+    too_many = [n for n in study.get("endpoint_counts") or [] if n > total]
+    if too_many:
+        problems.append(f"scaling_study.endpoint_counts: {too_many} exceed the {total} endpoint(s) listed")
     return problems
 
 

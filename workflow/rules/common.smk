@@ -31,6 +31,7 @@ wildcard_constraints:
     model=alternatives(PLAN.models),
     dataset=alternatives(PLAN.datasets),
     recipe=alternatives(config.get("quantization") or {}),
+    n_endpoints=r"\d+",
 
 
 def serving_dir(wildcards):

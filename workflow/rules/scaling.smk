@@ -1,0 +1,54 @@
+# Scaling study (config key `scaling_study`): one benchmark's performance runs on 1, 2, ...
+# N of a system's endpoints, then a table and a plot of throughput and efficiency.
+
+
+rule scaling_user_conf:
+    output:
+        "results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
+    params:
+        text=lambda wc: PLAN.scaling_user_conf_text(wc.system, wc.benchmark, wc.scenario, int(wc.n_endpoints)),
+    log:
+        "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user_conf.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/write_text.py"
+
+
+rule scaling_run:
+    input:
+        model=serving_dir,
+        dataset=dataset_dir_of,
+        user_conf="results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
+        preflight=ancient("results/check/preflight.txt"),
+    output:
+        run=directory("results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}"),
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
+        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
+        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
+        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
+        engine=lambda wc: PLAN.scaling_engine(wc.system, int(wc.n_endpoints)),
+    log:
+        "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.log",
+    threads: workflow.cores
+    resources:
+        mem_mb=16000,
+        runtime=120,
+        gpu=lambda wc: PLAN.accelerators(wc.system),
+    script:
+        f"{SCRIPTS}/loadgen_run.py"
+
+
+rule scaling_report:
+    input:
+        lambda wc: [PLAN.scaling_run_dir(wc.system, wc.benchmark, s, n) for s, n in PLAN.scaling_jobs()],
+    output:
+        csv="results/scaling/{system}/{benchmark}/scaling.csv",
+        md="results/scaling/{system}/{benchmark}/scaling.md",
+        svg="results/scaling/{system}/{benchmark}/scaling.svg",
+    log:
+        "logs/scaling/{system}/{benchmark}/report.log",
+    localrule: True
+    script:
+        f"{SCRIPTS}/scaling_report.py"
