@@ -85,8 +85,14 @@ def host_facts() -> dict[str, Any]:
     }
 
 
+# Names vLLM gives its own per-process objects (random on every start): recording them would
+# make two identical runs look different to compare.
+PER_PROCESS_NAMES = frozenset({"VLLM_DIST_IDENT", "VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME"})
+
+
 def engine_environment() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) and "TOKEN" not in k}
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(ENV_PREFIXES) and "TOKEN" not in k and k not in PER_PROCESS_NAMES}
 
 
 def git_commit(repo: str | Path | None = None) -> str | None:

@@ -38,6 +38,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from mlperf_repro.errors import UserError
+from mlperf_repro.fetch._manifest import RECORD_NAME, WORKFLOW_MARKERS
 from mlperf_repro.hashing import sha256_tree
 from mlperf_repro.quant.mxfp4 import (
     CODEC_VERSION,
@@ -316,9 +317,15 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+NOT_CONTENT = frozenset({RECORD_NAME}) | WORKFLOW_MARKERS
+
+
 def _tree_record(root: Path) -> dict[str, Any]:
-    """Per-file sha256 and size of a directory (relative POSIX paths, sorted)."""
-    hashes = sha256_tree(root)
+    """Per-file sha256 and size of a directory's content (relative POSIX paths, sorted).
+
+    The acquisition record (times, durations) and Snakemake's marker are not content: with
+    them the same weights would hash differently on every run."""
+    hashes = {rel: h for rel, h in sha256_tree(root).items() if rel not in NOT_CONTENT}
     files = {rel: {"sha256": h, "bytes": (root / rel).stat().st_size} for rel, h in hashes.items()}
     return {"files": files, "bytes": sum(f["bytes"] for f in files.values())}
 
