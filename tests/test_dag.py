@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 
-from conftest import make_workdir, run_snakemake
+from conftest import REPO, make_workdir, run_snakemake
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -86,3 +87,11 @@ def test_compare_from_the_config(tmp_path, default_config):
     assert job_counts(result.stdout)["compare"] == 1
     for stem in ("vendor_vs_a-2-runs", "vendor_vs_work"):
         assert f"results/compare/{stem}.html" in result.stdout
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (REPO / "config" / "examples").glob("*.yaml")))
+def test_every_example_config_validates_and_plans(tmp_path, example):
+    work = make_workdir(tmp_path)
+    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", f"config/examples/{example}", timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "loadgen_run" in job_counts(result.stdout)
