@@ -26,7 +26,6 @@ def test_default_config_plan(tmp_path):
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     assert counts == {
-        "preflight": 1,
         "acquire_model": 1,
         "acquire_dataset": 1,
         "quantize": 1,

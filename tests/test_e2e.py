@@ -186,6 +186,17 @@ def test_tarball_is_reproducible(workdir, tmp_path):
     assert (tmp_path / "again.tar.gz").read_bytes() == (workdir / "results" / "submission.tar.gz").read_bytes()
 
 
+def test_an_engine_setting_change_reruns_every_run_and_nothing_upstream(workdir):
+    config = yaml.safe_load((workdir / "e2e.yaml").read_text())
+    next(iter(config["systems"].values()))["engine"]["engine_args"]["max_num_seqs"] = 64
+    (workdir / "e2e-changed.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(workdir, "-n", "--cores", "2", "--configfile", "e2e-changed.yaml", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert job_counts(result.stdout) == {"loadgen_run": 6, "compliance_run": 3, "reference_accuracy": 1,
+                                         "compliance_verify": 3, "accuracy_eval": 3, "package": 1, "tarball": 1,
+                                         "check_submission": 1, "summary": 1, "official_summary": 1, "all": 1}
+
+
 def test_rerun_does_nothing_and_one_scenario_reruns_alone(workdir):
     result = run_snakemake(workdir, "-n", "--cores", "2", "--configfile", "e2e.yaml", timeout=300)
     assert result.returncode == 0 and "Nothing to be done" in result.stdout + result.stderr

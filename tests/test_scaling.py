@@ -90,7 +90,7 @@ def test_the_study_runs_through_the_workflow(e2e_workdir, tmp_path):
     """Model and dataset come from the end-to-end run; the endpoints are simulated (the
     head's behaviour is under test here; real servers are tested in test_endpoints_vllm)."""
     work = make_workdir(tmp_path)
-    for shared in ("resources", "results/models", "results/acquire", "results/check/preflight.txt"):
+    for shared in ("resources", "results/models", "results/acquire"):
         src, dst = e2e_workdir / shared, work / shared
         dst.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)

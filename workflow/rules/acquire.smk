@@ -4,7 +4,6 @@
 
 rule acquire_model:
     input:
-        preflight=ancient("results/check/preflight.txt"),
     output:
         model=directory("resources/models/{model}"),
         record="results/acquire/models/{model}.json",
@@ -22,7 +21,6 @@ rule acquire_model:
 
 rule acquire_dataset:
     input:
-        preflight=ancient("results/check/preflight.txt"),
         # A builtin dataset is tokenised with its builtin model's tokenizer.
         tokenizer=lambda wc: (
             [PLAN.model_dir(config["datasets"][wc.dataset]["builtin"]["model"])]

@@ -16,16 +16,9 @@ rule check_submission:
         f"{SCRIPTS}/check.py"
 
 
-rule preflight:
+onstart:
     # Seconds of checks before hours of runs: the config against the round's rules, the
-    # installed LoadGen's seeds, the disk. Consumers take it as ancient() so a rerun of
-    # the preflight (any config edit) never reruns finished work by itself.
-    output:
-        "results/check/preflight.txt",
-    params:
-        config=config,
-    log:
-        "logs/check/preflight.log",
-    localrule: True
-    script:
-        f"{SCRIPTS}/preflight.py"
+    # installed LoadGen's seeds, the disk; writes results/check/preflight.txt and stops the
+    # workflow before any job starts if something is wrong. A handler, not a rule: a rule
+    # that every run depends on hides config edits from Snakemake's rerun triggers.
+    preflight_or_stop(config, "results/check/preflight.txt")

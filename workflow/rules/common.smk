@@ -52,6 +52,15 @@ def reference_accuracy_of(wildcards):
     return []
 
 
+def preflight_or_stop(config, report):
+    from mlperf_repro.check.stage import preflight_job
+
+    try:
+        preflight_job(config, report)
+    except UserError as exc:
+        sys.exit(f"error: {exc}\n(report: {report})")
+
+
 def print_summary(path):
     summary = Path(path)
     if summary.is_file():

@@ -21,7 +21,6 @@ rule loadgen_run:
         model=serving_dir,
         dataset=dataset_dir_of,
         user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
-        preflight=ancient("results/check/preflight.txt"),
     output:
         run=directory("results/runs/{system}/{benchmark}/{scenario}/{mode}"),
     params:

@@ -19,7 +19,6 @@ rule scaling_run:
         model=serving_dir,
         dataset=dataset_dir_of,
         user_conf="results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
-        preflight=ancient("results/check/preflight.txt"),
     output:
         run=directory("results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}"),
     params:
