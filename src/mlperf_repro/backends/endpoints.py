@@ -45,6 +45,16 @@ def serving(engine: dict, model_path: str, log_dir: str | Path) -> Iterator[None
         yield
 
 
+def raise_open_file_limit() -> None:
+    """One connection per query in flight: thousands at the record loads, more than the
+    usual soft limit of 1024 descriptors. Take what the hard limit allows."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop where installed (it ships with vLLM's server stack): about 2x fewer CPU cycles per request."""
     try:
@@ -74,6 +84,7 @@ class EndpointBackend:
 
     def start(self) -> None:
         """Probe every endpoint (before LoadGen's clock starts)."""
+        raise_open_file_limit()
         self.startup_problems = self.loop.run_until_complete(self.dispatcher.check_endpoints())
 
     def submit(self, requests: Sequence[Request]) -> None:

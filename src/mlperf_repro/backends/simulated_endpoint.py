@@ -227,6 +227,9 @@ def main(argv: list[str]) -> int:
     spec_path = argv[0]
     timestamps_path = argv[1] if len(argv) > 1 else None
     specs = [SimulatedEndpointSpec(**item) for item in json.loads(open(spec_path).read())]
+    from .endpoints import raise_open_file_limit
+
+    raise_open_file_limit()
     try:
         import uvloop
 
