@@ -1,6 +1,6 @@
 """One LoadGen test (performance or accuracy) in this process."""
 from mlperf_repro.harness.jobs import loadgen_job
-from mlperf_repro.stage import run
+from mlperf_repro.stage import configured_container, run
 
 
 def main(smk):
@@ -17,6 +17,7 @@ def main(smk):
         performance_sample_count=smk.params.performance_sample_count,
         generation=smk.params.generation,
         engine=smk.params.engine,
+        container_image=configured_container(smk),
         audit_config=smk.params.get("audit_config"),
     )
 

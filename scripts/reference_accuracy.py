@@ -1,6 +1,6 @@
 """Accuracy of the unquantized model on this system (the baseline for measured targets)."""
 from mlperf_repro.harness.jobs import reference_accuracy_job
-from mlperf_repro.stage import run
+from mlperf_repro.stage import configured_container, run
 
 
 def main(smk):
@@ -11,6 +11,7 @@ def main(smk):
         out_path=smk.output[0],
         generation=smk.params.generation,
         engine=smk.params.engine,
+        container_image=configured_container(smk),
         evaluator=smk.params.evaluator,
     )
 

@@ -9,6 +9,7 @@ naming the key path and what is allowed, collected into a single :class:`UserErr
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -213,6 +214,7 @@ def check_references(config: dict) -> list[str]:
                 if missing:
                     problems.append(f"{where}: the closed division requires scenario(s) {', '.join(missing)}")
         problems += _endpoint_problems(system, entry["engine"])
+        problems += _software_problems(system, entry.get("software") or {})
         if entry["engine"]["backend"] != "endpoints":
             for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
                 if entry["description"].get(key) == "auto":
@@ -246,6 +248,29 @@ def _scaling_problems(config: dict) -> list[str]:
     if too_many:
         problems.append(f"scaling_study.endpoint_counts: {too_many} exceed the {total} endpoint(s) listed")
     return problems
+
+
+# A container reference Snakemake's apptainer support can pull, pinned by content digest: a tag
+# (":latest", ":v0.10") can be moved to other bytes, which would silently change the software.
+CONTAINER_SCHEMES = ("docker://", "oras://", "library://")
+CONTAINER_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+
+
+def container_problem(where: str, image: str) -> str | None:
+    """Why an image reference is not usable, or None."""
+    if not image.startswith(CONTAINER_SCHEMES):
+        return (f"{where}: {image!r} needs a scheme apptainer pulls from: "
+                f"{', '.join(s + '...' for s in CONTAINER_SCHEMES)}")
+    if not CONTAINER_DIGEST.match(image.split("://", 1)[1]):
+        return (f"{where}: {image!r} is not pinned by digest; write it as <scheme>://<repo>@sha256:<64 hex digits> "
+                f"(get the digest with `skopeo inspect docker://<repo>:<tag>` or `docker buildx imagetools inspect`)")
+    return None
+
+
+def _software_problems(system: str, software: dict) -> list[str]:
+    image = software.get("container")
+    problem = container_problem(f"systems.{system}.software.container", image) if image else None
+    return [problem] if problem else []
 
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -241,6 +241,45 @@ class Plan:
     def engine(self, system: str) -> dict[str, Any]:
         return self.system_cfg(system)["engine"]
 
+    def screening(self, system: str) -> dict[str, Any] | None:
+        """The system's GPU screening settings when its runs screen their GPUs first: enabled,
+        and the run host holds accelerators (CPU hosts and heads of external servers do not)."""
+        screening = self.system_cfg(system).get("gpu_screening") or {}
+        if not screening.get("enabled") or self.accelerators(system) == 0:
+            return None
+        return screening
+
+    @staticmethod
+    def screen_path(system: str) -> str:
+        return f"results/screen/{system}.json"
+
+    def screen_input(self, system: str) -> list[str]:
+        """The screen result a run of this system waits for (none when it is not screened)."""
+        return [self.screen_path(system)] if self.screening(system) else []
+
+    def expected_devices(self, system: str) -> int:
+        """Accelerators the run host should show: one node's for the in-process engine, every
+        locally launched server's for backend endpoints."""
+        if self.engine(system)["backend"] == "endpoints":
+            return self.accelerators(system)
+        return int(self.system_cfg(system)["description"]["accelerators_per_node"])
+
+    # -- software per stage ----------------------------------------------------------------
+    def container(self, system: str) -> str | None:
+        """The digest-pinned image this system's heavy jobs run in under apptainer; None means
+        the pip environments of envs/ (CPU hosts)."""
+        return (self.system_cfg(system).get("software") or {}).get("container")
+
+    def quantize_container(self, model: str, recipe: str) -> str | None:
+        """Quantization runs in the image of the first system (config order) that serves its
+        output, so the FP4 checkpoint is written by the torch the servers load it with."""
+        for system, entry in self.config["systems"].items():
+            for benchmark in entry["benchmarks"]:
+                bench = self.benchmark_cfg(benchmark)
+                if (bench["model"], bench.get("quantization")) == (model, recipe) and self.container(system):
+                    return self.container(system)
+        return None
+
     def accuracy_targets(self, benchmark: str) -> dict[str, Any]:
         """How accuracy is judged: the round's absolute targets, or a fraction of a measured reference."""
         bench = self.benchmark_cfg(benchmark)

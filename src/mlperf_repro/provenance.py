@@ -108,11 +108,27 @@ def git_commit(repo: str | Path | None = None) -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def collect(**extra: Any) -> dict[str, Any]:
+# Apptainer (and Singularity) set these inside a container; outside one they are unset.
+CONTAINER_MARKERS = ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
+
+
+def container(configured_image: str | None) -> dict[str, Any] | None:
+    """The image this process runs in: the config's digest-pinned reference when apptainer runs
+    the job, None when it runs in a pip environment. The local image file (a per-host cache
+    path) is left out: two partners running the same digest must record the same thing."""
+    if not any(os.environ.get(name) for name in CONTAINER_MARKERS):
+        return None
+    digest = configured_image.rsplit("@", 1)[1] if configured_image and "@" in configured_image else None
+    return {"image": configured_image, "digest": digest}
+
+
+def collect(container_image: str | None = None, **extra: Any) -> dict[str, Any]:
+    """``container_image``: the image the config names for this job (see :func:`container`)."""
     return {
         "host": host_facts(),
         "packages": package_versions(),
         "environment": engine_environment(),
+        "container": container(container_image),
         "git_commit": git_commit(),
         **extra,
     }

@@ -34,6 +34,17 @@ wildcard_constraints:
     n_endpoints=r"\d+",
 
 
+# Software per stage: heavy jobs run in the system's digest-pinned image when Snakemake is
+# started with --software-deployment-method apptainer; None (CPU hosts) leaves them in the
+# pip environments of envs/.
+def system_container(wildcards):
+    return PLAN.container(wildcards.system)
+
+
+def quantize_container(wildcards):
+    return PLAN.quantize_container(wildcards.model, wildcards.recipe)
+
+
 def serving_dir(wildcards):
     return PLAN.serving_dir(wildcards.system, wildcards.benchmark)
 

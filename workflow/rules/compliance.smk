@@ -20,6 +20,8 @@ rule compliance_run:
         audit_config=lambda wc: PLAN.audit_config(wc.test),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{test}.log",
+    container:
+        system_container
     threads: workflow.cores
     resources:
         mem_mb=16000,

@@ -13,6 +13,8 @@ rule quantize:
         recipe=lambda wc: config["quantization"][wc.recipe],
     log:
         "logs/quantize/{model}-{recipe}.log",
+    container:
+        quantize_container
     threads: workflow.cores
     resources:
         mem_mb=8000,

@@ -32,6 +32,8 @@ rule loadgen_run:
         engine=lambda wc: PLAN.engine(wc.system),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{mode}.log",
+    container:
+        system_container
     # A measurement owns the machine: no other job may share its cores.
     threads: workflow.cores
     resources:
@@ -57,6 +59,8 @@ rule reference_accuracy:
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
     log:
         "logs/reference/{system}/{benchmark}.log",
+    container:
+        system_container
     threads: workflow.cores
     resources:
         mem_mb=16000,

@@ -30,6 +30,8 @@ rule scaling_run:
         engine=lambda wc: PLAN.scaling_engine(wc.system, int(wc.n_endpoints)),
     log:
         "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.log",
+    container:
+        system_container
     threads: workflow.cores
     resources:
         mem_mb=16000,

@@ -248,6 +248,9 @@ def _settings(scenario_dir: Path, base: Path, system: str, benchmark: str, scena
             settings["engine.serve_quantized_as"] = str(engine["serve_quantized_as"])
         _flatten("env", perf.get("environment", {}), settings)
         _flatten("software", perf.get("packages", {}), settings)
+        # The inference image (apptainer runs): its digest is the whole software stack.
+        if (perf.get("container") or {}).get("image"):
+            settings["software.container_image"] = str(perf["container"]["image"])
         _flatten("host", {k: v for k, v in (perf.get("host") or {}).items()}, settings)
         _flatten("generation", perf.get("generation", {}), settings)
         for name in ("model_manifest_sha256", "dataset_manifest_sha256"):

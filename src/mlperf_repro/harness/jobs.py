@@ -30,8 +30,10 @@ def loadgen_job(
     generation: dict[str, Any],
     engine: dict[str, Any],
     audit_config: str | None = None,
+    container_image: str | None = None,
 ) -> dict[str, Any]:
-    """One LoadGen test; ``audit_config`` (text) makes it a compliance run."""
+    """One LoadGen test; ``audit_config`` (text) makes it a compliance run; ``container_image``
+    is the image the config names for the job (recorded when the job runs inside it)."""
     apply_env(engine.get("env", {}))
     verify_dir(dataset_dir)
     dataset = load_token_dataset(dataset_file)
@@ -60,6 +62,7 @@ def loadgen_job(
     with serving(engine, model_dir, log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers"):
         record = run_loadgen_test(test, dataset, factory)
     prov = provenance.collect(
+        container_image=container_image,
         engine=engine,
         generation=generation,
         model_dir=model_dir,
@@ -91,6 +94,7 @@ def reference_accuracy_job(
     generation: dict[str, Any],
     engine: dict[str, Any],
     evaluator: str,
+    container_image: str | None = None,
 ) -> dict[str, Any]:
     """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed)."""
     apply_env(engine.get("env", {}))
@@ -120,7 +124,7 @@ def reference_accuracy_job(
         "samples": len(entries),
         "metrics": result,
         "seconds": round(time.time() - started, 1),
-        "provenance": provenance.collect(engine=engine, generation=generation),
+        "provenance": provenance.collect(container_image=container_image, engine=engine, generation=generation),
     }
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
