@@ -1,13 +1,15 @@
 """Command line: ``python -m mlperf_repro <command>`` (also installed as ``mlperf-repro``).
 
-Commands: ``compare`` (partners' submissions against a reference). The workflow itself
-runs with ``snakemake``.
+Commands: ``compare`` (partners' submissions against a reference), ``plan`` (jobs, wall
+time, GPU-hours and disk per stage, estimated from a config before anything runs). The
+workflow itself runs with ``snakemake``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .errors import UserError
 
@@ -22,14 +24,39 @@ def main(argv: list[str] | None = None) -> int:
                                          description=compare_cli.__doc__,
                                          formatter_class=argparse.RawDescriptionHelpFormatter)
     compare_cli.add_arguments(compare_parser)
+    plan_parser = commands.add_parser("plan", help="estimate jobs, wall time, GPU-hours and disk per stage",
+                                      description="Estimate, from the config alone, what the workflow will run: per "
+                                                  "stage the jobs, wall time, GPU-hours and disk, and the total, with "
+                                                  "every assumption named.")
+    plan_parser.add_argument("--configfile", default="config/config.yaml",
+                             help="the workflow config (default: %(default)s)")
+    plan_parser.add_argument("--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)")
+    plan_parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
     try:
         if args.command == "compare":
             return compare_cli.run(args)
+        if args.command == "plan":
+            return run_plan(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 2
+
+
+# The workflow's schema next to the package in this checkout (src/ layout).
+DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from .estimate import estimate_file
+
+    if not Path(args.schema).is_file():
+        raise UserError(f"schema {args.schema} not found; pass --schema workflow/schemas/config.schema.yaml "
+                        f"from the workflow checkout")
+    estimate = estimate_file(args.configfile, args.schema)
+    sys.stdout.write(estimate.to_json() if args.json else estimate.render())
+    return 0
 
 
 if __name__ == "__main__":

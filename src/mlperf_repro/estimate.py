@@ -1,0 +1,436 @@
+"""The plan view: jobs, wall time, GPU-hours and disk per stage, estimated from the config
+before anything runs (``mlperf-repro plan --configfile X``).
+
+Run lengths follow LoadGen's rules: a performance run lasts until both its minimum
+duration and its minimum query count are met (Offline issues one query of
+max(min_query_count, 1.1 x min_duration x target_qps) samples), an accuracy run processes
+every sample once, a compliance run is a performance run under its audit.config. Every
+number that is not a rule of the round is an assumption from the config's ``estimate``
+section (defaults in the schema) and is printed with the result. Jobs are counted per
+Snakemake rule, so they match the workflow's DAG.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UserError
+from .plan import MODES, Plan
+
+# LoadGen writes each generated token into mlperf_log_accuracy.json as 8 hex characters
+# (int32), plus the first token again and the entry's keys.
+ACCURACY_LOG_HEX_PER_TOKEN = 8
+ACCURACY_LOG_ENTRY_OVERHEAD = 100
+# MXFP4 (OCP MX v1.0): 4-bit E2M1 elements, one E8M0 byte per block of 32 along K.
+MXFP4_BYTES_PER_PARAM = 0.5 + 1 / 32
+BF16_BYTES_PER_PARAM = 2
+# Offline issues 1.1 x min_duration x target_qps samples (LoadGen's slack over min_duration).
+OFFLINE_SLACK = 1.1
+
+# config key under `estimate` -> (unit, what it stands for)
+ASSUMPTIONS = {
+    "run_overhead_s": ("s", "per LoadGen process: engine start, model load and warm-up"),
+    "light_job_s": ("s", "per bookkeeping job (user.conf, verification, packaging, check, report)"),
+    "builtin_build_s": ("s", "to build and train a builtin demo model"),
+    "download_mb_per_s": ("MB/s", "acquisition bandwidth for models and datasets"),
+    "quantize_mb_per_s": ("MB/s", "bf16 checkpoint bytes quantized per second"),
+    "screen_s": ("s", "per GPU screening job (device enumeration and matmul timing)"),
+    "accuracy_eval_samples_per_s": ("samples/s", "accuracy evaluation speed"),
+    "dataset_bytes_per_sample": ("bytes", "dataset size per sample (prompt token ids, text, reference)"),
+    "log_bytes_per_run": ("bytes", "LoadGen summary, detail log and records per run"),
+    "package_bytes_per_result": ("bytes", "submission tree and tarball per result"),
+}
+
+
+@dataclass
+class Assumption:
+    key: str
+    value: float
+    unit: str
+    what: str
+    source: str
+
+    def line(self) -> str:
+        value = int(self.value) if float(self.value).is_integer() else self.value
+        return f"{self.what}: {value} {self.unit} ({self.source})"
+
+
+@dataclass
+class Row:
+    """One line of the table: a stage, or one scenario x mode of the run stage."""
+
+    stage: str
+    jobs: dict[str, int] = field(default_factory=dict)  # rule -> jobs
+    wall_s: float = 0.0
+    gpu_hours: float = 0.0
+    disk_bytes: float = 0.0
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def job_count(self) -> int:
+        return sum(self.jobs.values())
+
+    def add(self, rule: str, wall_s: float, accelerators: int = 0, disk_bytes: float = 0.0, **detail: Any) -> None:
+        self.jobs[rule] = self.jobs.get(rule, 0) + 1
+        self.wall_s += wall_s
+        self.gpu_hours += wall_s * accelerators / 3600
+        self.disk_bytes += disk_bytes
+        self.details.append({"rule": rule, "wall_s": round(wall_s, 3), "accelerators": accelerators,
+                             "disk_bytes": round(disk_bytes), **detail})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "jobs": self.job_count, "rules": dict(self.jobs), "wall_s": round(self.wall_s, 3),
+                "gpu_hours": round(self.gpu_hours, 4), "disk_bytes": round(self.disk_bytes), "details": self.details}
+
+
+@dataclass
+class Estimate:
+    rows: list[Row]
+    assumptions: list[Assumption]
+    notes: list[str]
+
+    @property
+    def total(self) -> dict[str, float]:
+        return {"jobs": sum(r.job_count for r in self.rows), "wall_s": sum(r.wall_s for r in self.rows),
+                "gpu_hours": sum(r.gpu_hours for r in self.rows), "disk_bytes": sum(r.disk_bytes for r in self.rows)}
+
+    def rule_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            for rule, n in row.jobs.items():
+                counts[rule] = counts.get(rule, 0) + n
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        total = self.total
+        return {
+            "stages": [r.to_dict() for r in self.rows],
+            "total": {"jobs": total["jobs"], "wall_s": round(total["wall_s"], 3),
+                      "gpu_hours": round(total["gpu_hours"], 4), "disk_bytes": round(total["disk_bytes"])},
+            "rules": self.rule_counts(),
+            "assumptions": [a.__dict__ for a in self.assumptions],
+            "notes": self.notes,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    def render(self) -> str:
+        header = f"{'stage':<34} {'jobs':>5} {'wall time':>11} {'GPU-hours':>10} {'disk':>10}"
+        lines = [header, "-" * len(header)]
+        for row in self.rows:
+            lines.append(f"{row.stage:<34} {row.job_count:>5} {format_duration(row.wall_s):>11} "
+                         f"{row.gpu_hours:>10.2f} {format_bytes(row.disk_bytes):>10}")
+        total = self.total
+        lines.append("-" * len(header))
+        lines.append(f"{'total':<34} {total['jobs']:>5} {format_duration(total['wall_s']):>11} "
+                     f"{total['gpu_hours']:>10.2f} {format_bytes(total['disk_bytes']):>10}")
+        lines.append("")
+        lines.append("Assumptions:")
+        lines += [f"  - {a.line()}" for a in self.assumptions]
+        lines += [f"  - {note}" for note in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def format_bytes(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+class Estimator:
+    def __init__(self, config: dict[str, Any], set_keys: set[str] | None = None) -> None:
+        """``config`` is validated (schema defaults filled); ``set_keys`` are the ``estimate``
+        keys the user's file sets (the rest are the schema's defaults)."""
+        self.plan = Plan(config)
+        self.config = config
+        section = config.get("estimate")
+        if not isinstance(section, dict) or any(k not in section for k in ASSUMPTIONS):
+            raise UserError("estimate: the config was not validated (schema defaults missing); "
+                            "load it through mlperf_repro.config.validate_config")
+        self.values = {k: float(section[k]) for k in ASSUMPTIONS}
+        set_keys = set(section) if set_keys is None else set_keys
+        self.assumptions = [
+            Assumption(k, self.values[k], unit, what,
+                       f"config key estimate.{k}" if k in set_keys else f"default of estimate.{k}")
+            for k, (unit, what) in ASSUMPTIONS.items()
+        ]
+        self.notes: list[str] = []
+
+    def __getattr__(self, name: str) -> float:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+    # -- facts ---------------------------------------------------------------------------
+    def system_accelerators(self, system: str) -> int:
+        """All accelerators the system occupies while it runs (every node, every endpoint)."""
+        desc = self.plan.system_cfg(system)["description"]
+        per_node, nodes = desc["accelerators_per_node"], desc["number_of_nodes"]
+        if "auto" in (per_node, nodes):
+            endpoints = (self.plan.engine(system).get("endpoints") or {}).get("list") or []
+            return sum(e.get("accelerator_count", 1) for e in endpoints if e.get("accelerator", "N/A") != "N/A")
+        return int(per_node) * int(nodes)
+
+    def endpoint_accelerators(self, system: str, count: int) -> int:
+        endpoints = self.plan.engine(system)["endpoints"]["list"][:count]
+        with_accelerators = [e for e in endpoints if e.get("accelerator", "N/A") != "N/A"]
+        if with_accelerators:
+            return sum(e.get("accelerator_count", 1) for e in with_accelerators)
+        total = len(self.plan.engine(system)["endpoints"]["list"])
+        return self.system_accelerators(system) * count // total
+
+    def model_sizes(self, model: str) -> dict[str, float]:
+        """Parameters (total, in quantizable linear layers) and bf16 checkpoint bytes."""
+        entry = self.config["models"][model]
+        if entry["source"] == "builtin:tiny-llama":
+            arch = entry.get("builtin") or {}
+            from .demo.model import DemoModelSpec
+
+            spec = DemoModelSpec(**{k: v for k, v in arch.items() if k in DemoModelSpec.__dataclass_fields__})
+            hidden, inter, layers = spec.hidden_size, spec.intermediate_size, spec.num_hidden_layers
+            head_dim = hidden // spec.num_attention_heads
+            kv = spec.num_key_value_heads * head_dim
+            linear = layers * (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * inter)
+            # Untied embeddings and lm_head; two RMSNorms per layer and a final one.
+            total = linear + 2 * spec.vocab_size * hidden + (2 * layers + 1) * hidden
+            return {"parameters": total, "linear": linear, "bytes": total * BF16_BYTES_PER_PARAM,
+                    "source": f"models.{model}.builtin architecture (vocab_size is an upper bound)"}
+        benchmarks = [b for b in self.plan.benchmarks if self.plan.benchmark_cfg(b)["model"] == model]
+        if not benchmarks:
+            benchmarks = [b for b, cfg in self.config["benchmarks"].items() if cfg["model"] == model]
+        facts = [self.plan.facts(b).facts for b in benchmarks]
+        if not facts or not any("model_bytes" in f for f in facts):
+            raise UserError(f"models.{model}: no size is known for it (the rules table has model_bytes only for "
+                            f"the round's benchmarks; use it in a benchmark)")
+        chosen = max(facts, key=lambda f: f.get("model_bytes", 0))
+        params = chosen.get("parameters") or {}
+        size = float(chosen["model_bytes"])
+        total = params.get("total", size / BF16_BYTES_PER_PARAM)
+        return {"parameters": total, "linear": params.get("linear", total), "bytes": size,
+                "source": f"rules table {self.plan.rules.name}: model_bytes{', parameters' if params else ''}"}
+
+    def quantized_bytes(self, model: str) -> float:
+        sizes = self.model_sizes(model)
+        rest = sizes["parameters"] - sizes["linear"]
+        return sizes["linear"] * MXFP4_BYTES_PER_PARAM + rest * BF16_BYTES_PER_PARAM
+
+    def output_tokens(self, benchmark: str, mode: str) -> float:
+        """Tokens per answer for log sizes: the reference mean where the table has it, else the cap."""
+        facts = self.plan.facts(benchmark)
+        reference = facts.accuracy.get("reference", {}).get("tokens_per_sample")
+        if reference:
+            return float(reference)
+        gen = facts.facts.get("generation", {})
+        return float(gen.get("max_new_tokens") or gen.get(f"max_new_tokens_{mode}") or 1)
+
+    def accuracy_log_bytes(self, benchmark: str, samples: float, mode: str) -> float:
+        per_sample = ACCURACY_LOG_ENTRY_OVERHEAD + ACCURACY_LOG_HEX_PER_TOKEN * (self.output_tokens(benchmark, mode) + 1)
+        return samples * per_sample
+
+    # -- run lengths (LoadGen rules) ------------------------------------------------------
+    def performance_run(self, settings: dict[str, Any], scenario: str, benchmark: str,
+                        audit: dict[str, Any] | None = None) -> dict[str, float]:
+        """Queries (samples, for Offline) and seconds of one performance run."""
+        rules = self.plan.rules
+        settings = dict(settings)
+        if audit:
+            for key in ("min_duration", "min_query_count"):
+                if key in audit:
+                    settings[key] = audit[key]
+        qps = float(settings["target_qps"])
+        duration_s = float(settings.get("min_duration", rules.min_duration_ms)) / 1000
+        if scenario == "Offline":
+            minimum = float(settings.get("min_query_count",
+                                         self.plan.facts(benchmark).facts["offline_min_samples_per_query"]))
+            queries = max(minimum, int(OFFLINE_SLACK * duration_s * qps))
+        else:
+            # Server/Interactive: Poisson arrivals at target_qps; SingleStream: back to back at
+            # 1/target_qps each. Either way the run ends once both minimums are met.
+            minimum = float(settings.get("min_query_count", rules["default_min_query_count"]))
+            queries = max(minimum, duration_s * qps)
+        if settings.get("max_query_count"):
+            queries = min(queries, float(settings["max_query_count"]))
+        seconds = queries / qps
+        if settings.get("max_duration"):
+            seconds = min(seconds, float(settings["max_duration"]) / 1000)
+        return {"queries": queries, "seconds": seconds, "target_qps": qps, "min_duration_s": duration_s,
+                "min_query_count": minimum}
+
+    # -- stages ----------------------------------------------------------------------------
+    def acquire(self) -> Row:
+        row = Row("acquire")
+        plan = self.plan
+        models = list(dict.fromkeys([plan.benchmark_cfg(b)["model"] for b in plan.benchmarks]
+                                    + [(self.config["datasets"][plan.benchmark_cfg(b)["dataset"]].get("builtin") or {})
+                                       .get("model") for b in plan.benchmarks]))
+        for model in [m for m in models if m]:
+            sizes = self.model_sizes(model)
+            builtin = self.config["models"][model]["source"].startswith("builtin:")
+            wall = self.builtin_build_s if builtin else sizes["bytes"] / (self.download_mb_per_s * 1e6)
+            row.add("acquire_model", wall, disk_bytes=sizes["bytes"], model=model, parameters=sizes["parameters"],
+                    size_from=sizes["source"])
+        for dataset in dict.fromkeys(plan.benchmark_cfg(b)["dataset"] for b in plan.benchmarks):
+            benchmark = next(b for b in plan.benchmarks if plan.benchmark_cfg(b)["dataset"] == dataset)
+            samples = plan.dataset_samples(benchmark)
+            size = samples * self.dataset_bytes_per_sample
+            builtin = self.config["datasets"][dataset]["source"].startswith("builtin:")
+            wall = self.light_job_s if builtin else size / (self.download_mb_per_s * 1e6)
+            row.add("acquire_dataset", wall, disk_bytes=size, dataset=dataset, samples=samples)
+        return row
+
+    def quantize(self) -> Row:
+        row = Row("quantize")
+        for model, recipe in self.plan.quantized_models:
+            if not any(self.plan.benchmark_cfg(b)["model"] == model for b in self.plan.benchmarks):
+                continue
+            sizes = self.model_sizes(model)
+            fp4 = self.quantized_bytes(model)
+            # The rule writes the FP4 checkpoint and its dequantized bf16 copy (served on CPU).
+            row.add("quantize", sizes["bytes"] / (self.quantize_mb_per_s * 1e6), disk_bytes=fp4 + sizes["bytes"],
+                    model=model, recipe=recipe, fp4_bytes=round(fp4), emulated_bytes=round(sizes["bytes"]))
+        return row
+
+    def screen(self) -> Row:
+        row = Row("screen GPUs")
+        for system in self.plan.systems:
+            if self.plan.screening(system):
+                row.add("screen_gpus", self.screen_s, self.system_accelerators(system), system=system)
+        return row
+
+    def runs(self) -> list[Row]:
+        plan = self.plan
+        confs = Row("run: user.conf")
+        rows: dict[tuple[str, str], Row] = {}
+        for job in plan.jobs:
+            confs.add("user_conf", self.light_job_s, system=job.system, benchmark=job.benchmark, scenario=job.scenario)
+            settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
+            accelerators = self.system_accelerators(job.system)
+            for mode in MODES:
+                row = rows.setdefault((job.scenario, mode), Row(f"run: {job.scenario} {mode}"))
+                where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "mode": mode}
+                if mode == "performance":
+                    run = self.performance_run(settings, job.scenario, job.benchmark)
+                    logs = self.log_bytes_per_run
+                else:
+                    samples = plan.dataset_samples(job.benchmark)
+                    qps = float(settings["target_qps"])
+                    run = {"queries": samples, "seconds": samples / qps, "target_qps": qps}
+                    logs = self.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
+                row.add("loadgen_run", run["seconds"] + self.run_overhead_s, accelerators, logs,
+                        **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3))
+        return [confs] + [rows[key] for key in sorted(rows, key=lambda k: (plan.scenarios.index(k[0]),
+                                                                             MODES.index(k[1])))]
+
+    def accuracy(self) -> Row:
+        plan = self.plan
+        row = Row("accuracy")
+        for system, benchmark in plan.system_benchmarks():
+            if plan.needs_reference_accuracy(benchmark):
+                scenarios = plan.system_cfg(system)["benchmarks"][benchmark]
+                scenario = "Offline" if "Offline" in scenarios else next(iter(scenarios))
+                qps = float(scenarios[scenario]["target_qps"])
+                samples = plan.dataset_samples(benchmark)
+                row.add("reference_accuracy", samples / qps + self.run_overhead_s, self.system_accelerators(system),
+                        system=system, benchmark=benchmark, samples=samples, throughput_from=scenario)
+        for job in plan.jobs:
+            samples = plan.dataset_samples(job.benchmark)
+            row.add("accuracy_eval", self.light_job_s + samples / self.accuracy_eval_samples_per_s,
+                    system=job.system, benchmark=job.benchmark, scenario=job.scenario, samples=samples)
+        return row
+
+    def compliance(self) -> Row:
+        plan = self.plan
+        row = Row("compliance")
+        for job, test in plan.compliance_jobs:
+            audit = plan.rules.compliance_test(test)["audit_config"]
+            settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
+            run = self.performance_run(settings, job.scenario, job.benchmark, audit)
+            logged = min(run["queries"], float(audit.get("accuracy_log_sampling_target", 0)))
+            logs = self.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, logged, "performance")
+            where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "test": test}
+            row.add("compliance_run", run["seconds"] + self.run_overhead_s, self.system_accelerators(job.system), logs,
+                    **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3))
+            row.add("compliance_verify", self.light_job_s, **where)
+        return row
+
+    def package(self) -> Row:
+        row = Row("package, check, report")
+        results = len(self.plan.jobs)
+        row.add("package", self.light_job_s, disk_bytes=results * self.package_bytes_per_result, results=results)
+        for rule in ("tarball", "check_submission", "summary", "official_summary"):
+            row.add(rule, self.light_job_s)
+        if self.config.get("compare"):
+            row.add("compare", self.light_job_s)
+        return row
+
+    def scaling(self) -> Row:
+        plan = self.plan
+        row = Row("scaling study")
+        study = plan.scaling
+        if not study:
+            return row
+        system, benchmark = study["system"], study["benchmark"]
+        total = len(plan.engine(system)["endpoints"]["list"])
+        for scenario, count in plan.scaling_jobs():
+            settings = dict(plan.user_conf_settings(system, benchmark, scenario))
+            settings["target_qps"] = float(settings["target_qps"]) * count / total
+            run = self.performance_run(settings, scenario, benchmark)
+            where = {"system": system, "benchmark": benchmark, "scenario": scenario, "endpoints": count}
+            row.add("scaling_user_conf", self.light_job_s, **where)
+            row.add("scaling_run", run["seconds"] + self.run_overhead_s, self.endpoint_accelerators(system, count),
+                    self.log_bytes_per_run, **where, queries=round(run["queries"], 3),
+                    test_seconds=round(run["seconds"], 3))
+        row.add("scaling_report", self.light_job_s, system=system, benchmark=benchmark)
+        return row
+
+    def estimate(self) -> Estimate:
+        rows = [self.acquire(), self.quantize(), self.screen(), *self.runs(), self.accuracy(), self.compliance(),
+                self.package(), self.scaling()]
+        rows = [r for r in rows if r.job_count]
+        notes = [
+            "run lengths: Offline issues max(min_query_count, 1.1 x min_duration x target_qps) samples at "
+            "target_qps; Server/Interactive/SingleStream run max(min_duration, min_query_count / target_qps); "
+            "accuracy runs process every dataset sample at target_qps; compliance runs apply their audit.config "
+            f"(rules table {self.plan.rules.name})",
+            "GPU-hours: wall time x every accelerator of the system (accelerators_per_node x number_of_nodes, "
+            "or the endpoints' accelerators) for the jobs that occupy it",
+            "disk: bf16 = 2 bytes per parameter; MXFP4 = 0.5 byte per quantized parameter + one E8M0 scale byte "
+            "per 32, the rest (embeddings, lm_head, norms) bf16; quantize also writes the dequantized bf16 copy",
+            "accuracy logs: 8 hex characters per token (the reference tokens_per_sample where the rules table "
+            "has it, else max_new_tokens) + 100 bytes per sample",
+            "wall time total: jobs one after another (a measurement owns its machine); on a cluster, systems "
+            "overlap, so this is an upper bound",
+        ]
+        if self.plan.test_scale:
+            notes.append("test_scale is enabled: run lengths use its shortened minimums")
+        return Estimate(rows, self.assumptions, notes)
+
+
+def estimate_plan(config: dict[str, Any], set_keys: set[str] | None = None) -> Estimate:
+    return Estimator(config, set_keys).estimate()
+
+
+def estimate_file(config_path: str, schema_path: str) -> Estimate:
+    """Load, validate and estimate one config file (UserError on any problem)."""
+    import copy
+
+    from .config import load_yaml, validate_config
+
+    raw = load_yaml(config_path)
+    if not isinstance(raw, dict):
+        raise UserError(f"config file {config_path} must hold a mapping of keys (see config/README.md)")
+    set_keys = set((raw.get("estimate") or {}) if isinstance(raw.get("estimate"), dict) else {})
+    config = validate_config(copy.deepcopy(raw), schema_path)
+    return estimate_plan(config, set_keys)

@@ -1,0 +1,190 @@
+"""The plan view: numbers for real configs checked against arithmetic done by hand, job
+counts checked against Snakemake's own dry-run DAG, and bad input reported as a UserError."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from conftest import DEFAULT_CONFIG, REPO, SCHEMA, make_workdir, run_snakemake
+from mlperf_repro.cli import main as cli_main
+from mlperf_repro.config import load_yaml, validate_config
+from mlperf_repro.errors import UserError
+from mlperf_repro.estimate import estimate_file, estimate_plan
+from test_dag import job_counts
+
+EXAMPLES = sorted((REPO / "config" / "examples").glob("*.yaml"))
+MI355X = REPO / "config" / "examples" / "mi355x-llama2-70b.yaml"
+
+
+def stage(estimate, name):
+    return next(r for r in estimate.rows if r.stage == name)
+
+
+def test_default_config_by_hand():
+    est = estimate_file(str(DEFAULT_CONFIG), str(SCHEMA))
+    # Assumptions: run_overhead_s 30 and builtin_build_s 50 from the config; defaults light_job_s 5,
+    # accuracy_eval_samples_per_s 100, dataset_bytes_per_sample 16384, log_bytes_per_run 100000,
+    # package_bytes_per_result 600000, quantize_mb_per_s 50.
+    # test_scale: min_duration 10 s, min_query_count Offline 256 / Server 500 / Interactive 500;
+    # the builtin dataset has 256 samples.
+    runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
+    # Offline: max(256, int(1.1 x 10 x 150) = 1650) = 1650 samples at 150/s = 11 s, + 30 s.
+    assert runs["run: Offline performance"].wall_s == pytest.approx(11 + 30)
+    # Accuracy: 256 samples at 150/s = 1.70667 s, + 30 s.
+    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 150 + 30)
+    # Server: max(10 s, 500 queries / 30 qps = 16.667 s) + 30 s = 46.667 s.
+    assert runs["run: Server performance"].wall_s == pytest.approx(500 / 30 + 30)
+    assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 30)  # 38.533 s
+    # Interactive: max(10 s, 500 / 20 = 25 s) + 30 s = 55 s.
+    assert runs["run: Interactive performance"].wall_s == pytest.approx(55)
+    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 30)  # 42.8 s
+    # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 150,
+    # Server 100 / 30, Interactive 100 / 20, each + 30 s; three verifications at 5 s.
+    compliance = stage(est, "compliance")
+    assert compliance.jobs == {"compliance_run": 3, "compliance_verify": 3}
+    assert compliance.wall_s == pytest.approx(100 / 150 + 100 / 30 + 100 / 20 + 3 * 30 + 3 * 5)  # 114 s
+    # Reference accuracy (measured target): 256 samples at the Offline 150/s + 30 s; three
+    # evaluations of 5 s + 256 / 100 samples/s.
+    assert stage(est, "accuracy").wall_s == pytest.approx(256 / 150 + 30 + 3 * (5 + 2.56))  # 54.387 s
+    assert stage(est, "acquire").wall_s == pytest.approx(50 + 5)
+    assert stage(est, "package, check, report").wall_s == pytest.approx(5 * 5)
+
+    # Disk. tiny-llama (vocab 1024, hidden 192, intermediate 512, 3 layers, 3 heads of 64, 3 KV heads):
+    # linear = 3 x (4 x 192 x 192 + 3 x 192 x 512) = 1,327,104; total = linear + 2 x 1024 x 192
+    # + 7 x 192 = 1,721,664 parameters = 3,443,328 bytes in bf16.
+    acquire = stage(est, "acquire")
+    assert acquire.details[0]["parameters"] == 1_721_664
+    assert acquire.disk_bytes == 3_443_328 + 256 * 16384  # + dataset 4,194,304
+    # MXFP4: 1,327,104 x 0.53125 = 705,024 + (394,560 other parameters x 2 = 789,120) = 1,494,144,
+    # plus the dequantized bf16 copy 3,443,328.
+    assert stage(est, "quantize").disk_bytes == 1_494_144 + 3_443_328
+    # Accuracy log: 256 samples x (100 + 8 x (294.45 + 1)) = 256 x 2463.6 = 630,681.6 bytes.
+    assert runs["run: Offline accuracy"].disk_bytes == pytest.approx(100_000 + 630_681.6)
+    assert compliance.disk_bytes == pytest.approx(3 * (100_000 + 100 * 2463.6))
+
+    total = est.total
+    assert total["jobs"] == 27
+    assert total["gpu_hours"] == 0  # a CPU system
+    expected_wall = (55 + 3_443_328 / 50e6 + 3 * 5  # acquire, quantize, user.conf
+                     + 41 + 256 / 150 + 30 + 500 / 30 + 30 + 256 / 30 + 30 + 55 + 256 / 20 + 30  # runs: 255.707
+                     + 54.38667 + 114 + 25)  # accuracy, compliance, package
+    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~519.2 s
+    expected_disk = (3_443_328 + 4_194_304 + 1_494_144 + 3_443_328 + 3 * 100_000 + 3 * (100_000 + 630_681.6)
+                     + 3 * (100_000 + 246_360) + 3 * 600_000)
+    assert total["disk_bytes"] == pytest.approx(expected_disk)
+
+
+def test_mi355x_llama2_70b_by_hand():
+    est = estimate_file(str(MI355X), str(SCHEMA))
+    # Full v6.0 rules: min_duration 600 s; Offline min_query_count 24,576 (offline_min_samples_per_query);
+    # 8 x MI355X on one node; every estimate assumption at its default (run_overhead_s 120).
+    runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
+    # Offline at 100/s: max(24,576, 1.1 x 600 x 100 = 66,000) = 66,000 samples = 660 s, + 120 = 780 s.
+    assert runs["run: Offline performance"].wall_s == pytest.approx(780)
+    assert runs["run: Offline performance"].gpu_hours == pytest.approx(780 * 8 / 3600)  # 1.7333 GPU-h
+    # Accuracy: all 24,576 samples at 100/s = 245.76 s, + 120 s.
+    assert runs["run: Offline accuracy"].wall_s == pytest.approx(365.76)
+    # Server at 90/s: max(600 s, 100 / 90 s) = 600 s, + 120 s; accuracy 24,576 / 90 = 273.07 s + 120 s.
+    assert runs["run: Server performance"].wall_s == pytest.approx(720)
+    assert runs["run: Server accuracy"].wall_s == pytest.approx(24576 / 90 + 120)
+    # Interactive at 60/s: 600 + 120 s; accuracy 24,576 / 60 = 409.6 s + 120 s.
+    assert runs["run: Interactive performance"].wall_s == pytest.approx(720)
+    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(529.6)
+    run_seconds = 780 + 365.76 + 720 + 24576 / 90 + 120 + 720 + 529.6  # 3508.427 s
+    assert sum(r.gpu_hours for r in runs.values()) == pytest.approx(run_seconds * 8 / 3600)  # 7.7965 GPU-h
+    # TEST06: 100 queries at 100, 90 and 60 qps (1, 1.111, 1.667 s), each + 120 s = 363.78 s on 8 GPUs.
+    compliance = stage(est, "compliance")
+    compliance_seconds = 100 / 100 + 100 / 90 + 100 / 60 + 3 * 120
+    assert compliance.gpu_hours == pytest.approx(compliance_seconds * 8 / 3600)  # 0.8084 GPU-h
+    assert compliance.wall_s == pytest.approx(compliance_seconds + 3 * 5)
+    # Reference targets: no reference_accuracy run; three evaluations of 5 + 24,576 / 100 s.
+    assert stage(est, "accuracy").jobs == {"accuracy_eval": 3}
+    assert stage(est, "accuracy").wall_s == pytest.approx(3 * 250.76)
+    # Acquire: Llama-2-70b-chat-hf, model_bytes 137,953,316,864 at 100 MB/s = 1379.53 s; the
+    # dataset 24,576 x 16,384 = 402,653,184 bytes = 4.03 s.
+    acquire = stage(est, "acquire")
+    assert acquire.wall_s == pytest.approx(137_953_316_864 / 1e8 + 402_653_184 / 1e8)
+    assert acquire.disk_bytes == 137_953_316_864 + 402_653_184
+    # Quantize at 50 MB/s: 2759.07 s. MXFP4: 68,451,041,280 linear parameters x 0.53125 =
+    # 36,364,615,680 bytes; the other 525,606,912 parameters (embeddings, lm_head, norms) in bf16 =
+    # 1,051,213,824 bytes; 37,415,829,504 bytes in all, plus the dequantized bf16 copy.
+    quantize = stage(est, "quantize")
+    assert quantize.wall_s == pytest.approx(137_953_316_864 / 50e6)
+    assert quantize.details[0]["fp4_bytes"] == 37_415_829_504
+    assert quantize.disk_bytes == 37_415_829_504 + 137_953_316_864
+    # Accuracy logs: 24,576 x (100 + 8 x 295.45) = 60,545,433.6 bytes per accuracy run.
+    assert runs["run: Server accuracy"].disk_bytes == pytest.approx(100_000 + 60_545_433.6)
+
+    screen_seconds = sum(r.wall_s for r in est.rows if r.stage == "screen GPUs")
+    total = est.total
+    assert total["gpu_hours"] == pytest.approx((run_seconds + compliance_seconds + screen_seconds) * 8 / 3600)
+    expected_wall = (1379.53316864 + 4.02653184 + 2759.06633728 + 15 + run_seconds + 752.28
+                     + compliance_seconds + 15 + 25 + screen_seconds)
+    assert total["wall_s"] == pytest.approx(expected_wall)  # ~2.45 h (+ the screen)
+    assert total["disk_bytes"] == pytest.approx(
+        137_953_316_864 + 402_653_184 + 37_415_829_504 + 137_953_316_864
+        + 3 * 100_000 + 3 * (100_000 + 60_545_433.6) + 3 * (100_000 + 246_360) + 3 * 600_000)
+
+
+@pytest.mark.parametrize("path", [DEFAULT_CONFIG, *EXAMPLES], ids=lambda p: p.name)
+def test_jobs_match_the_dag(tmp_path, path):
+    """Every config: the plan view runs, and its jobs per rule are Snakemake's dry-run DAG."""
+    est = estimate_file(str(path), str(SCHEMA))
+    work = make_workdir(tmp_path)
+    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", str(path), timeout=120)
+    assert result.returncode == 0, result.stderr
+    dag = job_counts(result.stdout)
+    dag.pop("all")
+    assert est.rule_counts() == dag
+    # The table and the JSON tell the same totals.
+    data = json.loads(est.to_json())
+    assert data["total"]["jobs"] == sum(dag.values())
+    assert data["rules"] == dag
+    assert est.render().splitlines()[-len(est.assumptions) - len(est.notes) - 3].startswith("total")
+
+
+def test_gpu_hours_follow_nodes_and_screening(default_config):
+    """Two nodes of 4 GPUs double nothing but the accelerators; screening adds its job."""
+    config = copy.deepcopy(default_config)
+    system = config["systems"]["cpu-2c-vllm"]
+    system["description"].update(number_of_nodes=2, accelerators_per_node=4, accelerator_model_name="X")
+    system["gpu_screening"] = {"enabled": True}
+    est = estimate_plan(validate_config(config, SCHEMA))
+    offline = next(r for r in est.rows if r.stage == "run: Offline performance")
+    assert offline.gpu_hours == pytest.approx(41 * 8 / 3600)
+    screen = stage(est, "screen GPUs")
+    assert screen.jobs == {"screen_gpus": 1}
+    assert screen.gpu_hours == pytest.approx(60 * 8 / 3600)
+
+
+def test_assumptions_name_their_source(capsys):
+    assert cli_main(["plan", "--configfile", str(DEFAULT_CONFIG)]) == 0
+    out = capsys.readouterr().out
+    assert "30 s (config key estimate.run_overhead_s)" in out
+    assert "5 s (default of estimate.light_job_s)" in out
+    assert cli_main(["plan", "--configfile", str(MI355X), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    sources = {a["key"]: a["source"] for a in data["assumptions"]}
+    assert sources["run_overhead_s"] == "default of estimate.run_overhead_s"
+
+
+def test_bad_configs_are_user_errors(tmp_path, capsys):
+    missing = tmp_path / "missing.yaml"
+    assert cli_main(["plan", "--configfile", str(missing)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    config = load_yaml(DEFAULT_CONFIG)
+    config["estimate"]["run_overhead_s"] = -1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    assert cli_main(["plan", "--configfile", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "estimate.run_overhead_s: must be >= 0" in err and "Traceback" not in err
+    bad.write_text("- just\n- a list\n")
+    assert cli_main(["plan", "--configfile", str(bad)]) == 2
+    assert "mapping" in capsys.readouterr().err
+    with pytest.raises(UserError, match="not validated"):
+        estimate_plan(load_yaml(DEFAULT_CONFIG) | {"estimate": {}})
