@@ -39,6 +39,12 @@ PROMPTS = 1024
 SLOT_TOKENS_PER_S = 250.0  # per simulated sequence; output ~288 tokens -> ~1.15 s per query
 
 
+def process_cpu_seconds(pid: int | str = "self") -> float:
+    """User + system CPU time of a process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def make_prompts(n: int) -> list[list[int]]:
     rng = random.Random(0)
     # Prompt lengths like processed OpenOrca (tens to ~1500 tokens, mean ~600).
@@ -67,8 +73,11 @@ def child(cfg_path: str) -> None:
         f"llama2-70b.{scenario}.performance_sample_count_override = {PROMPTS}\n")
     issued: dict[int, float] = {}
     first: dict[int, float] = {}
+    cpu_at_start: list[float] = []
 
     def factory(sut):
+        cpu_at_start.append(process_cpu_seconds())
+
         def on_first(qid: int, token: int) -> None:
             first[qid] = time.monotonic()
             sut.first_token(qid, token)
@@ -96,6 +105,7 @@ def child(cfg_path: str) -> None:
     test = LoadgenTest(user_conf=conf, loadgen_model="llama2-70b", loadgen_scenario=scenario, mode="performance",
                        out_dir=out, performance_sample_count=PROMPTS)
     record = run_loadgen_test(test, dataset, factory)
+    head_cpu_s = process_cpu_seconds() - cpu_at_start[0]
     detail = read_detail(out / "mlperf_log_detail.txt")
     (out / "head_timestamps.json").write_text(json.dumps({str(k): [issued[k], first[k]] for k in first}))
     result = {
@@ -108,6 +118,10 @@ def child(cfg_path: str) -> None:
         "endpoints": {k: {"completed": v["completed"], "tokens_per_second_busy": v["tokens_per_second_busy"]}
                       for k, v in record["backend_stats"]["endpoints"].items()},
         "resent": record["backend_stats"]["resent_queries"],
+        "failures": {k: v["failures"][:3] for k, v in record["backend_stats"]["endpoints"].items() if v["failures"]},
+        # All threads of the head (LoadGen's included), from backend creation to the end.
+        "head_cpu_s": round(head_cpu_s, 2),
+        "head_cpu_us_per_query": round(1e6 * head_cpu_s / max(record["completed_samples"], 1), 1),
     }
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -127,13 +141,16 @@ def measure(workdir: Path, name: str, scenario: str, qps: float, seconds: float,
     cfg_path = workdir / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg))
     try:
+        sim_cpu_before = process_cpu_seconds(sim.proc.pid)
         proc = subprocess.run([sys.executable, __file__, "--child", str(cfg_path)], capture_output=True, text=True,
                               timeout=600)
+        sim_cpu_s = process_cpu_seconds(sim.proc.pid) - sim_cpu_before
     finally:
         sim.stop()
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
     result = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[7:])
+    result["simulated_endpoints_cpu_us_per_query"] = round(1e6 * sim_cpu_s / max(result["completed"], 1), 1)
     if scenario == "Server":
         head = json.loads((workdir / name / "head_timestamps.json").read_text())
         server = json.loads(stamps.read_text())

@@ -208,3 +208,27 @@ def test_an_endpoint_down_before_the_run_is_reported_and_left_out():
         settings = DispatchSettings(model="sim", min_healthy_endpoints=2)
         with pytest.raises(EndpointsLost, match="only 1 of 2 endpoints answer before the run"):
             drive(ports, requests, settings=settings)
+
+
+def test_a_keep_alive_connection_the_server_just_dropped_is_retried_not_failed():
+    """The endpoint drops requests on connections idle for over 0.2 s (its keep-alive timeout
+    firing as the request arrives); the head is told to keep idle connections for 30 s, so
+    after a pause it reuses dropped connections. Those queries go out again on new
+    connections to the same endpoint: nothing is resent elsewhere, nothing taken out."""
+    ports = free_ports(1)
+    requests = make_requests(120)
+    settings = DispatchSettings(model="sim", max_idle_connection_s=30, warm_connections=0,
+                                stall_timeout_s=5, down_grace_s=5)
+    pause = threading.Event()
+
+    def midway() -> None:
+        time.sleep(0.5)  # every connection is now idle past the endpoint's keep-alive
+        pause.set()
+
+    with simulated_endpoints([sim(ports[0], keep_alive_s=0.2)]):
+        outcome = drive(ports, requests, settings=settings, midway=midway, interval_s=0.002)
+    assert pause.is_set()
+    assert_each_answered_once_and_right(outcome, requests)
+    ep = outcome.stats["endpoints"]["ep0"]
+    assert ep["down_events"] == 0 and outcome.stats["resent_queries"] == 0, outcome.stats
+    assert ep["failures"] == []

@@ -26,6 +26,8 @@ endpoints (vLLM OpenAI-compatible servers, one or more per node). Design:
 from __future__ import annotations
 
 import asyncio
+import errno
+import resource
 import threading
 import time
 from collections import deque
@@ -66,6 +68,8 @@ class DispatchSettings:
     min_healthy_endpoints: int = 1
     connect_timeout_s: float = 5.0
     capacity_window_s: float = 1.0
+    warm_connections: int = 256  # per endpoint, opened before LoadGen starts (capped by max_concurrency)
+    max_idle_connection_s: float = 4.0  # below the servers' keep-alive timeout (vLLM/uvicorn: 5 s)
 
 
 class EndpointsLost(RuntimeError):
@@ -100,7 +104,8 @@ class _Endpoint:
         self.spec = spec
         self.name = spec.name
         self.pool = ConnectionPool(spec.host, spec.port, on_bytes=self.saw_bytes,
-                                   connect_timeout_s=settings.connect_timeout_s)
+                                   connect_timeout_s=settings.connect_timeout_s,
+                                   max_idle_s=settings.max_idle_connection_s)
         self.healthy = True
         self.in_flight: dict[int, "_Attempt"] = {}
         self.last_progress = time.monotonic()
@@ -112,6 +117,8 @@ class _Endpoint:
         self.failures: list[str] = []
         self.measured_capacity: float | None = None  # generated tokens/s while busy
         self.weight = spec.capacity_hint  # what the capacity policy divides by
+        self.max_concurrency = spec.max_concurrency  # lowered when its accept queue overflows
+        self.held_back = 0
         self.busy_seconds = 0.0
         self._window_tokens = 0
         self._window_busy = True
@@ -128,6 +135,8 @@ class _Endpoint:
             "generated_tokens": self.generated_tokens,
             "tokens_per_second_busy": round(self.generated_tokens / self.busy_seconds, 1) if self.busy_seconds else None,
             "resent_from": self.resent_from,
+            "held_back": self.held_back,
+            "max_concurrency_at_end": self.max_concurrency,
             "down_events": self.down_events,
             "probed_back_in": self.back_in,
             "failures": self.failures[:20],
@@ -138,7 +147,7 @@ class _Attempt:
     """One try of one query on one endpoint; receives the streamed response."""
 
     __slots__ = ("dispatcher", "endpoint", "query", "conn", "status", "error_body", "tokens",
-                 "finished", "events", "cancelled", "saw_done")
+                 "finished", "events", "cancelled", "saw_done", "fresh_retry")
 
     def __init__(self, dispatcher: "Dispatcher", endpoint: _Endpoint, query: _Query) -> None:
         self.dispatcher = dispatcher
@@ -152,6 +161,7 @@ class _Attempt:
         self.saw_done = False
         self.events = SseEvents()
         self.cancelled = False
+        self.fresh_retry = False
 
     def on_status(self, status: int) -> None:
         self.status = status
@@ -233,6 +243,10 @@ class Dispatcher:
         self._fixed = self._fixed_fields()
         self._prompt_json: dict[int, tuple] = {}
         self.resent = 0
+        self.in_flight_total = 0
+        # One connection per query in flight: never more than the open-file limit allows
+        # (an EMFILE is the head's problem, not the endpoint's; it must not fail endpoints).
+        self.max_in_flight = max(16, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 256)
         self.first_issue: float | None = None
         self.last_complete: float | None = None
 
@@ -302,13 +316,13 @@ class Dispatcher:
             n = len(self.endpoints)
             for i in range(n):
                 e = self.endpoints[(self._rr_next + i) % n]
-                if e.healthy and len(e.in_flight) < e.spec.max_concurrency:
+                if e.healthy and len(e.in_flight) < e.max_concurrency:
                     self._rr_next = (self._rr_next + i + 1) % n
                     return e
             return None
         best, best_score = None, 0.0
         for e in self.endpoints:
-            if not e.healthy or len(e.in_flight) >= e.spec.max_concurrency:
+            if not e.healthy or len(e.in_flight) >= e.max_concurrency:
                 continue
             score = (len(e.in_flight) + 1) / e.weight
             if best is None or score < best_score:
@@ -316,7 +330,7 @@ class Dispatcher:
         return best
 
     def _pump(self) -> None:
-        while self.pending and self._fatal is None:
+        while self.pending and self._fatal is None and self.in_flight_total < self.max_in_flight:
             endpoint = self._choose()
             if endpoint is None:
                 return
@@ -328,30 +342,38 @@ class Dispatcher:
         if not endpoint.in_flight:
             endpoint.last_progress = time.monotonic()  # an idle endpoint gets a full stall timeout
         endpoint.in_flight[query.request.request_id] = attempt
-        pool = endpoint.pool
-        while pool.idle:
-            conn = pool.idle.pop()
-            if not conn.closed:
-                pool.busy.add(conn)
-                self._send(attempt, conn)
-                return
-        self.loop.create_task(self._connect_and_send(attempt))
+        self.in_flight_total += 1
+        conn = endpoint.pool.take_idle()
+        if conn is not None:
+            self._send(attempt, conn)
+        else:
+            self.loop.create_task(self._connect_and_send(attempt))
 
     async def _connect_and_send(self, attempt: _Attempt) -> None:
+        pool = attempt.endpoint.pool
         try:
-            conn = await attempt.endpoint.pool.acquire()
+            conn = await pool.connect()
         except (OSError, asyncio.TimeoutError) as exc:
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                self._hold_back(attempt, head_limit=True)
+                return
+            endpoint = attempt.endpoint
+            if (isinstance(exc, asyncio.TimeoutError) and endpoint.in_flight
+                    and time.monotonic() - endpoint.last_progress < self.settings.stall_timeout_s):
+                # The endpoint is answering its other queries: a slow accept queue, not a failure.
+                self._hold_back(attempt, head_limit=False)
+                return
             self._attempt_failed(attempt, ConnectionError(f"cannot connect: {exc or type(exc).__name__}"))
             return
+        pool.busy.add(conn)
         if attempt.cancelled:
-            attempt.endpoint.pool.release(conn)
+            pool.release(conn)
             return
         self._send(attempt, conn)
 
     def _send(self, attempt: _Attempt, conn) -> None:
         attempt.conn = conn
-        body = attempt.query.body
-        conn.send(attempt.endpoint.pool.request_head("POST", "/v1/completions", len(body)), body, attempt)
+        conn.send(attempt.endpoint.pool.request(b"POST", b"/v1/completions", attempt.query.body), attempt)
 
     # -- answers ---------------------------------------------------------------------
     def _first_token(self, attempt: _Attempt, token_id: int) -> None:
@@ -365,9 +387,12 @@ class Dispatcher:
     def _attempt_done(self, attempt: _Attempt) -> None:
         endpoint, query = attempt.endpoint, attempt.query
         qid = query.request.request_id
-        endpoint.in_flight.pop(qid, None)
+        if endpoint.in_flight.pop(qid, None) is not None:
+            self.in_flight_total -= 1
         endpoint.pool.release(attempt.conn)
         endpoint.completed += 1
+        if endpoint.max_concurrency < endpoint.spec.max_concurrency:
+            endpoint.max_concurrency += 1  # held back earlier: win the slots back as it answers
         endpoint.generated_tokens += len(attempt.tokens)
         endpoint._window_tokens += len(attempt.tokens)
         if not query.done:
@@ -381,12 +406,42 @@ class Dispatcher:
         if attempt.cancelled:
             return
         endpoint = attempt.endpoint
+        conn = attempt.conn
+        if (isinstance(exc, OSError) and attempt.status == 0 and not attempt.fresh_retry
+                and conn is not None and conn.idle_since):
+            # A reused keep-alive connection the server had just closed: not the endpoint's
+            # fault. Resend once on a new connection; a real failure shows up there.
+            attempt.fresh_retry = True
+            attempt.conn = None
+            attempt.events = SseEvents()
+            endpoint.pool.discard(conn)
+            self.loop.create_task(self._connect_and_send(attempt))
+            return
         if isinstance(exc, HttpError) and exc.status is not None and 400 <= exc.status < 500:
             self._fatal = EndpointsLost(
                 f"endpoint {endpoint.name} ({endpoint.pool.host}:{endpoint.pool.port}) refused a request "
                 f"({exc}); resending cannot help: check the served model name and max_model_len")
             return
         self._mark_down(endpoint, f"{type(exc).__name__}: {exc}")
+
+    def _hold_back(self, attempt: _Attempt, *, head_limit: bool) -> None:
+        """No new connection now (the head is out of file descriptors, or the endpoint's
+        accept queue is full): put the query back and send no more at once than are in
+        flight now, to the head as a whole or to this endpoint. A lower ceiling, not a
+        failed endpoint."""
+        endpoint, query = attempt.endpoint, attempt.query
+        if attempt.cancelled or query.done:
+            return
+        attempt.cancelled = True
+        if endpoint.in_flight.pop(query.request.request_id, None) is not None:
+            self.in_flight_total -= 1
+        if head_limit:
+            self.max_in_flight = max(16, min(self.max_in_flight, self.in_flight_total))
+        else:
+            endpoint.max_concurrency = max(1, min(endpoint.max_concurrency, len(endpoint.in_flight)))
+        endpoint.held_back += 1
+        self.pending.appendleft(query)
+        self._pump()
 
     def _mark_down(self, endpoint: _Endpoint, reason: str) -> None:
         if not endpoint.healthy:
@@ -396,6 +451,7 @@ class Dispatcher:
         endpoint.failures.append(f"{time.strftime('%H:%M:%S')} {reason}")
         attempts = list(endpoint.in_flight.values())
         endpoint.in_flight.clear()
+        self.in_flight_total -= len(attempts)
         for attempt in attempts:
             attempt.cancelled = True
         # Oldest first, ahead of everything that has not been sent yet.
@@ -417,6 +473,7 @@ class Dispatcher:
             await asyncio.sleep(tick)
             now = time.monotonic()
             for e in self.endpoints:
+                e.pool.close_stale_idle()
                 if e.healthy and e.in_flight and now - e.last_progress > s.stall_timeout_s:
                     self._mark_down(e, f"no response bytes for {s.stall_timeout_s:g} s with "
                                        f"{len(e.in_flight)} queries in flight")
@@ -499,6 +556,11 @@ class Dispatcher:
                                 f"(min_healthy_endpoints: {self.settings.min_healthy_endpoints}):\n  "
                                 + "\n  ".join(problems))
         return problems
+
+    async def warm_connections(self) -> None:
+        """Open keep-alive connections to every healthy endpoint before the run."""
+        await asyncio.gather(*(e.pool.warm(min(e.spec.max_concurrency, self.settings.warm_connections))
+                               for e in self.endpoints if e.healthy))
 
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop

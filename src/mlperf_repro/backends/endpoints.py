@@ -81,6 +81,7 @@ class EndpointBackend:
         on_first_token: FirstTokenCallback | None,
         on_complete: CompleteCallback,
     ) -> None:
+        raise_open_file_limit()  # before the dispatcher reads the limit
         self.dispatcher = Dispatcher(endpoints, dispatch, generation, stream=stream,
                                      on_first_token=on_first_token, on_complete=on_complete)
         self.loop = new_event_loop()
@@ -89,8 +90,8 @@ class EndpointBackend:
 
     def start(self) -> None:
         """Probe every endpoint (before LoadGen's clock starts)."""
-        raise_open_file_limit()
         self.startup_problems = self.loop.run_until_complete(self.dispatcher.check_endpoints())
+        self.loop.run_until_complete(self.dispatcher.warm_connections())
 
     def submit(self, requests: Sequence[Request]) -> None:
         self.dispatcher.submit(requests)

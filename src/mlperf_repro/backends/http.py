@@ -12,6 +12,7 @@ endpoint keeps idle connections for reuse.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Protocol
 
@@ -41,6 +42,9 @@ class HttpConnection(asyncio.Protocol):
         self.sink: ResponseSink | None = None
         self.closed = False
         self.keep_alive = True
+        self.requests_sent = 0
+        self.idle_since = 0.0  # when it last went back to the pool; 0.0: never
+        # One parser for the connection's life: llhttp starts over after each message.
         self._parser = httptools.HttpResponseParser(self)
         self._on_bytes = on_bytes  # progress callback (the endpoint's watchdog)
 
@@ -54,7 +58,8 @@ class HttpConnection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(HttpError(f"unparsable HTTP response: {exc}"))
+            self._fail(HttpError(f"unparsable HTTP response: {exc} (request {self.requests_sent} on this "
+                                 f"connection; bytes: {data[:60]!r})"))
             self.close()
 
     def connection_lost(self, exc) -> None:
@@ -82,10 +87,10 @@ class HttpConnection(asyncio.Protocol):
             self.close()
 
     # client side
-    def send(self, head: bytes, body: bytes, sink: ResponseSink) -> None:
+    def send(self, request: bytes, sink: ResponseSink) -> None:
         self.sink = sink
-        self._parser = httptools.HttpResponseParser(self)
-        self.transport.write(head + body)
+        self.requests_sent += 1
+        self.transport.write(request)
 
     def _fail(self, exc: BaseException) -> None:
         sink, self.sink = self.sink, None
@@ -99,33 +104,74 @@ class HttpConnection(asyncio.Protocol):
 
 
 class ConnectionPool:
-    """Keep-alive connections to one ``host:port``."""
+    """Keep-alive connections to one ``host:port``.
 
-    def __init__(self, host: str, port: int, *, on_bytes=None, connect_timeout_s: float = 5.0) -> None:
+    Servers close idle keep-alive connections after a while (uvicorn, under vLLM's
+    server, after 5 s by default); a connection idle for longer than ``max_idle_s`` is
+    dropped rather than reused, so a request rarely meets a connection the server has
+    just closed.
+    """
+
+    def __init__(self, host: str, port: int, *, on_bytes=None, connect_timeout_s: float = 5.0,
+                 max_idle_s: float = 4.0) -> None:
         self.host, self.port = host, port
         self.idle: deque[HttpConnection] = deque()
         self.busy: set[HttpConnection] = set()
         self.on_bytes = on_bytes
         self.connect_timeout_s = connect_timeout_s
+        self.max_idle_s = max_idle_s
         self._host_header = f"Host: {host}:{port}\r\n".encode()
+        self._heads: dict[tuple[bytes, int], bytes] = {}
+
+    def take_idle(self) -> HttpConnection | None:
+        """A reusable idle connection (the most recently used), or None."""
+        idle = self.idle
+        if not idle:
+            return None
+        oldest_usable = time.monotonic() - self.max_idle_s
+        while idle:
+            conn = idle.pop()
+            if conn.closed:
+                continue
+            if conn.idle_since < oldest_usable:
+                conn.close()
+                continue
+            self.busy.add(conn)
+            return conn
+        return None
+
+    def close_stale_idle(self) -> None:
+        """Close idle connections the server may be about to drop (they hold descriptors)."""
+        oldest_usable = time.monotonic() - self.max_idle_s
+        while self.idle and (self.idle[0].closed or self.idle[0].idle_since < oldest_usable):
+            self.idle.popleft().close()
+
+    async def connect(self) -> HttpConnection:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(self.connect_timeout_s):
+            _, conn = await loop.create_connection(lambda: HttpConnection(self.on_bytes), self.host, self.port)
+        return conn
 
     async def acquire(self) -> HttpConnection:
-        while self.idle:
-            conn = self.idle.pop()
-            if not conn.closed:
-                self.busy.add(conn)
-                return conn
-        loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: HttpConnection(self.on_bytes), self.host, self.port),
-            self.connect_timeout_s,
-        )
-        self.busy.add(conn)
+        conn = self.take_idle()
+        if conn is None:
+            conn = await self.connect()
+            self.busy.add(conn)
         return conn
+
+    async def warm(self, count: int) -> None:
+        """Open ``count`` connections ahead of a run, so the first queries need no handshake."""
+        conns = await asyncio.gather(*(self.connect() for _ in range(count)), return_exceptions=True)
+        now = time.monotonic()
+        for conn in conns:
+            if isinstance(conn, HttpConnection):
+                conn.idle_since = now
+                self.idle.append(conn)
 
     def release(self, conn: HttpConnection) -> None:
         self.busy.discard(conn)
         if not conn.closed and conn.keep_alive and conn.sink is None:
+            conn.idle_since = time.monotonic()
             self.idle.append(conn)
         else:
             conn.close()
@@ -141,10 +187,18 @@ class ConnectionPool:
         self.busy.clear()
         self.idle.clear()
 
-    def request_head(self, method: str, path: str, body_length: int) -> bytes:
-        return (f"{method} {path} HTTP/1.1\r\n".encode() + self._host_header
+    def request(self, method: bytes, path: bytes, body: bytes) -> bytes:
+        """The request's bytes; heads are cached per (path, length): prompts repeat."""
+        key = (path, len(body))
+        head = self._heads.get(key)
+        if head is None:
+            if len(self._heads) > 65536:
+                self._heads.clear()
+            head = self._heads[key] = (
+                method + b" " + path + b" HTTP/1.1\r\n" + self._host_header
                 + b"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                + f"Content-Length: {body_length}\r\n\r\n".encode())
+                + b"Content-Length: %d\r\n\r\n" % len(body))
+        return head + body
 
 
 class SseEvents:
@@ -154,10 +208,14 @@ class SseEvents:
         self._buffer = b""
 
     def feed(self, data: bytes) -> list[bytes]:
-        buffer = self._buffer + data
-        *events, self._buffer = buffer.split(b"\n\n")
+        if self._buffer:
+            data = self._buffer + data
+        *events, self._buffer = data.split(b"\n\n")
         payloads = []
         for event in events:
+            if event.startswith(b"data: ") and b"\n" not in event:
+                payloads.append(event[6:].strip())  # the usual event: one data line
+                continue
             for line in event.split(b"\n"):
                 if line.startswith(b"data:"):
                     payloads.append(line[5:].strip())
@@ -192,7 +250,7 @@ async def request(pool: ConnectionPool, method: str, path: str, body: bytes = b"
     """One buffered request (health probes, tests)."""
     conn = await pool.acquire()
     sink = BufferedResponse()
-    conn.send(pool.request_head(method, path, len(body)), body, sink)
+    conn.send(pool.request(method.encode(), path.encode(), body), sink)
     try:
         await asyncio.wait_for(sink.done, timeout_s)
     except BaseException:

@@ -11,7 +11,8 @@ requests wait in its queue. Capacity = slots x tokens_per_s. The wire format is 
 ``/v1/completions`` with ``stream``, ``return_token_ids`` and ``stream_interval`` (first
 chunk with one token and the prompt ids, the rest in the last chunk, then ``[DONE]``).
 Output tokens are a deterministic function of the prompt, as with greedy decoding, so a
-resent query gets the same answer.
+resent query gets the same answer. The simulator is kept cheap (prompts stay raw JSON, each
+prompt's answer is encoded once) because it shares the CPU with the head it measures.
 
 Run ``python -m mlperf_repro.backends.simulated_endpoint SPEC.json``: it serves every
 endpoint in the spec from one process, prints ``READY`` and, on SIGTERM/SIGINT, writes
@@ -25,6 +26,7 @@ import json
 import signal
 import sys
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass
 
@@ -45,13 +47,16 @@ class SimulatedEndpointSpec:
     fault: str = "none"
     fault_after_requests: int = 0  # the fault starts with the request after this many
     fault_after_s: float = 0.0  # ... or this long after start ("die")
+    # > 0: a request on a connection idle for longer is dropped unanswered (the connection
+    # closes), as when a server's keep-alive timeout fires just as the request arrives.
+    keep_alive_s: float = 0.0
 
     def capacity_tokens_per_s(self) -> float:
         return self.slots * self.tokens_per_s
 
 
 class _Req(msgspec.Struct):
-    prompt: list[int]
+    prompt: msgspec.Raw  # echoed and hashed, never turned into Python ints
     max_tokens: int = 16
     stream: bool = False
     user: str | None = None
@@ -61,17 +66,43 @@ class _Req(msgspec.Struct):
 _decode_req = msgspec.json.Decoder(_Req).decode
 _encode = msgspec.json.Encoder().encode
 _HEAD_OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+_ANSWER_CACHE_LIMIT = 16384
 
 
 def _chunked(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def output_token_ids(prompt: list[int], max_tokens: int, fixed: int) -> list[int]:
-    seed = sum(prompt) + len(prompt)
+def _prompt_json(prompt) -> bytes:
+    return bytes(prompt) if isinstance(prompt, (bytes, msgspec.Raw)) else _encode(list(prompt))
+
+
+def output_token_ids(prompt, max_tokens: int, fixed: int) -> list[int]:
+    """The answer to a prompt (token ids, or their JSON text as sent): a function of the prompt."""
+    seed = zlib.crc32(_prompt_json(prompt))
     n = fixed or 64 + seed % 449
     n = max(2, min(n, max_tokens))
     return [(seed + 7 * i) % 32000 + 1 for i in range(n)]
+
+
+class _Answer:
+    """One prompt's two stream chunks, encoded once (LoadGen reuses its samples)."""
+
+    __slots__ = ("n_tokens", "first", "last")
+
+    def __init__(self, req: _Req, fixed: int) -> None:
+        tokens = output_token_ids(req.prompt, req.max_tokens, fixed)
+        self.n_tokens = len(tokens)
+        model = _encode(req.model or "sim")
+        # vLLM's first chunk: one token and, with return_token_ids, the prompt's ids.
+        self.first = _HEAD_OK + _chunked(
+            b'data: {"id":"cmpl-sim","object":"text_completion","created":0,"model":%s,"choices":'
+            b'[{"index":0,"text":"","token_ids":%s,"prompt_token_ids":%s,"finish_reason":null}]}\n\n'
+            % (model, _encode(tokens[:1]), bytes(req.prompt)))
+        self.last = _chunked(
+            b'data: {"id":"cmpl-sim","object":"text_completion","created":0,"model":%s,"choices":'
+            b'[{"index":0,"text":"","token_ids":%s,"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+            % (model, _encode(tokens[1:]))) + b"0\r\n\r\n"
 
 
 class SimulatedEndpoint:
@@ -85,6 +116,7 @@ class SimulatedEndpoint:
         self.started = time.monotonic()
         self.timestamps = timestamps
         self.dead = False
+        self.answers: dict[tuple, _Answer] = {}
 
     def fault_active(self) -> bool:
         spec = self.spec
@@ -118,31 +150,35 @@ class SimulatedEndpoint:
         while self.waiting and self.active < self.spec.slots:
             conn, req, received = self.waiting.popleft()
             self.active += 1
-            tokens = output_token_ids(req.prompt, req.max_tokens, self.spec.output_tokens)
+            answer = self._answer(req)
             first_at = loop.time() + self.spec.ttft_s
-            loop.call_at(first_at, self._first, conn, req, tokens, received)
-            loop.call_at(first_at + (len(tokens) - 1) / self.spec.tokens_per_s, self._last, conn, tokens)
+            loop.call_at(first_at, self._first, conn, req, answer, received)
+            loop.call_at(first_at + (answer.n_tokens - 1) / self.spec.tokens_per_s, self._last, conn, answer)
 
-    def _first(self, conn: "_Connection", req: _Req, tokens: list[int], received: float) -> None:
+    def _answer(self, req: _Req) -> _Answer:
+        key = (bytes(req.prompt), req.max_tokens, req.model)
+        answer = self.answers.get(key)
+        if answer is None:
+            if len(self.answers) >= _ANSWER_CACHE_LIMIT:
+                self.answers.clear()
+            answer = self.answers[key] = _Answer(req, self.spec.output_tokens)
+        return answer
+
+    def _first(self, conn: "_Connection", req: _Req, answer: _Answer, received: float) -> None:
         if self.timestamps is not None and req.user is not None:
             self.timestamps[req.user] = (received, time.monotonic())
-        chunk = {"id": "cmpl-sim", "object": "text_completion", "created": 0, "model": req.model or "sim",
-                 "choices": [{"index": 0, "text": "", "token_ids": tokens[:1], "prompt_token_ids": req.prompt,
-                              "finish_reason": None}]}
-        conn.write(_HEAD_OK + _chunked(b"data: " + _encode(chunk) + b"\n\n"))
+        conn.write(answer.first)
         if self.spec.fault == "close_mid_stream" and self.fault_active():
             conn.transport.close()
 
-    def _last(self, conn: "_Connection", tokens: list[int]) -> None:
+    def _last(self, conn: "_Connection", answer: _Answer) -> None:
         self.active -= 1
+        conn.idle_since = time.monotonic()
         self._schedule()
         if self.spec.fault == "malformed" and self.fault_active():
-            payload = b"data: {\"choices\": [{\"token_ids\": \"not a list\"\n\n"
+            conn.write(_chunked(b"data: {\"choices\": [{\"token_ids\": \"not a list\"\n\n") + b"0\r\n\r\n")
         else:
-            chunk = {"id": "cmpl-sim", "object": "text_completion", "created": 0, "model": "sim",
-                     "choices": [{"index": 0, "text": "", "token_ids": tokens[1:], "finish_reason": "length"}]}
-            payload = b"data: " + _encode(chunk) + b"\n\ndata: [DONE]\n\n"
-        conn.write(_chunked(payload) + b"0\r\n\r\n")
+            conn.write(answer.last)
 
 
 class _Connection(asyncio.Protocol):
@@ -152,6 +188,7 @@ class _Connection(asyncio.Protocol):
         self.transport = None
         self.url = b""
         self.body = bytearray()
+        self.idle_since = time.monotonic()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -189,6 +226,9 @@ class _Connection(asyncio.Protocol):
             self.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
             return
         received = time.monotonic()
+        if endpoint.spec.keep_alive_s and received - self.idle_since > endpoint.spec.keep_alive_s:
+            self.transport.close()
+            return
         endpoint.requests += 1
         fault = endpoint.spec.fault if endpoint.fault_active() else "none"
         if fault == "hang":
