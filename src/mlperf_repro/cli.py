@@ -32,8 +32,19 @@ def main(argv: list[str] | None = None) -> int:
                              help="the workflow config (default: %(default)s)")
     plan_parser.add_argument("--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)")
     plan_parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    render_parser = commands.add_parser(
+        "k8s-render", help="write and validate the Kubernetes Job of every job (no cluster needed)",
+        description="Plan the workflow with a Kubernetes profile and write the batch/v1 Job the executor plugin "
+                    "would submit for each job, one YAML file per job plus index.json; every manifest is checked "
+                    "against the Kubernetes schema and the API server's rules. Exit 1 if one is invalid.")
+    render_parser.add_argument("--configfile", default="config/config.yaml", help="the workflow config (default: %(default)s)")
+    render_parser.add_argument("--profile", default="profiles/kubernetes", help="the Kubernetes profile (default: %(default)s)")
+    render_parser.add_argument("--out", required=True, help="folder for the manifests")
+    render_parser.add_argument("--workdir", default=".", help="the workflow's root, where a run starts (default: .)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "k8s-render":
+            return run_k8s_render(args)
         if args.command == "compare":
             return compare_cli.run(args)
         if args.command == "plan":
@@ -57,6 +68,22 @@ def run_plan(args: argparse.Namespace) -> int:
     estimate = estimate_file(args.configfile, args.schema)
     sys.stdout.write(estimate.to_json() if args.json else estimate.render())
     return 0
+
+
+def run_k8s_render(args: argparse.Namespace) -> int:
+    from .cluster.kubernetes import render, validate_manifest, write_manifests
+
+    jobs = render(args.configfile, args.profile, workdir=args.workdir)
+    paths = write_manifests(jobs, args.out)
+    invalid = 0
+    for job, path in zip(jobs, paths):
+        for problem in validate_manifest(job.manifest):
+            print(f"{path}: {problem}", file=sys.stderr)
+            invalid += 1
+    gpu_jobs = sum(1 for job in jobs if any(v not in ("0", 0) for v in job.gpu_limits().values()))
+    print(f"{len(paths)} Job manifests ({gpu_jobs} with GPUs) in {args.out}; "
+          + (f"{invalid} problem(s)" if invalid else "all valid"))
+    return 1 if invalid else 0
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ rule loadgen_run:
     resources:
         mem_mb=16000,
         runtime=120,
-        gpu=lambda wc: PLAN.accelerators(wc.system),
+        # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
+        # request and a GPU-node toleration.
+        gpu=lambda wc: PLAN.accelerators(wc.system) or None,
     script:
         f"{SCRIPTS}/loadgen_run.py"
 
@@ -65,6 +67,8 @@ rule reference_accuracy:
     resources:
         mem_mb=16000,
         runtime=120,
-        gpu=lambda wc: PLAN.accelerators(wc.system),
+        # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
+        # request and a GPU-node toleration.
+        gpu=lambda wc: PLAN.accelerators(wc.system) or None,
     script:
         f"{SCRIPTS}/reference_accuracy.py"
