@@ -103,3 +103,30 @@ def test_compare_reports_a_different_image_as_a_software_difference(runs, tmp_pa
         assert cause.name == "software.container_image"
         assert cause.category == "software versions"
         assert cause.evidence == [("software.container_image", ROCM, "docker://rocm/vllm@sha256:" + "3" * 64)]
+
+
+def test_quantization_records_the_image_it_ran_in(tmp_path, monkeypatch):
+    import json
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mlperf_repro.fetch import acquire
+    from mlperf_repro.quant.stage import MANIFEST_NAME, quantize_job
+
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=128, max_position_embeddings=64, tie_word_embeddings=False)
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(tmp_path / "src")
+    acquire(f"file://{tmp_path / 'src'}", tmp_path / "model", allow_unverified=True, log=lambda _: None)
+    recipe = {"scheme": "mxfp4_weight_only"}
+    for name in provenance.CONTAINER_MARKERS:
+        monkeypatch.delenv(name, raising=False)
+    outside = quantize_job(str(tmp_path / "model"), str(tmp_path / "q1"), str(tmp_path / "e1"), recipe,
+                           container_image=ROCM)
+    assert "container" not in outside["software"]
+    monkeypatch.setenv("APPTAINER_CONTAINER", "/cache/0a1b.simg")
+    quantize_job(str(tmp_path / "model"), str(tmp_path / "q2"), str(tmp_path / "e2"), recipe, container_image=ROCM)
+    for folder in ("q2", "e2"):
+        manifest = json.loads((tmp_path / folder / MANIFEST_NAME).read_text())
+        assert manifest["software"]["container"] == {"image": ROCM, "digest": "sha256:" + "1" * 64}

@@ -6,13 +6,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .. import provenance
 from ..fetch import verify_dir
-from .checkpoint import quantize_checkpoint
+from .checkpoint import _write_json, quantize_checkpoint
 
 MANIFEST_NAME = "quant_manifest.json"
 
 
-def quantize_job(model_dir: str, quark_dir: str, emulated_dir: str, recipe: dict[str, Any]) -> dict[str, Any]:
+def quantize_job(model_dir: str, quark_dir: str, emulated_dir: str, recipe: dict[str, Any],
+                 container_image: str | None = None) -> dict[str, Any]:
+    """``container_image``: the image the config names for this job, recorded in the manifest's
+    software when the job runs inside it (the torch that wrote the checkpoint)."""
     verify_dir(model_dir)  # never quantize weights that no longer match their checksums
     for out in (quark_dir, emulated_dir):
         if Path(out).exists():
@@ -26,6 +30,10 @@ def quantize_job(model_dir: str, quark_dir: str, emulated_dir: str, recipe: dict
         exclude=recipe.get("exclude", ["lm_head"]),
         manifest_path=Path(quark_dir) / MANIFEST_NAME,
     )
+    container = provenance.container(container_image)
+    if container is not None:
+        manifest["software"]["container"] = container
+        _write_json(Path(quark_dir) / MANIFEST_NAME, manifest)
     # The emulated copy carries the same manifest, so a run that served it records which
     # FP4 checkpoint it stands for.
     shutil.copyfile(Path(quark_dir) / MANIFEST_NAME, Path(emulated_dir) / MANIFEST_NAME)
