@@ -16,6 +16,7 @@ if not workflow.overwrite_configfiles:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/acquire.smk"
 include: "workflow/rules/quantize.smk"
+include: "workflow/rules/screen.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/accuracy.smk"
 include: "workflow/rules/compliance.smk"

@@ -1,5 +1,6 @@
 """One LoadGen test (performance or accuracy) in this process."""
 from mlperf_repro.harness.jobs import loadgen_job
+from mlperf_repro.cluster.screen import job_screening
 from mlperf_repro.stage import configured_container, run
 
 
@@ -19,6 +20,7 @@ def main(smk):
         engine=smk.params.engine,
         container_image=configured_container(smk),
         audit_config=smk.params.get("audit_config"),
+        gpu_screening=job_screening(smk),
     )
 
 

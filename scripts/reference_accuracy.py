@@ -1,5 +1,6 @@
 """Accuracy of the unquantized model on this system (the baseline for measured targets)."""
 from mlperf_repro.harness.jobs import reference_accuracy_job
+from mlperf_repro.cluster.screen import job_screening
 from mlperf_repro.stage import configured_container, run
 
 
@@ -13,6 +14,7 @@ def main(smk):
         engine=smk.params.engine,
         container_image=configured_container(smk),
         evaluator=smk.params.evaluator,
+        gpu_screening=job_screening(smk),
     )
 
 

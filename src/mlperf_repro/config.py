@@ -215,6 +215,7 @@ def check_references(config: dict) -> list[str]:
                     problems.append(f"{where}: the closed division requires scenario(s) {', '.join(missing)}")
         problems += _endpoint_problems(system, entry["engine"])
         problems += _software_problems(system, entry.get("software") or {})
+        problems += _screening_problems(system, entry)
         if entry["engine"]["backend"] != "endpoints":
             for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
                 if entry["description"].get(key) == "auto":
@@ -271,6 +272,39 @@ def _software_problems(system: str, software: dict) -> list[str]:
     image = software.get("container")
     problem = container_problem(f"systems.{system}.software.container", image) if image else None
     return [problem] if problem else []
+
+
+def _screening_problems(system: str, entry: dict) -> list[str]:
+    screening = entry.get("gpu_screening") or {}
+    if not screening.get("enabled"):
+        return []
+    where = f"systems.{system}.gpu_screening"
+    engine, desc = entry["engine"], entry["description"]
+    endpoints = engine.get("endpoints") or {}
+    if engine["backend"] == "endpoints":
+        if endpoints.get("launch", "external") != "local":
+            return [f"{where}.enabled: the servers of launch: external run elsewhere, so this run host has no GPUs "
+                    f"to screen; screen the nodes where the servers start (python -m mlperf_repro.cluster.screen) "
+                    f"or disable it"]
+        expected = sum(e.get("accelerator_count", 1) for e in endpoints.get("list") or []
+                       if e.get("accelerator", "N/A") != "N/A")
+    else:
+        expected = desc["accelerators_per_node"] if isinstance(desc["accelerators_per_node"], int) else 0
+    if expected == 0:
+        return [f"{where}.enabled: the system has no accelerators (accelerators_per_node 0), nothing to screen; "
+                f"disable it"]
+    problems = []
+    minimum = screening.get("min_devices")
+    if minimum is not None and minimum > expected:
+        problems.append(f"{where}.min_devices: {minimum} is more than the {expected} accelerator(s) the run host has")
+    args = engine.get("engine_args") or {}
+    parallel = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
+    if screening.get("policy") == "exclude" and parallel > 1 and (minimum or max(1, expected - 1)) < parallel:
+        problems.append(f"{where}.min_devices: with policy exclude a run may be left with "
+                        f"{minimum or max(1, expected - 1)} GPU(s), fewer than tensor_parallel_size x "
+                        f"pipeline_parallel_size = {parallel}; set min_devices to {parallel} or more (or use "
+                        f"policy refuse)")
+    return problems
 
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

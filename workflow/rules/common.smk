@@ -45,6 +45,11 @@ def quantize_container(wildcards):
     return PLAN.quantize_container(wildcards.model, wildcards.recipe)
 
 
+def screen_of(wildcards):
+    """The GPU screen a run of this system waits for; none when it is not screened."""
+    return PLAN.screen_input(wildcards.system)
+
+
 def serving_dir(wildcards):
     return PLAN.serving_dir(wildcards.system, wildcards.benchmark)
 

@@ -7,6 +7,7 @@ rule compliance_run:
     input:
         model=serving_dir,
         dataset=dataset_dir_of,
+        screen=screen_of,
         user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
     output:
         run=directory("results/runs/{system}/{benchmark}/{scenario}/{test}"),

@@ -20,6 +20,7 @@ rule loadgen_run:
     input:
         model=serving_dir,
         dataset=dataset_dir_of,
+        screen=screen_of,
         user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
     output:
         run=directory("results/runs/{system}/{benchmark}/{scenario}/{mode}"),
@@ -52,6 +53,7 @@ rule reference_accuracy:
     input:
         model=lambda wc: PLAN.model_dir(PLAN.benchmark_cfg(wc.benchmark)["model"]),
         dataset=dataset_dir_of,
+        screen=screen_of,
     output:
         "results/reference/{system}/{benchmark}/accuracy.json",
     params:

@@ -18,6 +18,7 @@ rule scaling_run:
     input:
         model=serving_dir,
         dataset=dataset_dir_of,
+        screen=screen_of,
         user_conf="results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
     output:
         run=directory("results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}"),

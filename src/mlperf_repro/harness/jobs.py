@@ -10,6 +10,7 @@ from typing import Any
 from .. import provenance
 from ..backends import GenerationSettings, make_backend
 from ..backends.endpoints import serving
+from ..cluster.screen import apply_to_run
 from ..fetch import verify_dir
 from ..stage import apply_env
 from .dataset import load_token_dataset
@@ -31,10 +32,14 @@ def loadgen_job(
     engine: dict[str, Any],
     audit_config: str | None = None,
     container_image: str | None = None,
+    gpu_screening: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One LoadGen test; ``audit_config`` (text) makes it a compliance run; ``container_image``
-    is the image the config names for the job (recorded when the job runs inside it)."""
+    is the image the config names for the job (recorded when the job runs inside it);
+    ``gpu_screening`` (see cluster.screen.job_screening) restricts the run to healthy GPUs."""
     apply_env(engine.get("env", {}))
+    # Before any engine or server starts: they see only the GPUs the screen passed.
+    screened = apply_to_run(gpu_screening, engine)
     verify_dir(dataset_dir)
     dataset = load_token_dataset(dataset_file)
     settings = GenerationSettings(**generation)
@@ -71,6 +76,7 @@ def loadgen_job(
         dataset_manifest_sha256=_manifest_hash(dataset_dir),
         user_conf=Path(user_conf).read_text(),
     )
+    prov["gpu_screening"] = screened
     (Path(out_dir) / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
     return record
 
@@ -95,9 +101,11 @@ def reference_accuracy_job(
     engine: dict[str, Any],
     evaluator: str,
     container_image: str | None = None,
+    gpu_screening: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed)."""
     apply_env(engine.get("env", {}))
+    screened = apply_to_run(gpu_screening, engine)
     verify_dir(model_dir)
     verify_dir(dataset_dir)
     if evaluator != "llama2-rouge":
@@ -124,7 +132,8 @@ def reference_accuracy_job(
         "samples": len(entries),
         "metrics": result,
         "seconds": round(time.time() - started, 1),
-        "provenance": provenance.collect(container_image=container_image, engine=engine, generation=generation),
+        "provenance": dict(provenance.collect(container_image=container_image, engine=engine, generation=generation),
+                           gpu_screening=screened),
     }
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")

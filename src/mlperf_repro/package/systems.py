@@ -85,6 +85,11 @@ def system_description(
         merged["accelerators_per_node"] = "0"
     if "heterogeneous_note" in from_endpoints:
         merged["hw_notes"] = f"{from_endpoints['heterogeneous_note']} {merged.get('hw_notes', '')}".strip()
+    screened = provenance.get("gpu_screening") or {}
+    if screened.get("enabled"):
+        # Which GPUs produced the result (the vendor's 11-node result ran on 87 of 88).
+        note = f"GPU screening ({screened.get('policy')}) on {screened.get('host')}: {screened.get('note')}."
+        merged["hw_notes"] = f"{merged.get('hw_notes', '')} {note}".strip()
     if test_scale:
         note = "TEST SCALE: shortened runs on reduced sample counts; NOT SUBMITTABLE."
         merged["sw_notes"] = f"{note} {merged['sw_notes']}".strip()

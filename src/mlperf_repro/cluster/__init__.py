@@ -1,0 +1,1 @@
+"""Cluster execution helpers: GPU screening before runs, scheduler-specific pieces."""
