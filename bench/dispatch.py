@@ -115,7 +115,8 @@ def child(cfg_path: str) -> None:
         "completed": record["completed_samples"],
         "generated_tokens": record["generated_tokens"],
         "test_seconds": record["test_seconds"],
-        "endpoints": {k: {"completed": v["completed"], "tokens_per_second_busy": v["tokens_per_second_busy"]}
+        "endpoints": {k: {"completed": v["completed"], "tokens_per_second_busy": v["tokens_per_second_busy"],
+                          "connections_opened": v["connections_opened"]}
                       for k, v in record["backend_stats"]["endpoints"].items()},
         "resent": record["backend_stats"]["resent_queries"],
         "failures": {k: v["failures"][:3] for k, v in record["backend_stats"]["endpoints"].items() if v["failures"]},

@@ -318,6 +318,18 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
     if not endpoints:
         return [f"{where}.endpoints: backend endpoints needs the servers to send queries to "
                 f"(endpoints.list with name, host, port)"]
+    if endpoints.get("launch") == "slurm":
+        if not endpoints.get("allocation"):
+            return [f"{where}.endpoints.allocation: launch: slurm starts the servers in the run's allocation; "
+                    f"say how many nodes (allocation.nodes) and servers per node"]
+        if endpoints.get("list") and endpoints["list"] != allocation_endpoints(endpoints["allocation"]):
+            return [f"{where}.endpoints.list: with launch: slurm the list is generated from allocation; remove it"]
+    elif endpoints.get("allocation"):
+        return [f"{where}.endpoints.allocation: only used with launch: slurm (launch is "
+                f"{endpoints.get('launch', 'external')})"]
+    if not endpoints.get("list"):
+        return [f"{where}.endpoints.list: name the servers (name, host, port for each), or use launch: slurm "
+                f"with allocation"]
     problems = []
     entries = endpoints["list"]
     for kind, values in (("name", [e["name"] for e in entries]), ("host:port", [f"{e['host']}:{e['port']}" for e in entries])):
@@ -336,6 +348,29 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
     return problems
 
 
+# Generated endpoints of a launch: slurm system name their node by index; the run replaces
+# this host with the allocation's n-th host name.
+ALLOCATION_HOST_PREFIX = "slurm-node-"
+
+
+def allocation_endpoints(allocation: dict) -> list[dict]:
+    """The endpoint list a launch: slurm system stands for (hosts filled in at run time)."""
+    return [
+        {"name": f"node{i}-{j}", "host": f"{ALLOCATION_HOST_PREFIX}{i}", "port": allocation.get("base_port", 8000) + j,
+         "node": f"node{i}", "accelerator": allocation.get("accelerator", "N/A"),
+         "accelerator_count": allocation.get("accelerator_count", 1),
+         "max_concurrency": allocation.get("max_concurrency", 256)}
+        for i in range(allocation["nodes"]) for j in range(allocation.get("servers_per_node", 1))
+    ]
+
+
+def _generate_allocation_lists(config: dict) -> None:
+    for entry in (config.get("systems") or {}).values():
+        endpoints = ((entry or {}).get("engine") or {}).get("endpoints") or {}
+        if endpoints.get("launch") == "slurm" and endpoints.get("allocation") and not endpoints.get("list"):
+            endpoints["list"] = allocation_endpoints(endpoints["allocation"])
+
+
 def validate_config(config: dict, schema_path: str | Path) -> dict:
     """Validate in place (filling defaults) and return the config; raise one UserError listing every problem."""
     if not isinstance(config, dict) or not config:
@@ -343,6 +378,7 @@ def validate_config(config: dict, schema_path: str | Path) -> dict:
     schema = load_yaml(schema_path)
     problems = validate_schema(config, schema)
     if not problems:
+        _generate_allocation_lists(config)
         problems = check_references(config)
     if problems:
         plural = "s" if len(problems) > 1 else ""

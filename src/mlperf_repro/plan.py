@@ -227,16 +227,24 @@ class Plan:
         )
 
     def accelerators(self, system: str) -> int:
-        """Accelerators one run occupies on the host that runs it (the generic ``gpu`` resource;
-        0 on CPU hosts, and 0 for a head whose servers run elsewhere)."""
+        """Accelerators one run job occupies, over all its nodes (the generic ``gpu`` resource;
+        0 on CPU hosts, and 0 for a head whose servers were started outside the job)."""
         engine = self.engine(system)
         if engine["backend"] == "endpoints":
             endpoints = engine["endpoints"]
-            if endpoints.get("launch", "external") != "local":
+            if endpoints.get("launch", "external") not in ("local", "slurm"):
                 return 0
             return sum(e.get("accelerator_count", 1) for e in endpoints["list"] if e.get("accelerator", "N/A") != "N/A")
         desc = self.system_cfg(system)["description"]
         return int(desc["accelerators_per_node"]) * int(desc["number_of_nodes"])
+
+    def nodes(self, system: str) -> int:
+        """Nodes one run job asks the scheduler for: the allocation of a launch: slurm system
+        (the head starts a server on each), else the node it runs on."""
+        endpoints = self.engine(system).get("endpoints") or {}
+        if self.engine(system)["backend"] == "endpoints" and endpoints.get("launch") == "slurm":
+            return len({e["node"] for e in endpoints["list"]})
+        return 1
 
     def engine(self, system: str) -> dict[str, Any]:
         return self.system_cfg(system)["engine"]

@@ -136,6 +136,7 @@ class _Endpoint:
             "tokens_per_second_busy": round(self.generated_tokens / self.busy_seconds, 1) if self.busy_seconds else None,
             "resent_from": self.resent_from,
             "held_back": self.held_back,
+            "connections_opened": self.pool.opened,
             "max_concurrency_at_end": self.max_concurrency,
             "down_events": self.down_events,
             "probed_back_in": self.back_in,

@@ -7,6 +7,8 @@ harness's main thread); LoadGen's issue thread hands queries over with ``submit`
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,18 +33,30 @@ def dispatch_settings(engine: dict) -> DispatchSettings:
 
 
 @contextmanager
-def serving(engine: dict, model_path: str, log_dir: str | Path) -> Iterator[None]:
-    """Servers for the run: started here for ``launch: local``, else already running."""
+def serving(engine: dict, model_path: str, log_dir: str | Path) -> Iterator[dict]:
+    """Servers for the run: started here (``launch: local``), in the SLURM allocation
+    (``launch: slurm``), or already running. Yields the engine config to run with, its
+    endpoint list naming the real hosts."""
     endpoints = engine.get("endpoints") or {}
-    if engine["backend"] != "endpoints" or endpoints.get("launch", "external") != "local":
-        yield
+    launch = endpoints.get("launch", "external")
+    if engine["backend"] != "endpoints" or launch == "external":
+        yield engine
+        return
+    name = endpoints.get("served_model_name", "model")
+    timeout = endpoints.get("startup_timeout_s", 600)
+    if launch == "slurm":
+        from .servers import slurm_allocation_servers
+
+        with slurm_allocation_servers(endpoints["list"], model_path, name, engine.get("engine_args", {}), log_dir,
+                                      srun_args=endpoints["allocation"].get("srun_args", []),
+                                      env=engine.get("env"), startup_timeout_s=timeout) as placed:
+            yield dict(engine, endpoints=dict(endpoints, list=placed))
         return
     from .servers import local_vllm_servers
 
-    with local_vllm_servers(model_path, endpoints.get("served_model_name", "model"),
-                            [e["port"] for e in endpoints["list"]], engine.get("engine_args", {}), log_dir,
-                            env=engine.get("env"), startup_timeout_s=endpoints.get("startup_timeout_s", 600)):
-        yield
+    with local_vllm_servers(model_path, name, [e["port"] for e in endpoints["list"]], engine.get("engine_args", {}),
+                            log_dir, env=engine.get("env"), startup_timeout_s=timeout):
+        yield engine
 
 
 def raise_open_file_limit() -> None:
@@ -97,7 +111,22 @@ class EndpointBackend:
         self.dispatcher.submit(requests)
 
     def serve_until(self, done: threading.Event) -> None:
-        self.loop.run_until_complete(self.dispatcher.run(done))
+        # Thousands of short-lived objects per second: with the default thresholds the
+        # cyclic GC runs every few milliseconds and rescans every long-lived object.
+        # Freeze what exists now and collect the young generation less often.
+        thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 100)
+        # LoadGen's issue thread needs the GIL for every query; while this loop is busy it
+        # would wait up to the switch interval (5 ms) for it, straight into TTFT.
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
+        try:
+            self.loop.run_until_complete(self.dispatcher.run(done))
+        finally:
+            sys.setswitchinterval(switch_interval)
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
 
     def stop(self) -> None:
         self.loop.close()

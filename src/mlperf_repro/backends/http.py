@@ -122,6 +122,7 @@ class ConnectionPool:
         self.max_idle_s = max_idle_s
         self._host_header = f"Host: {host}:{port}\r\n".encode()
         self._heads: dict[tuple[bytes, int], bytes] = {}
+        self.opened = 0
 
     def take_idle(self) -> HttpConnection | None:
         """A reusable idle connection (the most recently used), or None."""
@@ -150,6 +151,7 @@ class ConnectionPool:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self.connect_timeout_s):
             _, conn = await loop.create_connection(lambda: HttpConnection(self.on_bytes), self.host, self.port)
+        self.opened += 1
         return conn
 
     async def acquire(self) -> HttpConnection:

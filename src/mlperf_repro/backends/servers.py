@@ -1,9 +1,11 @@
-"""Start and stop ``vllm serve`` processes on this host, one per local endpoint.
+"""Start and stop ``vllm serve`` processes for a run: on this host, or on every node of a SLURM allocation.
 
-Used when the config says ``launch: local`` (the demo, tests, a single multi-GPU node);
-on clusters the cluster stage starts the servers on the allocation's nodes instead.
-Servers are stopped whatever happens (run failure, Ctrl-C), as a process group, so no
-engine worker outlives the run.
+``launch: local`` (the demo, tests, a single multi-GPU node) starts one process per
+endpoint here. ``launch: slurm`` runs inside the run's SLURM job and starts the servers on
+the allocation's nodes as srun steps (one step per node, one task per server, the port
+from the task's local id). Either way the servers are stopped whatever happens (run
+failure, Ctrl-C), so no engine worker outlives the run; when SLURM cancels the job it
+takes the steps with it.
 """
 
 from __future__ import annotations
@@ -52,13 +54,15 @@ def _vllm_cli_works() -> bool:
         return False
 
 
-def serve_command(model_path: str, served_model_name: str, host: str, port: int,
+def serve_command(model_path: str, served_model_name: str, host: str, port: int | None,
                   engine_args: dict[str, Any]) -> list[str]:
+    """The server's command line (``port`` None: the caller appends ``--port``)."""
     if _vllm_cli_works():
         entry = ["-m", "vllm.entrypoints.cli.main", "serve", model_path]
     else:
         entry = ["-W", "ignore::DeprecationWarning", "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
-    return [sys.executable, *entry, "--served-model-name", served_model_name, "--host", host, "--port", str(port),
+    port_flags = [] if port is None else ["--port", str(port)]
+    return [sys.executable, *entry, "--served-model-name", served_model_name, "--host", host, *port_flags,
             "--disable-uvicorn-access-log", *engine_args_to_flags(engine_args)]
 
 
@@ -126,3 +130,112 @@ def local_vllm_servers(
     finally:
         for proc in procs:
             _stop(proc)
+
+
+# -- servers in a SLURM allocation -----------------------------------------------------
+SLURM_QUERY_TIMEOUT_S = 30
+
+
+def _slurm_query(args: list[str]) -> str:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=SLURM_QUERY_TIMEOUT_S)
+    except FileNotFoundError:
+        raise UserError(f"launch: slurm needs SLURM's commands on this node ({args[0]} not found)") from None
+    except subprocess.TimeoutExpired:
+        raise UserError(f"'{' '.join(args)}' did not answer within {SLURM_QUERY_TIMEOUT_S} s; is slurmctld up?") from None
+    if done.returncode != 0:
+        raise UserError(f"'{' '.join(args)}' failed: {done.stderr.strip()[:300]}")
+    return done.stdout
+
+
+def allocation_hosts(job_id: str) -> list[str]:
+    """The host names of a SLURM job's nodes, in allocation order.
+
+    Read from the controller, not from SLURM_JOB_NODELIST: Snakemake's job-step wrapper
+    passes on only the job id of the SLURM_* variables."""
+    fields = dict(item.split("=", 1) for item in _slurm_query(["scontrol", "show", "job", "-o", job_id]).split()
+                  if "=" in item)
+    nodelist = fields.get("NodeList", "")
+    if not nodelist or nodelist == "(null)":
+        raise UserError(f"SLURM job {job_id} has no nodes yet (NodeList={nodelist or 'missing'})")
+    return _slurm_query(["scontrol", "show", "hostnames", nodelist]).split()
+
+
+def allocation_endpoints_on(entries: Sequence[dict], hosts: Sequence[str]) -> list[dict]:
+    """The generated endpoint entries with the allocation's real host names in place."""
+    from ..config import ALLOCATION_HOST_PREFIX
+
+    placed = []
+    for entry in entries:
+        index = int(entry["host"][len(ALLOCATION_HOST_PREFIX):])
+        if index >= len(hosts):
+            raise UserError(f"the endpoints need {index + 1} node(s) but the SLURM job has {len(hosts)} "
+                            f"({', '.join(hosts)}); engine.endpoints.allocation.nodes sets the run job's --nodes")
+        placed.append(dict(entry, host=hosts[index], node=hosts[index]))
+    return placed
+
+
+def srun_server_step(job_id: str, host: str, ports: Sequence[int], command: list[str], log_dir: Path,
+                     srun_args: Sequence[str] = ()) -> list[str]:
+    """One srun step on ``host`` with a task per server; task i listens on ports[0] + i."""
+    base = ports[0]
+    if list(ports) != list(range(base, base + len(ports))):
+        raise ValueError(f"ports on one node must be consecutive, got {list(ports)}")
+    launcher = 'exec "$@" --port $(( {base} + ${{SLURM_LOCALID:-0}} ))'.format(base=base)
+    return ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", f"--ntasks={len(ports)}", f"--nodelist={host}",
+            "--kill-on-bad-exit=0", f"--job-name=vllm-serve-{host}",
+            f"--output={log_dir}/vllm-serve-{host}-%t.log", *srun_args,
+            "bash", "-c", launcher, "vllm-serve", *command]
+
+
+@contextmanager
+def slurm_allocation_servers(
+    entries: Sequence[dict],
+    model_path: str,
+    served_model_name: str,
+    engine_args: dict[str, Any],
+    log_dir: str | Path,
+    *,
+    srun_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    startup_timeout_s: float = 600.0,
+) -> Iterator[list[dict]]:
+    """Start the servers of a ``launch: slurm`` system on its job's nodes; yield the endpoint
+    entries with real host names once every server answers /health."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        raise UserError("engine.endpoints.launch is slurm, but this run is not inside a SLURM job; run the "
+                        "workflow with --workflow-profile profiles/slurm, or use launch: local / external")
+    log_dir = Path(log_dir).resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    placed = allocation_endpoints_on(entries, allocation_hosts(job_id))
+    by_host: dict[str, list[int]] = {}
+    for entry in placed:
+        by_host.setdefault(entry["host"], []).append(entry["port"])
+    command = serve_command(model_path, served_model_name, "0.0.0.0", None, engine_args)
+    steps: dict[str, subprocess.Popen] = {}
+    try:
+        for host, ports in by_host.items():
+            steps[host] = subprocess.Popen(
+                srun_server_step(job_id, host, sorted(ports), command, log_dir, srun_args),
+                stdout=subprocess.DEVNULL, stderr=open(log_dir / f"srun-{host}.log", "w"),
+                env=dict(os.environ, **(env or {})), start_new_session=True)
+        deadline = time.monotonic() + startup_timeout_s
+        waiting = {(e["host"], e["port"]) for e in placed}
+        while waiting:
+            for host, port in sorted(waiting):
+                step = steps[host]
+                if step.poll() is not None:
+                    raise UserError(f"the server step on {host} exited with code {step.returncode} during start-up; "
+                                    f"see {log_dir}/srun-{host}.log and {log_dir}/vllm-serve-{host}-*.log")
+                if _healthy(host, port):
+                    waiting.discard((host, port))
+            if waiting and time.monotonic() > deadline:
+                raise UserError(f"server(s) {', '.join(f'{h}:{p}' for h, p in sorted(waiting))} did not answer "
+                                f"/health within {startup_timeout_s:g} s; see the logs in {log_dir}")
+            if waiting:
+                time.sleep(1)
+        yield placed
+    finally:
+        for step in steps.values():
+            _stop(step)

@@ -67,6 +67,7 @@ _decode_req = msgspec.json.Decoder(_Req).decode
 _encode = msgspec.json.Encoder().encode
 _HEAD_OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 _ANSWER_CACHE_LIMIT = 16384
+_answers: dict[tuple, "_Answer"] = {}  # shared by every endpoint this process serves
 
 
 def _chunked(payload: bytes) -> bytes:
@@ -116,7 +117,6 @@ class SimulatedEndpoint:
         self.started = time.monotonic()
         self.timestamps = timestamps
         self.dead = False
-        self.answers: dict[tuple, _Answer] = {}
 
     def fault_active(self) -> bool:
         spec = self.spec
@@ -156,12 +156,12 @@ class SimulatedEndpoint:
             loop.call_at(first_at + (answer.n_tokens - 1) / self.spec.tokens_per_s, self._last, conn, answer)
 
     def _answer(self, req: _Req) -> _Answer:
-        key = (bytes(req.prompt), req.max_tokens, req.model)
-        answer = self.answers.get(key)
+        key = (bytes(req.prompt), req.max_tokens, req.model, self.spec.output_tokens)
+        answer = _answers.get(key)
         if answer is None:
-            if len(self.answers) >= _ANSWER_CACHE_LIMIT:
-                self.answers.clear()
-            answer = self.answers[key] = _Answer(req, self.spec.output_tokens)
+            if len(_answers) >= _ANSWER_CACHE_LIMIT:
+                _answers.clear()
+            answer = _answers[key] = _Answer(req, self.spec.output_tokens)
         return answer
 
     def _first(self, conn: "_Connection", req: _Req, answer: _Answer, received: float) -> None:

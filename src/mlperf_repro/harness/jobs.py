@@ -45,9 +45,9 @@ def loadgen_job(
     settings = GenerationSettings(**generation)
     stream = loadgen_scenario != "Offline"
 
-    def factory(sut):
+    def factory(sut, serving_engine):
         return make_backend(
-            engine,
+            serving_engine,
             model_path=model_dir,
             generation=settings,
             stream=stream,
@@ -64,8 +64,8 @@ def loadgen_job(
         performance_sample_count=performance_sample_count,
         audit_config=audit_config,
     )
-    with serving(engine, model_dir, log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers"):
-        record = run_loadgen_test(test, dataset, factory)
+    with serving(engine, model_dir, log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers") as serving_engine:
+        record = run_loadgen_test(test, dataset, lambda sut: factory(sut, serving_engine))
     prov = provenance.collect(
         container_image=container_image,
         engine=engine,
