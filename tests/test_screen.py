@@ -225,6 +225,12 @@ def test_config_cross_checks(default_config):
     assert validate_config(mi355x(policy="exclude", min_devices=8), SCHEMA)
     with pytest.raises(UserError, match=r"policy: 'drop' is not allowed"):
         validate_config(mi355x(policy="drop"), SCHEMA)
+    slurm = mi355x()
+    slurm["systems"]["mi355x-8x-rocm-vllm"]["engine"] = {
+        "backend": "endpoints", "endpoints": {"launch": "slurm", "allocation": {
+            "nodes": 11, "accelerator": "AMD Instinct MI355X", "accelerator_count": 8}}}
+    with pytest.raises(UserError, match=r"with launch: slurm the GPUs sit on the allocation's nodes"):
+        validate_config(slurm, SCHEMA)
 
 
 def test_screen_in_the_dag(tmp_path):
@@ -243,3 +249,15 @@ def test_screen_in_the_dag(tmp_path):
     jobs = result.stdout.split("\nrule ")
     runs = [j for j in jobs if j.startswith(("loadgen_run", "compliance_run"))]
     assert runs and all("results/screen/mi355x-8x-rocm-vllm.json" in j.split("output:")[0] for j in runs)
+
+
+def test_decide_allocation_counts_over_nodes():
+    """Eleven nodes of eight, one GPU bad on one node: the run goes on with 87 of 88."""
+    nodes = [screen.judge(node(*(device(i) for i in range(8)), host=f"n{k:02d}"), expected_count=8)
+             for k in range(10)]
+    nodes.append(screen.judge(node(*(device(i) for i in range(7)), device(7, tflops=500), host="n10"),
+                              expected_count=8))
+    decision = screen.decide_allocation(nodes, policy="exclude", system="mi355x-11-nodes")
+    assert decision["used"] == 87 and decision["expected"] == 88
+    assert decision["hosts"]["n10"] == list(range(7)) and decision["hosts"]["n00"] == list(range(8))
+    assert decision["note"].startswith("ran on 87 of 88 GPUs (n10: ran on 7 of 8 GPUs; excluded: GPU 7")

@@ -282,7 +282,12 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
     engine, desc = entry["engine"], entry["description"]
     endpoints = engine.get("endpoints") or {}
     if engine["backend"] == "endpoints":
-        if endpoints.get("launch", "external") != "local":
+        launch = endpoints.get("launch", "external")
+        if launch == "slurm":
+            return [f"{where}.enabled: with launch: slurm the GPUs sit on the allocation's nodes, and the server "
+                    f"start does not screen them yet; screen them by hand inside the allocation (srun "
+                    f"--ntasks-per-node=1 python -m mlperf_repro.cluster.screen) and disable this"]
+        if launch != "local":
             return [f"{where}.enabled: the servers of launch: external run elsewhere, so this run host has no GPUs "
                     f"to screen; screen the nodes where the servers start (python -m mlperf_repro.cluster.screen) "
                     f"or disable it"]

@@ -200,6 +200,47 @@ def screen_host(screening: dict[str, Any], expected_count: int, timeout_s: float
     return result
 
 
+# -- every node of an allocation ----------------------------------------------------------------
+def screen_allocation(screening: dict[str, Any], expected_per_node: int, *, timeout_s: float = 600,
+                      srun: tuple[str, ...] = ("srun",)) -> list[dict[str, Any]]:
+    """Measure every node of the current SLURM allocation (one srun task per node, each
+    printing one JSON line) and judge each; a node that prints nothing is missing all its GPUs.
+
+    ``srun`` is the launcher and its options (e.g. ``("srun", "--nodes=2")`` outside an
+    allocation)."""
+    settings = {**DEFAULTS, **screening}
+    command = [*srun, "--ntasks-per-node=1", "--kill-on-bad-exit=0", sys.executable, "-m",
+               "mlperf_repro.cluster.screen", "--measure-only", "--matmul-size", str(settings["matmul_size"]),
+               "--repeats", str(settings["repeats"])]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"GPU screening: `{' '.join(srun)}` on the allocation's nodes did not finish within "
+                        f"{timeout_s:.0f} s (a hung GPU, driver or node)") from None
+    except FileNotFoundError:
+        raise UserError(f"GPU screening: {srun[0]} not found; screening every node needs a SLURM allocation") from None
+    measured = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if not measured:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        raise UserError(f"GPU screening: no node reported (exit {done.returncode}): {tail}")
+    return [judge(m, expected_count=expected_per_node, expected_memory_gib=settings.get("expected_memory_gib"),
+                  min_relative_speed=float(settings["min_relative_speed"]),
+                  min_memory_fraction=float(settings["min_memory_fraction"]))
+            for m in sorted(measured, key=lambda m: m.get("host", ""))]
+
+
+def decide_allocation(nodes: list[dict[str, Any]], *, policy: str, min_devices: int | None = None,
+                      system: str = "<system>") -> dict[str, Any]:
+    """Per host the devices its servers use (:func:`decide` on each node: refuse stops at the
+    first unhealthy GPU of any node), and the count over the allocation."""
+    per_host = {n["host"]: decide(n, policy=policy, min_devices=min_devices, system=system) for n in nodes}
+    used = sum(d["used"] for d in per_host.values())
+    expected = sum(d["expected"] for d in per_host.values())
+    notes = [f"{host}: {d['note']}" for host, d in per_host.items() if d["used"] < d["expected"]]
+    return {"hosts": {h: d["use"] for h, d in per_host.items()}, "used": used, "expected": expected,
+            "note": f"ran on {used} of {expected} GPUs" + (f" ({'; '.join(notes)})" if notes else "")}
+
+
 # -- applying it to a run ---------------------------------------------------------------------
 def visible_devices_env(use: list[int], measured: dict[str, Any]) -> dict[str, str]:
     """The variables that restrict a process to the devices ``use`` (indices as the screen saw
