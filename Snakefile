@@ -25,6 +25,7 @@ include: "workflow/rules/check.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/scaling.smk"
+include: "workflow/rules/plan.smk"
 
 
 rule all:

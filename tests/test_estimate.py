@@ -188,3 +188,25 @@ def test_bad_configs_are_user_errors(tmp_path, capsys):
     assert "mapping" in capsys.readouterr().err
     with pytest.raises(UserError, match="not validated"):
         estimate_plan(load_yaml(DEFAULT_CONFIG) | {"estimate": {}})
+
+
+def test_multinode_scaling_study_by_hand():
+    est = estimate_file(str(REPO / "config/examples/multinode-local.yaml"), str(SCHEMA))
+    scaling = stage(est, "scaling study")
+    # Offline on 1 and 2 of the 2 servers, target_qps 150 scaled by n/2: n=1 at 75/s issues
+    # max(256, int(1.1 x 10 x 75) = 825) samples = 11 s; n=2 at 150/s 1650 samples = 11 s; each
+    # + the default 120 s; two user.confs and the report at 5 s.
+    assert scaling.jobs == {"scaling_user_conf": 2, "scaling_run": 2, "scaling_report": 1}
+    runs = [d for d in scaling.details if d["rule"] == "scaling_run"]
+    assert [d["queries"] for d in runs] == [825, 1650]
+    assert scaling.wall_s == pytest.approx(2 * (11 + 120) + 3 * 5)  # 277 s
+    assert scaling.gpu_hours == 0 and scaling.disk_bytes == 2 * 100_000
+
+
+def test_the_workflow_target_writes_the_same_plan(tmp_path):
+    work = make_workdir(tmp_path)
+    result = run_snakemake(work, "-c1", "plan_view", timeout=300)
+    assert result.returncode == 0, result.stderr
+    expected = estimate_file(str(DEFAULT_CONFIG), str(SCHEMA))
+    assert (work / "results/plan/plan.txt").read_text() == expected.render()
+    assert json.loads((work / "results/plan/plan.json").read_text()) == expected.to_dict()
