@@ -21,7 +21,7 @@ from test_dag import job_counts
 PROFILE = "profiles/kubernetes"
 MI355X = "config/examples/mi355x-llama2-70b.yaml"
 CONFIGS = ["config/config.yaml", *sorted(f"config/examples/{p.name}" for p in (REPO / "config/examples").glob("*.yaml"))]
-GPU_RULES = {"loadgen_run", "compliance_run", "reference_accuracy", "scaling_run"}
+GPU_RULES = {"loadgen_run", "compliance_run", "reference_accuracy", "scaling_run", "screen_gpus"}
 IMAGE_RULES = GPU_RULES | {"quantize"}
 CUDA = "docker://vllm/vllm-openai@sha256:" + "b2" * 32
 
@@ -119,6 +119,7 @@ def test_nvidia_vendor_maps_to_nvidia_gpus(workdir):
     system = config["systems"].pop("mi355x-8x-rocm-vllm")
     system["description"]["accelerator_model_name"] = "NVIDIA B200"
     system["software"]["container"] = CUDA
+    system["gpu_screening"] = {"enabled": True, "policy": "refuse"}
     config["systems"]["b200-8x-cuda-vllm"] = system
     (workdir / "config" / "b200.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     profile = load_yaml(REPO / PROFILE / "config.yaml")
@@ -128,11 +129,14 @@ def test_nvidia_vendor_maps_to_nvidia_gpus(workdir):
     (workdir / "profiles" / "k8s-nvidia" / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     jobs = rendered(workdir, "config/b200.yaml", "profiles/k8s-nvidia")
     gpu_jobs = [job for job in jobs if job.rule in GPU_RULES]
-    assert gpu_jobs
+    # The GPU screen runs in the same image, on the same kind of node, with the same GPUs.
+    assert {job.rule for job in gpu_jobs} == {"loadgen_run", "compliance_run", "screen_gpus"}
     for job in gpu_jobs:
         assert job.gpu_limits() == {"nvidia.com/gpu": "8"}
         assert _tolerations(job) == {"nvidia.com/gpu"}
         assert job.apptainer_image == CUDA
+        assert job.pod_spec["nodeSelector"] == {
+            "node.kubernetes.io/instance-type": profile["set-resources"][job.rule]["machine_type"]}
         assert validate_manifest(job.manifest) == []
 
 

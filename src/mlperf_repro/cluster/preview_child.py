@@ -97,6 +97,11 @@ def _jobs_of_dry_run(argv: list[str]) -> list[Any]:
     snakemake.jobs.Job.log_info = capture
     # Rendering neither pulls nor runs images, so apptainer need not be installed here.
     singularity.Singularity.check = lambda self: None
+    # Rules that size themselves for a cluster ask workflow.non_local_exec, which a dry run
+    # answers as a local run would; answer as the submit host of the Kubernetes run.
+    from snakemake.workflow import Workflow
+
+    Workflow.non_local_exec = property(lambda self: True)
     try:
         snakemake_main([*argv, "--dry-run"])
     except SystemExit as exc:
