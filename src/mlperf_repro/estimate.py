@@ -44,6 +44,22 @@ ASSUMPTIONS = {
 }
 
 
+@dataclass(frozen=True)
+class Assumed:
+    """The values of the ``estimate`` section (see ASSUMPTIONS)."""
+
+    run_overhead_s: float
+    light_job_s: float
+    builtin_build_s: float
+    download_mb_per_s: float
+    quantize_mb_per_s: float
+    screen_s: float
+    accuracy_eval_samples_per_s: float
+    dataset_bytes_per_sample: float
+    log_bytes_per_run: float
+    package_bytes_per_result: float
+
+
 @dataclass
 class Assumption:
     key: str
@@ -159,19 +175,13 @@ class Estimator:
             raise UserError("estimate: the config was not validated (schema defaults missing); "
                             "load it through mlperf_repro.config.validate_config")
         self.values = {k: float(section[k]) for k in ASSUMPTIONS}
+        self.assume = Assumed(**self.values)
         set_keys = set(section) if set_keys is None else set_keys
         self.assumptions = [
             Assumption(k, self.values[k], unit, what,
                        f"config key estimate.{k}" if k in set_keys else f"default of estimate.{k}")
             for k, (unit, what) in ASSUMPTIONS.items()
         ]
-        self.notes: list[str] = []
-
-    def __getattr__(self, name: str) -> float:
-        values = self.__dict__.get("values", {})
-        if name in values:
-            return values[name]
-        raise AttributeError(name)
 
     # -- facts ---------------------------------------------------------------------------
     def system_accelerators(self, system: str) -> int:
@@ -219,7 +229,8 @@ class Estimator:
         size = float(chosen["model_bytes"])
         total = params.get("total", size / BF16_BYTES_PER_PARAM)
         return {"parameters": total, "linear": params.get("linear", total), "bytes": size,
-                "source": f"rules table {self.plan.rules.name}: model_bytes{', parameters' if params else ''}"}
+                "source": f"rules table {self.plan.rules.name}: model_bytes"
+                          + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable")}
 
     def quantized_bytes(self, model: str) -> float:
         sizes = self.model_sizes(model)
@@ -278,15 +289,15 @@ class Estimator:
         for model in [m for m in models if m]:
             sizes = self.model_sizes(model)
             builtin = self.config["models"][model]["source"].startswith("builtin:")
-            wall = self.builtin_build_s if builtin else sizes["bytes"] / (self.download_mb_per_s * 1e6)
+            wall = self.assume.builtin_build_s if builtin else sizes["bytes"] / (self.assume.download_mb_per_s * 1e6)
             row.add("acquire_model", wall, disk_bytes=sizes["bytes"], model=model, parameters=sizes["parameters"],
                     size_from=sizes["source"])
         for dataset in dict.fromkeys(plan.benchmark_cfg(b)["dataset"] for b in plan.benchmarks):
             benchmark = next(b for b in plan.benchmarks if plan.benchmark_cfg(b)["dataset"] == dataset)
             samples = plan.dataset_samples(benchmark)
-            size = samples * self.dataset_bytes_per_sample
+            size = samples * self.assume.dataset_bytes_per_sample
             builtin = self.config["datasets"][dataset]["source"].startswith("builtin:")
-            wall = self.light_job_s if builtin else size / (self.download_mb_per_s * 1e6)
+            wall = self.assume.light_job_s if builtin else size / (self.assume.download_mb_per_s * 1e6)
             row.add("acquire_dataset", wall, disk_bytes=size, dataset=dataset, samples=samples)
         return row
 
@@ -298,7 +309,7 @@ class Estimator:
             sizes = self.model_sizes(model)
             fp4 = self.quantized_bytes(model)
             # The rule writes the FP4 checkpoint and its dequantized bf16 copy (served on CPU).
-            row.add("quantize", sizes["bytes"] / (self.quantize_mb_per_s * 1e6), disk_bytes=fp4 + sizes["bytes"],
+            row.add("quantize", sizes["bytes"] / (self.assume.quantize_mb_per_s * 1e6), disk_bytes=fp4 + sizes["bytes"],
                     model=model, recipe=recipe, fp4_bytes=round(fp4), emulated_bytes=round(sizes["bytes"]))
         return row
 
@@ -306,7 +317,7 @@ class Estimator:
         row = Row("screen GPUs")
         for system in self.plan.systems:
             if self.plan.screening(system):
-                row.add("screen_gpus", self.screen_s, self.system_accelerators(system), system=system)
+                row.add("screen_gpus", self.assume.screen_s, self.system_accelerators(system), system=system)
         return row
 
     def runs(self) -> list[Row]:
@@ -314,7 +325,7 @@ class Estimator:
         confs = Row("run: user.conf")
         rows: dict[tuple[str, str], Row] = {}
         for job in plan.jobs:
-            confs.add("user_conf", self.light_job_s, system=job.system, benchmark=job.benchmark, scenario=job.scenario)
+            confs.add("user_conf", self.assume.light_job_s, system=job.system, benchmark=job.benchmark, scenario=job.scenario)
             settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
             accelerators = self.system_accelerators(job.system)
             for mode in MODES:
@@ -322,13 +333,13 @@ class Estimator:
                 where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "mode": mode}
                 if mode == "performance":
                     run = self.performance_run(settings, job.scenario, job.benchmark)
-                    logs = self.log_bytes_per_run
+                    logs = self.assume.log_bytes_per_run
                 else:
                     samples = plan.dataset_samples(job.benchmark)
                     qps = float(settings["target_qps"])
                     run = {"queries": samples, "seconds": samples / qps, "target_qps": qps}
-                    logs = self.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
-                row.add("loadgen_run", run["seconds"] + self.run_overhead_s, accelerators, logs,
+                    logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
+                row.add("loadgen_run", run["seconds"] + self.assume.run_overhead_s, accelerators, logs,
                         **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3))
         return [confs] + [rows[key] for key in sorted(rows, key=lambda k: (plan.scenarios.index(k[0]),
                                                                              MODES.index(k[1])))]
@@ -342,11 +353,11 @@ class Estimator:
                 scenario = "Offline" if "Offline" in scenarios else next(iter(scenarios))
                 qps = float(scenarios[scenario]["target_qps"])
                 samples = plan.dataset_samples(benchmark)
-                row.add("reference_accuracy", samples / qps + self.run_overhead_s, self.system_accelerators(system),
+                row.add("reference_accuracy", samples / qps + self.assume.run_overhead_s, self.system_accelerators(system),
                         system=system, benchmark=benchmark, samples=samples, throughput_from=scenario)
         for job in plan.jobs:
             samples = plan.dataset_samples(job.benchmark)
-            row.add("accuracy_eval", self.light_job_s + samples / self.accuracy_eval_samples_per_s,
+            row.add("accuracy_eval", self.assume.light_job_s + samples / self.assume.accuracy_eval_samples_per_s,
                     system=job.system, benchmark=job.benchmark, scenario=job.scenario, samples=samples)
         return row
 
@@ -358,21 +369,21 @@ class Estimator:
             settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
             run = self.performance_run(settings, job.scenario, job.benchmark, audit)
             logged = min(run["queries"], float(audit.get("accuracy_log_sampling_target", 0)))
-            logs = self.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, logged, "performance")
+            logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, logged, "performance")
             where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "test": test}
-            row.add("compliance_run", run["seconds"] + self.run_overhead_s, self.system_accelerators(job.system), logs,
+            row.add("compliance_run", run["seconds"] + self.assume.run_overhead_s, self.system_accelerators(job.system), logs,
                     **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3))
-            row.add("compliance_verify", self.light_job_s, **where)
+            row.add("compliance_verify", self.assume.light_job_s, **where)
         return row
 
     def package(self) -> Row:
         row = Row("package, check, report")
         results = len(self.plan.jobs)
-        row.add("package", self.light_job_s, disk_bytes=results * self.package_bytes_per_result, results=results)
+        row.add("package", self.assume.light_job_s, disk_bytes=results * self.assume.package_bytes_per_result, results=results)
         for rule in ("tarball", "check_submission", "summary", "official_summary"):
-            row.add(rule, self.light_job_s)
+            row.add(rule, self.assume.light_job_s)
         if self.config.get("compare"):
-            row.add("compare", self.light_job_s)
+            row.add("compare", self.assume.light_job_s)
         return row
 
     def scaling(self) -> Row:
@@ -388,11 +399,11 @@ class Estimator:
             settings["target_qps"] = float(settings["target_qps"]) * count / total
             run = self.performance_run(settings, scenario, benchmark)
             where = {"system": system, "benchmark": benchmark, "scenario": scenario, "endpoints": count}
-            row.add("scaling_user_conf", self.light_job_s, **where)
-            row.add("scaling_run", run["seconds"] + self.run_overhead_s, self.endpoint_accelerators(system, count),
-                    self.log_bytes_per_run, **where, queries=round(run["queries"], 3),
+            row.add("scaling_user_conf", self.assume.light_job_s, **where)
+            row.add("scaling_run", run["seconds"] + self.assume.run_overhead_s, self.endpoint_accelerators(system, count),
+                    self.assume.log_bytes_per_run, **where, queries=round(run["queries"], 3),
                     test_seconds=round(run["seconds"], 3))
-        row.add("scaling_report", self.light_job_s, system=system, benchmark=benchmark)
+        row.add("scaling_report", self.assume.light_job_s, system=system, benchmark=benchmark)
         return row
 
     def estimate(self) -> Estimate:
