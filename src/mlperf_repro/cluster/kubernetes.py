@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,20 +88,19 @@ def render(configfile: str | Path, profile: str | Path, *, workdir: str | Path =
     for what, path in (("config file", configfile), ("profile", profile), ("Snakefile", snakefile)):
         if not (workdir / path).exists():
             raise UserError(f"{what} {path} does not exist (relative to {workdir})")
-    out = workdir / ".snakemake" / "k8s-preview.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "mlperf_repro.cluster.preview_child", str(out), "--",
-               *snakemake_arguments(configfile, profile, snakefile)]
-    try:
-        result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=timeout_s,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    except subprocess.TimeoutExpired:
-        raise UserError(f"planning the workflow for Kubernetes took longer than {timeout_s:.0f} s") from None
-    if result.returncode != 0:
-        tail = (result.stdout[-2000:] + "\n" + result.stderr[-4000:]).strip()
-        raise UserError(f"planning the workflow with profile {profile} failed:\n{tail}")
-    records = json.loads(out.read_text())["jobs"]
-    out.unlink()
+    with tempfile.TemporaryDirectory(prefix="k8s-preview-") as scratch:
+        out = Path(scratch) / "jobs.json"
+        command = [sys.executable, "-m", "mlperf_repro.cluster.preview_child", str(out), "--",
+                   *snakemake_arguments(configfile, profile, snakefile)]
+        try:
+            result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=timeout_s,
+                                    env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        except subprocess.TimeoutExpired:
+            raise UserError(f"planning the workflow for Kubernetes took longer than {timeout_s:.0f} s") from None
+        if result.returncode != 0:
+            tail = (result.stdout[-2000:] + "\n" + result.stderr[-4000:]).strip()
+            raise UserError(f"planning the workflow with profile {profile} failed:\n{tail}")
+        records = json.loads(out.read_text())["jobs"]
     return [RenderedJob(**record) for record in records]
 
 
