@@ -173,10 +173,23 @@ def test_a_run_applies_the_screen(tmp_path, clean_visible_env):
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2"
     assert record["used"] == 3 and record["expected"] == 4 and record["devices"] == [0, 1, 2]
     assert "ran on 3 of 4 GPUs" in record["note"] and record["rescreened"] is None
+    del os.environ["CUDA_VISIBLE_DEVICES"]  # a fresh run process
     with pytest.raises(UserError, match="3 healthy GPU\\(s\\) but the engine needs 4"):
         screen.prepare_run(path, {"enabled": True, "policy": "exclude", "min_devices": 2}, system="s",
                            expected_count=4, engine={"engine_args": {"tensor_parallel_size": 4}})
     assert screen.prepare_run(None, None, system="s", expected_count=0)["enabled"] is False
+
+
+def test_a_run_given_other_gpus_screens_again(tmp_path, clean_visible_env, monkeypatch):
+    """Same node, but the scheduler gave the run GPUs 4-7 while the screen saw 0-3: screen again."""
+    measured = node(*(device(i) for i in range(4)), host=socket.gethostname(), backend="cuda",
+                    env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(screen.judge(measured, expected_count=4)))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    with pytest.raises(UserError, match="0 of 4 expected devices visible"):  # this host has no GPU at all
+        screen.prepare_run(path, {"enabled": True, "repeats": 1, "matmul_size": 64}, system="s", expected_count=4)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"  # left as the scheduler set it
 
 
 def test_a_run_on_another_host_screens_again(tmp_path, clean_visible_env):

@@ -48,8 +48,7 @@ def measure_devices(matmul_size: int = 8192, repeats: int = 10) -> dict[str, Any
         "backend": backend if torch.cuda.is_available() else "none",
         "torch": torch.__version__,
         "runtime": torch.version.hip or torch.version.cuda,
-        "visible_devices_env": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                                                           "ROCR_VISIBLE_DEVICES") if k in os.environ},
+        "visible_devices_env": current_visible_env(),
         "matmul_size": matmul_size,
         "repeats": repeats,
         "devices": [],
@@ -254,6 +253,11 @@ def visible_devices_env(use: list[int], measured: dict[str, Any]) -> dict[str, s
     return {var: value for var in VISIBLE_DEVICES_VARS.get(backend, ())}
 
 
+def current_visible_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+            if k in os.environ}
+
+
 def prepare_run(screen_file: str | Path | None, screening: dict[str, Any] | None, *, system: str,
                 expected_count: int, engine: dict[str, Any] | None = None, timeout_s: float = 600) -> dict[str, Any]:
     """Before a run: decide on the screen's result (screening again when this host is not the
@@ -265,6 +269,10 @@ def prepare_run(screen_file: str | Path | None, screening: dict[str, Any] | None
     if result.get("host") != socket.gethostname():
         result = screen_host(screening, expected_count, timeout_s)
         result["rescreened"] = "the run's host is not the host the screen_gpus job ran on"
+    elif result.get("measured", {}).get("visible_devices_env", {}) != current_visible_env():
+        # Same node, other GPUs (a scheduler gave this job a different set): screen those.
+        result = screen_host(screening, expected_count, timeout_s)
+        result["rescreened"] = "the run was given other GPUs than the screen_gpus job"
     decision = decide(result, policy=screening.get("policy", "refuse"), min_devices=screening.get("min_devices"),
                       system=system)
     env = visible_devices_env(decision["use"], result["measured"]) if result["devices"] else {}
