@@ -212,3 +212,23 @@ def test_the_workflow_target_writes_the_same_plan(tmp_path):
     expected = estimate_file(str(DEFAULT_CONFIG), str(SCHEMA))
     assert (work / "results/plan/plan.txt").read_text() == expected.render()
     assert json.loads((work / "results/plan/plan.json").read_text()) == expected.to_dict()
+
+
+def test_run_lengths_per_scenario_rule():
+    from mlperf_repro.estimate import Estimator
+
+    est = Estimator(validate_config(load_yaml(DEFAULT_CONFIG), SCHEMA))
+    bench = "tiny-llama-mxfp4"
+    # SingleStream back to back at 1/target_qps = 20 s each: max(600 s, 100 queries x 20 s) = 2000 s
+    # (100 is LoadGen's default min_query_count, from the rules table).
+    run = est.performance_run({"target_qps": 0.05}, "SingleStream", bench)
+    assert (run["queries"], run["seconds"]) == (100, pytest.approx(2000))
+    # max_duration caps a Server run: 600 s asked, 300 s allowed.
+    run = est.performance_run({"target_qps": 10, "max_duration": 300000}, "Server", bench)
+    assert run["seconds"] == pytest.approx(300)
+    # max_query_count caps Offline: max(24,576, 1.1 x 600 x 100) = 66,000 samples, capped at 10,000 = 100 s.
+    run = est.performance_run({"target_qps": 100, "max_query_count": 10000}, "Offline", bench)
+    assert (run["queries"], run["seconds"]) == (10000, pytest.approx(100))
+    # An audit.config without min_duration (TEST04) keeps the run's own; min_query_count 20 changes nothing.
+    run = est.performance_run({"target_qps": 0.05}, "SingleStream", bench, audit={"min_query_count": 20})
+    assert run["seconds"] == pytest.approx(600)
