@@ -62,3 +62,19 @@ def e2e_workdir(tmp_path_factory) -> Path:
         pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
     (work / "snakemake.out").write_text(result.stdout + result.stderr)
     return work
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real one-node SLURM cluster (tests/cluster/slurm.py), up for the whole session.
+    CI is expected to have (or install) Debian's slurm-wlm: a cluster that cannot be
+    installed or started fails the tests that need it, it does not skip them."""
+    from cluster import slurm
+
+    try:
+        cluster = slurm.start()
+    except slurm.SlurmError as err:
+        pytest.fail(f"the one-node SLURM test cluster could not be started: {err}", pytrace=False)
+    print(f"\nSLURM test cluster up in {cluster.start_seconds:.2f} s ({cluster.root})")
+    yield cluster
+    slurm.stop(cluster)

@@ -1,0 +1,340 @@
+"""A real one-node SLURM cluster for the tests: Debian's slurm-wlm 22.05 and munge started as
+plain daemons on localhost, no slurmdbd (the workflow's profile asks ``squeue`` for job states).
+
+The recipe and its pitfalls are measured in shared/spec/slurm-local.md. In short:
+- the config must be at /etc/slurm/slurm.conf (a symlink here): the slurm-jobstep plugin strips
+  ``SLURM_CONF`` before the in-job ``srun``;
+- no cgroup plugins (a container has no delegated cgroup tree), everything runs as root;
+- ``MinJobAge=600`` keeps finished jobs in ``squeue``/``scontrol`` long enough for the plugin's
+  status checks and for the tests to read what each job was granted.
+
+Every wait has a hard timeout: a broken cluster fails the caller, it never hangs it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
+SLURM_CONF = Path("/etc/slurm/slurm.conf")
+PARTITION = "debug"
+# One fixture at a time on a machine: slurmctld and slurmd bind fixed ports.
+LOCK_FILE = Path("/run/lock/mlperf-repro-slurm.lock")
+MUNGE_PID = Path("/run/munge/munged.pid")
+SLURMCTLD_PORT = 6817
+
+
+class SlurmError(RuntimeError):
+    """The cluster could not be installed, started or stopped; the message says why."""
+
+
+@dataclass
+class SlurmCluster:
+    root: Path  # state, spool, pid and log files; removed on stop
+    node: str
+    cpus: int
+    real_memory_mb: int
+    partition: str
+    start_seconds: float  # daemons started until the node reported idle
+    own_munged: bool  # False when a munged was already running (then it is left alone)
+    lock_fd: int
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "log"
+
+    def logs_tail(self, chars: int = 3000) -> str:
+        """The daemons' log tails, for failure messages."""
+        parts = []
+        for log in sorted(self.log_dir.glob("*.log")):
+            parts.append(f"== {log.name}\n{log.read_text(errors='replace')[-chars:]}")
+        return "\n".join(parts)
+
+
+def run(cmd: list[str], timeout: float, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """One command with a hard timeout; a failure names the command and its output."""
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired as err:
+        raise SlurmError(f"{' '.join(cmd)} did not finish within {timeout} s") from err
+    if check and result.returncode != 0:
+        raise SlurmError(f"{' '.join(cmd)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
+    return result
+
+
+def ensure_installed(timeout: float = 600) -> None:
+    """Install Debian's SLURM and munge with apt-get when slurmctld is missing."""
+    if all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "sbatch", "munged")):
+        return
+    if os.geteuid() != 0:
+        raise SlurmError(f"SLURM is not installed and installing it needs root: apt-get install {' '.join(PACKAGES)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    deadline = time.monotonic() + timeout
+    try:
+        run(["apt-get", "update", "-qq"], timeout=deadline - time.monotonic(), env=env)
+        run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
+            timeout=max(1.0, deadline - time.monotonic()), env=env)
+    except SlurmError as err:
+        raise SlurmError(f"could not install SLURM ({' '.join(PACKAGES)}) with apt-get: {err}") from err
+    if not shutil.which("slurmctld"):
+        raise SlurmError("apt-get finished but slurmctld is still missing")
+
+
+def _mem_total_mb() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) // 1024
+    raise SlurmError("no MemTotal in /proc/meminfo")
+
+
+def _slurm_conf(root: Path, node: str, cpus: int, real_memory_mb: int) -> str:
+    state, run_dir, log = root / "state", root / "run", root / "log"
+    return f"""\
+# Written by tests/cluster/slurm.py for a one-node test cluster (see shared/spec/slurm-local.md).
+ClusterName=testcluster
+SlurmctldHost={node}(127.0.0.1)
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+ReturnToService=2
+StateSaveLocation={state}/ctld
+SlurmdSpoolDir={state}/d
+SlurmctldPidFile={run_dir}/slurmctld.pid
+SlurmdPidFile={run_dir}/slurmd.pid
+SlurmctldLogFile={log}/slurmctld.log
+SlurmdLogFile={log}/slurmd.log
+# No cgroup plugins: a container has no cgroup tree of its own to delegate.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+# Finished jobs stay visible to squeue/scontrol for 10 minutes: no slurmdbd, so the executor
+# plugin reads end states from squeue, and the tests read what each job was granted.
+MinJobAge=600
+KillWait=5
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={real_memory_mb} State=UNKNOWN
+PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stop_pid(pid_file: Path, timeout: float = 10) -> None:
+    """TERM the daemon named by a pid file and wait for it; KILL it after ``timeout``."""
+    pid = _read_pid(pid_file)
+    if pid is None or not _pid_alive(pid):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _pid_alive(pid):
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _pid_alive(pid):
+        time.sleep(0.1)
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _munge_works() -> bool:
+    try:
+        encoded = subprocess.run(["munge", "-n"], capture_output=True, timeout=10)
+        if encoded.returncode != 0:
+            return False
+        decoded = subprocess.run(["unmunge"], input=encoded.stdout, capture_output=True, timeout=10)
+        return decoded.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _start_munged() -> bool:
+    """Start munged as the munge user; False when a working one was already running."""
+    if _munge_works():
+        return False
+    key = Path("/etc/munge/munge.key")
+    if not key.exists():
+        run(["mungekey", "--create"], timeout=30)
+        shutil.chown(key, "munge", "munge")
+        key.chmod(0o400)
+    Path("/run/munge").mkdir(parents=True, exist_ok=True)
+    shutil.chown("/run/munge", "munge", "munge")
+    run(["runuser", "-u", "munge", "--", "munged", f"--pid-file={MUNGE_PID}"], timeout=30)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if _munge_works():
+            return True
+        time.sleep(0.1)
+    raise SlurmError("munged started but munge -n | unmunge still fails after 15 s")
+
+
+def _remove_stale_cluster() -> None:
+    """A symlinked config left by a test session that died: stop its daemons, drop the link.
+    A real (non-symlink) config belongs to someone else and is never touched."""
+    if SLURM_CONF.is_symlink():
+        stale_root = Path(os.readlink(SLURM_CONF)).parent
+        for name in ("slurmd.pid", "slurmctld.pid"):
+            _stop_pid(stale_root / "run" / name)
+        SLURM_CONF.unlink()
+    elif SLURM_CONF.exists():
+        raise SlurmError(f"{SLURM_CONF} exists and was not made by the test fixture; refusing to replace it")
+
+
+def _wait_idle(cluster: SlurmCluster, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        result = run(["sinfo", "-h", "-N", "-o", "%T"], timeout=10, check=False)
+        state = result.stdout.strip()
+        if result.returncode == 0 and state == "idle":
+            return
+        time.sleep(0.2)
+    raise SlurmError(f"node {cluster.node} not idle after {timeout} s (sinfo says {state!r})\n{cluster.logs_tail()}")
+
+
+def _acquire_lock(timeout: float) -> int:
+    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise SlurmError(f"another test session has held the SLURM fixture ({LOCK_FILE}) for {timeout} s")
+            time.sleep(1)
+
+
+def start(lock_timeout: float = 900, idle_timeout: float = 60) -> SlurmCluster:
+    """Install if needed, then start munged, slurmctld and slurmd; return once the node is idle."""
+    ensure_installed()
+    lock_fd = _acquire_lock(lock_timeout)
+    try:
+        _remove_stale_cluster()
+        if _port_in_use(SLURMCTLD_PORT):
+            raise SlurmError(f"port {SLURMCTLD_PORT} is in use: a slurmctld not started by the fixture is running")
+        root = Path(tempfile.mkdtemp(prefix="mlperf-repro-slurm-"))
+        for sub in ("state/ctld", "state/d", "run", "log"):
+            (root / sub).mkdir(parents=True)
+        node = socket.gethostname().split(".")[0]
+        cpus = os.cpu_count() or 1
+        # Leave the OS 1 GB, as the measured recipe does.
+        real_memory_mb = _mem_total_mb() - 1024
+        (root / "slurm.conf").write_text(_slurm_conf(root, node, cpus, real_memory_mb))
+        SLURM_CONF.parent.mkdir(parents=True, exist_ok=True)
+        SLURM_CONF.symlink_to(root / "slurm.conf")
+        began = time.monotonic()
+        own_munged = _start_munged()
+        cluster = SlurmCluster(root=root, node=node, cpus=cpus, real_memory_mb=real_memory_mb, partition=PARTITION,
+                               start_seconds=0.0, own_munged=own_munged, lock_fd=lock_fd)
+        try:
+            run(["slurmctld", "-f", str(SLURM_CONF)], timeout=30)
+            run(["slurmd", "-f", str(SLURM_CONF)], timeout=30)
+            _wait_idle(cluster, idle_timeout)
+        except BaseException:
+            stop(cluster)
+            raise
+        cluster.start_seconds = time.monotonic() - began
+        return cluster
+    except BaseException:
+        if SLURM_CONF.is_symlink() and not Path(os.readlink(SLURM_CONF)).exists():
+            SLURM_CONF.unlink()
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        os.close(lock_fd)
+        raise
+
+
+def cancel_all(timeout: float = 60) -> None:
+    """Cancel every job and wait until none is pending, running or completing (a slurmstepd
+    can outlive a slurmd that stops under it)."""
+    run(["scancel", "--user=root"], timeout=15, check=False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = run(["squeue", "-h", "-t", "PD,R,CG,CF,S", "-o", "%i"], timeout=10, check=False)
+        if result.returncode != 0 or not result.stdout.strip():
+            return
+        time.sleep(0.5)
+    raise SlurmError(f"jobs still active {timeout} s after scancel: {result.stdout.split()}")
+
+
+def stop(cluster: SlurmCluster) -> None:
+    """Cancel all jobs, stop the daemons by pid file, remove the config link and the state."""
+    errors = []
+    try:
+        cancel_all()
+    except SlurmError as err:
+        errors.append(str(err))
+    for name in ("slurmd.pid", "slurmctld.pid"):
+        _stop_pid(cluster.root / "run" / name)
+    if cluster.own_munged:
+        _stop_pid(MUNGE_PID)
+    if SLURM_CONF.is_symlink():
+        SLURM_CONF.unlink()
+    shutil.rmtree(cluster.root, ignore_errors=True)
+    fcntl.flock(cluster.lock_fd, fcntl.LOCK_UN)
+    os.close(cluster.lock_fd)
+    if errors:
+        raise SlurmError("; ".join(errors))
+
+
+def job_fields(job_id: str, timeout: float = 10) -> dict[str, str]:
+    """``scontrol show job`` as a dict (e.g. NumCPUs, TimeLimit, JobState, Reason, MinMemoryNode)."""
+    out = run(["scontrol", "-o", "show", "job", job_id], timeout=timeout).stdout
+    fields = {}
+    for token in out.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def kill_job_processes(job_id: str, timeout: float = 10) -> None:
+    """Kill every process of a job at once, as when its node loses power: all are frozen
+    first, then killed, so none can react (scancel, or a kill of one step, lets the in-job
+    Snakemake clean up after itself, which a dead node never does)."""
+    out = run(["scontrol", "listpids", job_id], timeout=timeout).stdout
+    pids = [int(line.split()[0]) for line in out.splitlines()[1:] if line.split() and line.split()[0].isdigit()]
+    if not pids:
+        raise SlurmError(f"job {job_id} has no processes to kill")
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
