@@ -17,9 +17,10 @@ rule accuracy_eval:
         targets=lambda wc: PLAN.accuracy_targets(wc.benchmark),
     log:
         "logs/accuracy/{system}/{benchmark}/{scenario}.log",
-    threads: workflow.cores
+    threads: machine_threads(cluster_cpus=2)
     resources:
+        cpus_per_task=lambda wc, threads: threads,
         mem_mb=4000,
-        runtime=60,
+        runtime=lambda wc, attempt: 60 * attempt,
     script:
         f"{SCRIPTS}/accuracy_eval.py"

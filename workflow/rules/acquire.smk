@@ -11,10 +11,11 @@ rule acquire_model:
         entry=lambda wc: config["models"][wc.model],
     log:
         "logs/acquire/models/{model}.log",
-    threads: workflow.cores
+    threads: machine_threads(cluster_cpus=2)
     resources:
+        cpus_per_task=lambda wc, threads: threads,
         mem_mb=4000,
-        runtime=30,
+        runtime=lambda wc, attempt: 30 * attempt,
     script:
         f"{SCRIPTS}/acquire_model.py"
 
@@ -36,6 +37,6 @@ rule acquire_dataset:
         "logs/acquire/datasets/{dataset}.log",
     resources:
         mem_mb=2000,
-        runtime=30,
+        runtime=lambda wc, attempt: 30 * attempt,
     script:
         f"{SCRIPTS}/acquire_dataset.py"

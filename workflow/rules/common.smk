@@ -34,6 +34,21 @@ wildcard_constraints:
     n_endpoints=r"\d+",
 
 
+def machine_threads(cluster_cpus):
+    """threads: of a job that owns the machine it runs on (a measurement, a quantization).
+    Run locally it takes all of --cores, so no other job shares its cores. In a cluster run
+    (on the submit host, which has no --cores, and inside the job) it asks for cluster_cpus,
+    the same number on both sides: --cpus-per-task, the in-job srun step and the script's
+    threads agree. A profile's set-threads replaces it per rule (site node sizes)."""
+
+    def threads(wildcards):
+        if workflow.non_local_exec or workflow.remote_exec:
+            return cluster_cpus
+        return workflow.cores
+
+    return threads
+
+
 # Software per stage: heavy jobs run in the system's digest-pinned image when Snakemake is
 # started with --software-deployment-method apptainer; None (CPU hosts) leaves them in the
 # pip environments of envs/.

@@ -23,10 +23,11 @@ rule compliance_run:
         "logs/runs/{system}/{benchmark}/{scenario}/{test}.log",
     container:
         system_container
-    threads: workflow.cores
+    threads: machine_threads(cluster_cpus=16)
     resources:
+        cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,
-        runtime=60,
+        runtime=lambda wc, attempt: 60 * attempt,
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,

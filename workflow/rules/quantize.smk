@@ -15,9 +15,10 @@ rule quantize:
         "logs/quantize/{model}-{recipe}.log",
     container:
         quantize_container
-    threads: workflow.cores
+    threads: machine_threads(cluster_cpus=4)
     resources:
+        cpus_per_task=lambda wc, threads: threads,
         mem_mb=8000,
-        runtime=60,
+        runtime=lambda wc, attempt: 60 * attempt,
     script:
         f"{SCRIPTS}/quantize.py"

@@ -36,10 +36,11 @@ rule loadgen_run:
     container:
         system_container
     # A measurement owns the machine: no other job may share its cores.
-    threads: workflow.cores
+    threads: machine_threads(cluster_cpus=16)
     resources:
+        cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,
-        runtime=120,
+        runtime=lambda wc, attempt: 120 * attempt,
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,
@@ -65,10 +66,11 @@ rule reference_accuracy:
         "logs/reference/{system}/{benchmark}.log",
     container:
         system_container
-    threads: workflow.cores
+    threads: machine_threads(cluster_cpus=16)
     resources:
+        cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,
-        runtime=120,
+        runtime=lambda wc, attempt: 120 * attempt,
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,

@@ -33,10 +33,11 @@ rule scaling_run:
         "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.log",
     container:
         system_container
-    threads: workflow.cores
+    threads: machine_threads(cluster_cpus=16)
     resources:
+        cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,
-        runtime=120,
+        runtime=lambda wc, attempt: 120 * attempt,
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,
