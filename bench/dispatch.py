@@ -85,7 +85,10 @@ def child(cfg_path: str) -> None:
         backend = EndpointBackend(
             endpoints=[EndpointSpec(f"ep{i}", "127.0.0.1", e["port"], capacity=e.get("capacity"),
                                     max_concurrency=e["max_concurrency"]) for i, e in enumerate(cfg["endpoints"])],
-            dispatch=DispatchSettings(model="sim", policy=cfg["policy"]),
+            # Connections for the expected concurrency (queries/s x ~1.2 s per query), opened
+            # before the run, as a submitter sets warm_connections.
+            dispatch=DispatchSettings(model="sim", policy=cfg["policy"],
+                                      warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16),
             generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
             stream=scenario == "Server",
             on_first_token=on_first,
@@ -162,8 +165,9 @@ def measure(workdir: Path, name: str, scenario: str, qps: float, seconds: float,
 
 
 def ceiling(workdir: Path, qps: float, seconds: float, policy: str) -> dict:
-    sims = [dict(slots=4000, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
-    return measure(workdir, f"ceiling-{policy}", "Server", qps, seconds, policy, sims, [4000] * 8)
+    # ~1.2 s per query: 3,600 q/s keep ~4,300 in flight, ~540 per endpoint; allow 1,024 each.
+    sims = [dict(slots=1024, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
+    return measure(workdir, f"ceiling-{policy}", "Server", qps, seconds, policy, sims, [1024] * 8)
 
 
 def offline(workdir: Path, name: str, policy: str, slots: list[int], seconds: float, per_slot_qps: float,

@@ -32,7 +32,7 @@ class Outcome:
 
 
 def drive(ports, requests, *, settings=None, specs=None, stream=True, interval_s=0.0, midway=None,
-          timeout_s=60.0) -> Outcome:
+          timeout_s=60.0, at_once=False) -> Outcome:
     """Issue ``requests`` from another thread (as LoadGen does) and serve until all are answered."""
     outcome = Outcome()
     specs = specs or [EndpointSpec(f"ep{i}", "127.0.0.1", port) for i, port in enumerate(ports)]
@@ -48,7 +48,9 @@ def drive(ports, requests, *, settings=None, specs=None, stream=True, interval_s
     stop = threading.Event()
 
     def issue() -> None:
-        for k, req in enumerate(requests):
+        if at_once:  # as LoadGen issues Offline: every query in one call
+            backend.submit(list(requests))
+        for k, req in enumerate([] if at_once else requests):
             if k == len(requests) // 2 and midway is not None:
                 midway()
             backend.submit([req])
@@ -193,7 +195,8 @@ def test_when_every_endpoint_is_gone_the_run_stops_with_the_reason():
 
 def test_a_refused_request_stops_the_run_at_once():
     ports = free_ports(1)
-    with simulated_endpoints([sim(ports[0], fault="error_400", fault_after_requests=5)]):
+    # Request 1 is the start-up probe, 2 the first batch of queries; the rest are refused.
+    with simulated_endpoints([sim(ports[0], fault="error_400", fault_after_requests=2)]):
         with pytest.raises(EndpointsLost, match="refused a request.*HTTP 400"):
             drive(ports, make_requests(50))
 
@@ -232,3 +235,37 @@ def test_a_keep_alive_connection_the_server_just_dropped_is_retried_not_failed()
     ep = outcome.stats["endpoints"]["ep0"]
     assert ep["down_events"] == 0 and outcome.stats["resent_queries"] == 0, outcome.stats
     assert ep["failures"] == []
+
+
+def test_waiting_queries_share_a_request_and_each_is_answered_alone():
+    """A burst: queries queue in the head and go out several per request (vLLM runs each
+    prompt as its own sequence); every query still gets its own tokens exactly once. Issued
+    one at a time with the endpoint idle, each query is its own request."""
+    ports = free_ports(1)
+    burst = make_requests(200)
+    specs = [EndpointSpec("ep0", "127.0.0.1", ports[0], max_concurrency=64)]
+    settings = DispatchSettings(model="sim", max_prompts_per_request=8)
+    with simulated_endpoints([sim(ports[0])]):
+        outcome = drive(ports, burst, specs=specs, settings=settings, at_once=True)
+        assert_each_answered_once_and_right(outcome, burst)
+        ep = outcome.stats["endpoints"]["ep0"]
+        assert ep["completed"] == 200 and 200 / 8 <= ep["requests_sent"] < 100, ep
+        trickle = make_requests(20, seed=1)
+        outcome = drive(ports, trickle, specs=specs, settings=settings, interval_s=0.1)
+        assert_each_answered_once_and_right(outcome, trickle)
+        assert outcome.stats["endpoints"]["ep0"]["requests_sent"] == 20
+
+
+def test_the_echoed_prompt_ids_are_cut_out_only_where_they_are_plain():
+    from mlperf_repro.backends.dispatcher import _decode_chunk, _without_prompt_ids
+
+    first = (b'{"id":"c","choices":[{"index":2,"text":"","finish_reason":null,"prompt_token_ids":[1,2,3],'
+             b'"token_ids":[9]}]}')
+    assert _without_prompt_ids(first) == b'{"id":"c","choices":[{"index":2,"text":"","finish_reason":null,"token_ids":[9]}]}'
+    choice = _decode_chunk(_without_prompt_ids(first)).choices[0]
+    assert (choice.index, choice.token_ids, choice.finish_reason) == (2, [9], None)
+    for other in (b'{"choices":[{"prompt_token_ids":[1,2],"token_ids":[4]}]}',  # first key: no comma
+                  b'{"choices":[{"index":0,"prompt_token_ids": [1, 2],"token_ids":[4]}]}',  # spaces
+                  b'{"choices":[{"index":0,"prompt_token_ids":null,"token_ids":[4]}]}'):
+        assert _without_prompt_ids(other) == other
+        assert _decode_chunk(other).choices[0].token_ids == [4]

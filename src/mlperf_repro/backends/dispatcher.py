@@ -21,6 +21,12 @@ endpoints (vLLM OpenAI-compatible servers, one or more per node). Design:
 * **Streaming.** Each request streams with ``stream_interval = max_tokens`` (vLLM sends
   the first and last chunks immediately), so an answer is three small events: the first
   token for TTFT, then every token id at once, which is all LoadGen needs.
+* **Several prompts per request when queries wait.** Queries that are waiting when an
+  endpoint has free slots go out together, up to ``max_prompts_per_request``, as one
+  multi-prompt completion (vLLM runs each prompt as its own sequence and streams choices
+  by index). Each query is answered as soon as its own choice finishes. Nothing is held
+  back to form a batch: at light load a request carries one prompt, and batches grow only
+  when the head has queries queued, which is when the per-request cost matters.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class DispatchSettings:
     connect_timeout_s: float = 5.0
     capacity_window_s: float = 1.0
     warm_connections: int = 256  # per endpoint, opened before LoadGen starts (capped by max_concurrency)
+    max_prompts_per_request: int = 16  # queries that are waiting go out together, up to this many
     max_idle_connection_s: float = 4.0  # below the servers' keep-alive timeout (vLLM/uvicorn: 5 s)
 
 
@@ -81,11 +88,24 @@ class _Chunk(msgspec.Struct):
 
 
 class _Choice(msgspec.Struct):
+    index: int = 0
     token_ids: list[int] | None = None
     finish_reason: str | None = None
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_PROMPT_IDS = b',"prompt_token_ids":['
+
+
+def _without_prompt_ids(payload: bytes) -> bytes:
+    """The chunk without the prompt's token ids vLLM echoes in a choice's first chunk
+    (hundreds of numbers nobody reads; skipping them in the parser costs 5x more than
+    cutting them out). Any other layout is left alone for the decoder to handle."""
+    start = payload.find(_PROMPT_IDS)
+    if start < 0:
+        return payload
+    end = payload.find(b"]", start + len(_PROMPT_IDS))
+    return payload if end < 0 else payload[:start] + payload[end + 1:]
 
 
 class _Query:
@@ -119,6 +139,7 @@ class _Endpoint:
         self.weight = spec.capacity_hint  # what the capacity policy divides by
         self.max_concurrency = spec.max_concurrency  # lowered when its accept queue overflows
         self.held_back = 0
+        self.requests_sent = 0  # HTTP requests; fewer than queries when several went out together
         self.busy_seconds = 0.0
         self._window_tokens = 0
         self._window_busy = True
@@ -136,6 +157,7 @@ class _Endpoint:
             "tokens_per_second_busy": round(self.generated_tokens / self.busy_seconds, 1) if self.busy_seconds else None,
             "resent_from": self.resent_from,
             "held_back": self.held_back,
+            "requests_sent": self.requests_sent,
             "connections_opened": self.pool.opened,
             "max_concurrency_at_end": self.max_concurrency,
             "down_events": self.down_events,
@@ -145,24 +167,29 @@ class _Endpoint:
 
 
 class _Attempt:
-    """One try of one query on one endpoint; receives the streamed response."""
+    """One request to one endpoint carrying one or more queries (choice i answers
+    queries[i]); receives the streamed response."""
 
-    __slots__ = ("dispatcher", "endpoint", "query", "conn", "status", "error_body", "tokens",
-                 "finished", "events", "cancelled", "saw_done", "fresh_retry")
+    __slots__ = ("dispatcher", "endpoint", "queries", "conn", "status", "error_body", "tokens",
+                 "unfinished", "events", "cancelled", "fresh_retry")
 
-    def __init__(self, dispatcher: "Dispatcher", endpoint: _Endpoint, query: _Query) -> None:
+    def __init__(self, dispatcher: "Dispatcher", endpoint: _Endpoint, queries: list[_Query]) -> None:
         self.dispatcher = dispatcher
         self.endpoint = endpoint
-        self.query = query
+        self.queries = queries
         self.conn = None
         self.status = 0
         self.error_body = b""
-        self.tokens: list[int] = []
-        self.finished = False
-        self.saw_done = False
+        self.tokens: list[list[int] | None] = [None] * len(queries)
+        self.unfinished = len(queries)
         self.events = SseEvents()
         self.cancelled = False
         self.fresh_retry = False
+
+    def body(self) -> bytes:
+        if len(self.queries) == 1:
+            return self.queries[0].body
+        return self.dispatcher._batch_body(self.queries)
 
     def on_status(self, status: int) -> None:
         self.status = status
@@ -175,20 +202,27 @@ class _Attempt:
             return
         for payload in self.events.feed(data):
             if payload == b"[DONE]":
-                self.saw_done = True
                 continue
             try:
-                chunk = _decode_chunk(payload)
-                choice = chunk.choices[0]
+                choice = _decode_chunk(_without_prompt_ids(payload)).choices[0]
+                tokens = self.tokens[choice.index]
             except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
                 self.dispatcher._attempt_failed(self, HttpError(f"malformed stream chunk: {exc}"))
                 return
             if choice.token_ids:
-                if not self.tokens:
-                    self.dispatcher._first_token(self, choice.token_ids[0])
-                self.tokens.extend(choice.token_ids)
+                if tokens is None:
+                    tokens = self.tokens[choice.index] = []
+                    self.dispatcher._first_token(self.queries[choice.index], choice.token_ids[0])
+                tokens.extend(choice.token_ids)
             if choice.finish_reason is not None:
-                self.finished = True
+                if not tokens:
+                    self.dispatcher._attempt_failed(self, HttpError(
+                        "a choice finished without token ids (is the endpoint a vLLM server with "
+                        "return_token_ids support?)"))
+                    return
+                self.dispatcher._choice_done(self, choice.index)
+                if self.cancelled:
+                    return
 
     def on_end(self) -> None:
         if self.cancelled:
@@ -196,10 +230,10 @@ class _Attempt:
         if self.status != 200:
             detail = self.error_body.decode("utf-8", "replace").strip()[:300]
             self.dispatcher._attempt_failed(self, HttpError(f"HTTP {self.status}: {detail}", status=self.status))
-        elif not (self.finished and self.tokens):
+        elif self.unfinished:
             self.dispatcher._attempt_failed(
-                self, HttpError("the response ended without token ids and a finish_reason "
-                                "(is the endpoint a vLLM server with return_token_ids support?)"))
+                self, HttpError(f"the response ended with {self.unfinished} of {len(self.queries)} prompt(s) "
+                                f"unfinished (no token ids and finish_reason for them)"))
         else:
             self.dispatcher._attempt_done(self)
 
@@ -237,6 +271,7 @@ class Dispatcher:
         self._incoming: list[Request] = []
         self._incoming_lock = threading.Lock()
         self._wake_scheduled = False
+        self._pump_scheduled = False
         self._fatal: BaseException | None = None
         self._too_few_since: float | None = None
         self._rr_next = 0
@@ -278,6 +313,12 @@ class Dispatcher:
         if cached is None or cached[0] is not prompt:
             cached = self._prompt_json[id(prompt)] = (prompt, self._encode(list(prompt)))
         return b"%s,\"prompt\":%s,\"user\":\"%d\"}" % (self._fixed, cached[1], request.request_id)
+
+    def _batch_body(self, queries: list[_Query]) -> bytes:
+        """One request for several queries: ``"prompt": [[...], [...]]``, choice i answers query i."""
+        prompts = b",".join(self._prompt_json[id(q.request.prompt_token_ids)][1] for q in queries)
+        users = b",".join(b"%d" % q.request.request_id for q in queries)
+        return b"%s,\"prompt\":[%s],\"user\":\"%s\"}" % (self._fixed, prompts, users)
 
     def probe_body(self) -> bytes:
         return self._encode({"model": self.settings.model, "prompt": [1, 2, 3], "max_tokens": 2,
@@ -331,19 +372,31 @@ class Dispatcher:
         return best
 
     def _pump(self) -> None:
-        while self.pending and self._fatal is None and self.in_flight_total < self.max_in_flight:
+        """Send what can go out, at the end of this loop iteration: slots freed by every
+        answer read in the iteration are then filled together, several prompts per request."""
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            self.loop.call_soon(self._pump_now)
+
+    def _pump_now(self) -> None:
+        self._pump_scheduled = False
+        pending = self.pending
+        while pending and self._fatal is None and self.in_flight_total < self.max_in_flight:
             endpoint = self._choose()
             if endpoint is None:
                 return
-            self._start(endpoint, self.pending.popleft())
+            count = min(len(pending), self.settings.max_prompts_per_request,
+                        endpoint.max_concurrency - len(endpoint.in_flight), self.max_in_flight - self.in_flight_total)
+            self._start(endpoint, [pending.popleft() for _ in range(max(count, 1))])
 
-    def _start(self, endpoint: _Endpoint, query: _Query) -> None:
-        attempt = _Attempt(self, endpoint, query)
-        query.attempts += 1
+    def _start(self, endpoint: _Endpoint, queries: list[_Query]) -> None:
+        attempt = _Attempt(self, endpoint, queries)
         if not endpoint.in_flight:
             endpoint.last_progress = time.monotonic()  # an idle endpoint gets a full stall timeout
-        endpoint.in_flight[query.request.request_id] = attempt
-        self.in_flight_total += 1
+        for query in queries:
+            query.attempts += 1
+            endpoint.in_flight[query.request.request_id] = attempt
+        self.in_flight_total += len(queries)
         conn = endpoint.pool.take_idle()
         if conn is not None:
             self._send(attempt, conn)
@@ -359,7 +412,7 @@ class Dispatcher:
                 self._hold_back(attempt, head_limit=True)
                 return
             endpoint = attempt.endpoint
-            if (isinstance(exc, asyncio.TimeoutError) and endpoint.in_flight
+            if (isinstance(exc, asyncio.TimeoutError) and len(endpoint.in_flight) > len(attempt.queries)
                     and time.monotonic() - endpoint.last_progress < self.settings.stall_timeout_s):
                 # The endpoint is answering its other queries: a slow accept queue, not a failure.
                 self._hold_back(attempt, head_limit=False)
@@ -374,33 +427,41 @@ class Dispatcher:
 
     def _send(self, attempt: _Attempt, conn) -> None:
         attempt.conn = conn
-        conn.send(attempt.endpoint.pool.request(b"POST", b"/v1/completions", attempt.query.body), attempt)
+        attempt.endpoint.requests_sent += 1
+        conn.send(attempt.endpoint.pool.request(b"POST", b"/v1/completions", attempt.body()), attempt)
 
     # -- answers ---------------------------------------------------------------------
-    def _first_token(self, attempt: _Attempt, token_id: int) -> None:
-        query = attempt.query
+    def _first_token(self, query: _Query, token_id: int) -> None:
         if query.first_reported or query.done:
             return
         query.first_reported = True
         if self.stream and self.on_first_token is not None:
             self.on_first_token(query.request.request_id, token_id)
 
-    def _attempt_done(self, attempt: _Attempt) -> None:
-        endpoint, query = attempt.endpoint, attempt.query
+    def _choice_done(self, attempt: _Attempt, index: int) -> None:
+        """Query ``index`` of the attempt has all its tokens: answer it (once) now."""
+        endpoint, query, tokens = attempt.endpoint, attempt.queries[index], attempt.tokens[index]
         qid = query.request.request_id
-        if endpoint.in_flight.pop(qid, None) is not None:
-            self.in_flight_total -= 1
-        endpoint.pool.release(attempt.conn)
+        if endpoint.in_flight.get(qid) is not attempt:
+            return  # a repeated finish for this choice
+        del endpoint.in_flight[qid]
+        self.in_flight_total -= 1
+        attempt.unfinished -= 1
         endpoint.completed += 1
         if endpoint.max_concurrency < endpoint.spec.max_concurrency:
             endpoint.max_concurrency += 1  # held back earlier: win the slots back as it answers
-        endpoint.generated_tokens += len(attempt.tokens)
-        endpoint._window_tokens += len(attempt.tokens)
+        endpoint.generated_tokens += len(tokens)
+        endpoint._window_tokens += len(tokens)
         if not query.done:
             query.done = True
             del self.ledger[qid]
             self.last_complete = time.monotonic()
-            self.on_complete(qid, attempt.tokens)
+            self.on_complete(qid, tokens)
+        if attempt.unfinished == 0 or len(endpoint.in_flight) < endpoint.max_concurrency:
+            self._pump()
+
+    def _attempt_done(self, attempt: _Attempt) -> None:
+        attempt.endpoint.pool.release(attempt.conn)
         self._pump()
 
     def _attempt_failed(self, attempt: _Attempt, exc: BaseException) -> None:
@@ -427,22 +488,33 @@ class Dispatcher:
 
     def _hold_back(self, attempt: _Attempt, *, head_limit: bool) -> None:
         """No new connection now (the head is out of file descriptors, or the endpoint's
-        accept queue is full): put the query back and send no more at once than are in
+        accept queue is full): put the queries back and send no more at once than are in
         flight now, to the head as a whole or to this endpoint. A lower ceiling, not a
         failed endpoint."""
-        endpoint, query = attempt.endpoint, attempt.query
-        if attempt.cancelled or query.done:
+        endpoint = attempt.endpoint
+        if attempt.cancelled:
             return
         attempt.cancelled = True
-        if endpoint.in_flight.pop(query.request.request_id, None) is not None:
-            self.in_flight_total -= 1
+        returned = self._take_back(endpoint, attempt)
         if head_limit:
             self.max_in_flight = max(16, min(self.max_in_flight, self.in_flight_total))
         else:
             endpoint.max_concurrency = max(1, min(endpoint.max_concurrency, len(endpoint.in_flight)))
-        endpoint.held_back += 1
-        self.pending.appendleft(query)
+        endpoint.held_back += len(returned)
+        self.pending.extendleft(reversed(returned))
         self._pump()
+
+    def _take_back(self, endpoint: _Endpoint, attempt: _Attempt | None = None) -> list[_Query]:
+        """Remove an attempt's (or, with None, every) unanswered query from the endpoint, oldest first."""
+        taken = []
+        for qid, owner in list(endpoint.in_flight.items()):
+            if attempt is None or owner is attempt:
+                del endpoint.in_flight[qid]
+                self.in_flight_total -= 1
+                query = self.ledger.get(qid)
+                if query is not None and not query.done:
+                    taken.append(query)
+        return taken
 
     def _mark_down(self, endpoint: _Endpoint, reason: str) -> None:
         if not endpoint.healthy:
@@ -450,17 +522,13 @@ class Dispatcher:
         endpoint.healthy = False
         endpoint.down_events += 1
         endpoint.failures.append(f"{time.strftime('%H:%M:%S')} {reason}")
-        attempts = list(endpoint.in_flight.values())
-        endpoint.in_flight.clear()
-        self.in_flight_total -= len(attempts)
-        for attempt in attempts:
+        for attempt in set(endpoint.in_flight.values()):
             attempt.cancelled = True
+        returned = self._take_back(endpoint)
         # Oldest first, ahead of everything that has not been sent yet.
-        for attempt in reversed(attempts):
-            if not attempt.query.done:
-                self.pending.appendleft(attempt.query)
-                endpoint.resent_from += 1
-                self.resent += 1
+        self.pending.extendleft(reversed(returned))
+        endpoint.resent_from += len(returned)
+        self.resent += len(returned)
         endpoint.pool.close_all()
         self._pump()
 

@@ -129,23 +129,26 @@ class ConnectionPool:
         idle = self.idle
         if not idle:
             return None
-        oldest_usable = time.monotonic() - self.max_idle_s
         while idle:
-            conn = idle.pop()
+            conn = idle[-1]
             if conn.closed:
+                idle.pop()
                 continue
-            if conn.idle_since < oldest_usable:
-                conn.close()
-                continue
+            if conn.idle_since < time.monotonic() - self.max_idle_s:
+                return None  # the newest is stale, so all are: close_stale_idle retires them
+            idle.pop()
             self.busy.add(conn)
             return conn
         return None
 
-    def close_stale_idle(self) -> None:
-        """Close idle connections the server may be about to drop (they hold descriptors)."""
+    def close_stale_idle(self, at_most: int = 64) -> None:
+        """Close idle connections the server may be about to drop (they hold descriptors),
+        a few per call: closing thousands at once stalls both ends for a noticeable time."""
         oldest_usable = time.monotonic() - self.max_idle_s
-        while self.idle and (self.idle[0].closed or self.idle[0].idle_since < oldest_usable):
-            self.idle.popleft().close()
+        idle = self.idle
+        while idle and at_most and (idle[0].closed or idle[0].idle_since < oldest_usable):
+            idle.popleft().close()
+            at_most -= 1
 
     async def connect(self) -> HttpConnection:
         loop = asyncio.get_running_loop()

@@ -9,7 +9,10 @@ Each simulated endpoint behaves like continuous batching at a fixed rate: ``slot
 sequences run at once, each producing ``tokens_per_s`` tokens/s after ``ttft_s``; more
 requests wait in its queue. Capacity = slots x tokens_per_s. The wire format is vLLM's:
 ``/v1/completions`` with ``stream``, ``return_token_ids`` and ``stream_interval`` (first
-chunk with one token and the prompt ids, the rest in the last chunk, then ``[DONE]``).
+chunk with one token and the prompt ids, the rest in the last chunk, then ``[DONE]``);
+a request may carry several token prompts, each answered as its own choice (``index``).
+Like an engine step, a clock tick (``tick_s``) sends everything that became due since
+the last one, one write per connection.
 Output tokens are a deterministic function of the prompt, as with greedy decoding, so a
 resent query gets the same answer. The simulator is kept cheap (prompts stay raw JSON, each
 prompt's answer is encoded once) because it shares the CPU with the head it measures.
@@ -22,6 +25,9 @@ per-request timestamps (time.monotonic, comparable across processes) if asked.
 from __future__ import annotations
 
 import asyncio
+import gc
+import heapq
+import itertools
 import json
 import signal
 import sys
@@ -50,6 +56,7 @@ class SimulatedEndpointSpec:
     # > 0: a request on a connection idle for longer is dropped unanswered (the connection
     # closes), as when a server's keep-alive timeout fires just as the request arrives.
     keep_alive_s: float = 0.0
+    tick_s: float = 0.002  # the engine step: chunks due within it go out together
 
     def capacity_tokens_per_s(self) -> float:
         return self.slots * self.tokens_per_s
@@ -87,23 +94,42 @@ def output_token_ids(prompt, max_tokens: int, fixed: int) -> list[int]:
 
 
 class _Answer:
-    """One prompt's two stream chunks, encoded once (LoadGen reuses its samples)."""
+    """One prompt's two stream chunks, encoded once (LoadGen reuses its samples); the
+    choice index goes in when the chunk is sent."""
 
     __slots__ = ("n_tokens", "first", "last")
 
-    def __init__(self, req: _Req, fixed: int) -> None:
-        tokens = output_token_ids(req.prompt, req.max_tokens, fixed)
+    def __init__(self, prompt: bytes, max_tokens: int, model: str | None, fixed: int) -> None:
+        tokens = output_token_ids(prompt, max_tokens, fixed)
         self.n_tokens = len(tokens)
-        model = _encode(req.model or "sim")
+        head = b'data: {"id":"cmpl-sim","object":"text_completion","created":0,"model":%s,"choices":[{"index":' % (
+            _encode(model or "sim"))
         # vLLM's first chunk: one token and, with return_token_ids, the prompt's ids.
-        self.first = _HEAD_OK + _chunked(
-            b'data: {"id":"cmpl-sim","object":"text_completion","created":0,"model":%s,"choices":'
-            b'[{"index":0,"text":"","token_ids":%s,"prompt_token_ids":%s,"finish_reason":null}]}\n\n'
-            % (model, _encode(tokens[:1]), bytes(req.prompt)))
-        self.last = _chunked(
-            b'data: {"id":"cmpl-sim","object":"text_completion","created":0,"model":%s,"choices":'
-            b'[{"index":0,"text":"","token_ids":%s,"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
-            % (model, _encode(tokens[1:]))) + b"0\r\n\r\n"
+        self.first = (head, b',"text":"","token_ids":%s,"prompt_token_ids":%s,"finish_reason":null}]}\n\n'
+                      % (_encode(tokens[:1]), prompt))
+        self.last = (head, b',"text":"","token_ids":%s,"finish_reason":"length"}]}\n\n' % _encode(tokens[1:]))
+
+
+def _choice_chunk(parts: tuple[bytes, bytes], index: int) -> bytes:
+    return _chunked(parts[0] + b"%d" % index + parts[1])
+
+
+_FIRST, _LAST = 0, 1
+_END_OF_STREAM = _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+class _Response:
+    """One HTTP response: the choices of one request, sent as they become due."""
+
+    __slots__ = ("conn", "answers", "user_ids", "received", "unfinished", "head_sent")
+
+    def __init__(self, conn, answers: list[_Answer], user_ids: list[str], received: float) -> None:
+        self.conn = conn
+        self.answers = answers
+        self.user_ids = user_ids
+        self.received = received
+        self.unfinished = len(answers)
+        self.head_sent = False
 
 
 class SimulatedEndpoint:
@@ -117,6 +143,8 @@ class SimulatedEndpoint:
         self.started = time.monotonic()
         self.timestamps = timestamps
         self.dead = False
+        self.due: list = []  # (time, order, kind, response, choice index), a heap
+        self.order = itertools.count()
 
     def fault_active(self) -> bool:
         spec = self.spec
@@ -132,6 +160,7 @@ class SimulatedEndpoint:
                                                backlog=4096)
         if self.spec.fault == "die" and self.spec.fault_after_s:
             loop.call_later(self.spec.fault_after_s, self.die)
+        self.clock = loop.create_task(self.run_clock())
 
     def die(self) -> None:
         """Like a killed server process: the port closes and every connection drops."""
@@ -142,43 +171,75 @@ class SimulatedEndpoint:
 
     # -- the continuous-batching model -----------------------------------------------
     def admit(self, conn: "_Connection", req: _Req, received: float) -> None:
-        self.waiting.append((conn, req, received))
+        raw = bytes(req.prompt)
+        prompts = [bytes(p) for p in _decode_prompts(raw)] if raw[1:].lstrip()[:1] == b"[" else [raw]
+        users = (req.user or "").split(",")
+        response = _Response(conn, [self._answer(p, req) for p in prompts],
+                             users if len(users) == len(prompts) else [""] * len(prompts), received)
+        for index in range(len(prompts)):
+            self.waiting.append((response, index))
         self._schedule()
 
     def _schedule(self) -> None:
-        loop = asyncio.get_running_loop()
+        now = time.monotonic()
         while self.waiting and self.active < self.spec.slots:
-            conn, req, received = self.waiting.popleft()
+            response, index = self.waiting.popleft()
             self.active += 1
-            answer = self._answer(req)
-            first_at = loop.time() + self.spec.ttft_s
-            loop.call_at(first_at, self._first, conn, req, answer, received)
-            loop.call_at(first_at + (answer.n_tokens - 1) / self.spec.tokens_per_s, self._last, conn, answer)
+            first_at = now + self.spec.ttft_s
+            last_at = first_at + (response.answers[index].n_tokens - 1) / self.spec.tokens_per_s
+            heapq.heappush(self.due, (first_at, next(self.order), _FIRST, response, index))
+            heapq.heappush(self.due, (last_at, next(self.order), _LAST, response, index))
 
-    def _answer(self, req: _Req) -> _Answer:
-        key = (bytes(req.prompt), req.max_tokens, req.model, self.spec.output_tokens)
+    def _answer(self, prompt: bytes, req: _Req) -> _Answer:
+        key = (prompt, req.max_tokens, req.model, self.spec.output_tokens)
         answer = _answers.get(key)
         if answer is None:
             if len(_answers) >= _ANSWER_CACHE_LIMIT:
                 _answers.clear()
-            answer = _answers[key] = _Answer(req, self.spec.output_tokens)
+            answer = _answers[key] = _Answer(prompt, req.max_tokens, req.model, self.spec.output_tokens)
         return answer
 
-    def _first(self, conn: "_Connection", req: _Req, answer: _Answer, received: float) -> None:
-        if self.timestamps is not None and req.user is not None:
-            self.timestamps[req.user] = (received, time.monotonic())
-        conn.write(answer.first)
-        if self.spec.fault == "close_mid_stream" and self.fault_active():
-            conn.transport.close()
+    async def run_clock(self) -> None:
+        while True:
+            await asyncio.sleep(self.spec.tick_s)
+            self.tick()
 
-    def _last(self, conn: "_Connection", answer: _Answer) -> None:
-        self.active -= 1
-        conn.idle_since = time.monotonic()
-        self._schedule()
-        if self.spec.fault == "malformed" and self.fault_active():
-            conn.write(_chunked(b"data: {\"choices\": [{\"token_ids\": \"not a list\"\n\n") + b"0\r\n\r\n")
-        else:
-            conn.write(answer.last)
+    def tick(self) -> None:
+        """Send every chunk that is due, one write per connection."""
+        now = time.monotonic()
+        due = self.due
+        out: dict[_Connection, list[bytes]] = {}
+        malformed = self.spec.fault == "malformed" and self.fault_active()
+        while due and due[0][0] <= now:
+            _, _, kind, response, index = heapq.heappop(due)
+            parts = out.setdefault(response.conn, [])
+            if kind == _FIRST:
+                if not response.head_sent:
+                    response.head_sent = True
+                    parts.append(_HEAD_OK)
+                parts.append(_choice_chunk(response.answers[index].first, index))
+                if self.timestamps is not None and response.user_ids[index]:
+                    self.timestamps[response.user_ids[index]] = (response.received, now)
+                continue
+            self.active -= 1
+            response.unfinished -= 1
+            if malformed:
+                parts.append(_chunked(b"data: {\"choices\": [{\"token_ids\": \"not a list\"\n\n"))
+            else:
+                parts.append(_choice_chunk(response.answers[index].last, index))
+            if response.unfinished == 0:
+                parts.append(_END_OF_STREAM)
+                response.conn.idle_since = now
+        close = self.spec.fault == "close_mid_stream" and self.fault_active()
+        for conn, parts in out.items():
+            conn.write(b"".join(parts))
+            if close:
+                conn.transport.close()
+        if self.waiting:
+            self._schedule()
+
+
+_decode_prompts = msgspec.json.Decoder(list[msgspec.Raw]).decode
 
 
 class _Connection(asyncio.Protocol):
@@ -270,6 +331,9 @@ def main(argv: list[str]) -> int:
     from .endpoints import raise_open_file_limit
 
     raise_open_file_limit()
+    # As in the head: no multi-millisecond cyclic-GC pauses in the middle of a measurement.
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
     try:
         import uvloop
 
