@@ -143,7 +143,7 @@ def test_a_hung_check_is_killed_and_fails_the_screen():
         screen.decide(judged, policy="exclude", system="s")
 
 
-def test_screen_job_writes_the_record(tmp_path):
+def test_screen_job_writes_the_record(tmp_path, capsys):
     out = tmp_path / "screen" / "cpu.json"
     result = screen.screen_job(out_path=str(out), screening={"enabled": True, "repeats": 1, "matmul_size": 64},
                                expected_count=0, system="cpu")
@@ -152,6 +152,7 @@ def test_screen_job_writes_the_record(tmp_path):
         screen.screen_job(out_path=str(out), screening={"enabled": True, "policy": "refuse"}, expected_count=8,
                           system="gpu-node")
     assert json.loads(out.read_text())["missing"] == 8  # written before it refuses: the record stays
+    assert "missing: 0 of 8 expected devices visible" in capsys.readouterr().out  # and the log has the table
 
 
 @pytest.fixture

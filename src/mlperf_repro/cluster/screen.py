@@ -320,6 +320,8 @@ def screen_job(*, out_path: str, screening: dict[str, Any], expected_count: int,
     """Write results/screen/<system>.json; with policy refuse an unhealthy GPU stops here."""
     result = screen_host(screening, expected_count, timeout_s)
     result["system"] = system
+    # The job's log keeps the table even when the job fails (Snakemake removes its output).
+    print(render(result), flush=True)
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     decide(result, policy=screening.get("policy", "refuse"), min_devices=screening.get("min_devices"), system=system)
