@@ -39,6 +39,7 @@ def test_efficiency_is_relative_to_the_smallest_count():
     assert "| Offline | 4 | 380.00 Tokens/s | 95.0% |" in to_markdown(points, "t")
     svg = to_svg(points, "t")
     assert svg.startswith("<svg") and svg.count("<polyline") == 4 and "Server n=8: 342.0 Tokens/s (95%)" in svg
+    assert ">95.0%</text>" in svg  # efficiency printed on the plot itself
 
 
 def scaling_config(ports: list[int]) -> dict:

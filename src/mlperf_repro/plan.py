@@ -246,6 +246,15 @@ class Plan:
             return len({e["node"] for e in endpoints["list"]})
         return 1
 
+    def server_tasks(self, system: str) -> int | None:
+        """SLURM tasks of a launch: slurm run job, one per server (the head runs in the batch
+        step; the plugin wants at least 2 tasks for a job that starts its own srun steps);
+        None for every other system."""
+        engine = self.engine(system)
+        if engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "slurm":
+            return max(len(engine["endpoints"]["list"]), 2)
+        return None
+
     def engine(self, system: str) -> dict[str, Any]:
         return self.system_cfg(system)["engine"]
 

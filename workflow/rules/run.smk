@@ -44,6 +44,12 @@ rule loadgen_run:
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,
+        # launch: slurm: the job spans the allocation and starts a server per task itself
+        # (mpi makes the plugin leave srun to the job); None elsewhere.
+        nodes=lambda wc: PLAN.nodes(wc.system),
+        tasks=lambda wc: PLAN.server_tasks(wc.system),
+        mpi=lambda wc: "srun" if PLAN.server_tasks(wc.system) else None,
+        tasks_per_gpu=lambda wc: 0 if PLAN.server_tasks(wc.system) else None,
     script:
         f"{SCRIPTS}/loadgen_run.py"
 

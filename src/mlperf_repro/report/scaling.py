@@ -83,7 +83,8 @@ def to_markdown(points: list[ScalingPoint], title: str) -> str:
 
 
 def to_svg(points: list[ScalingPoint], title: str) -> str:
-    """Throughput per scenario against endpoint count, with the linear ideal dashed."""
+    """Throughput per scenario against endpoint count, the linear ideal dashed, and the
+    scaling efficiency printed at each point."""
     width, height, margin = 640, 360, 56
     series: dict[str, list[ScalingPoint]] = {}
     for p in points:
@@ -121,6 +122,10 @@ def to_svg(points: list[ScalingPoint], title: str) -> str:
             eff = "" if p.efficiency is None else f" ({100 * p.efficiency:.0f}%)"
             parts.append(f'<circle cx="{x(p.endpoints):.1f}" cy="{y(p.throughput):.1f}" r="3" fill="{colour}">'
                          f'<title>{scenario} n={p.endpoints}: {p.throughput:.1f} {p.unit}{eff}</title></circle>')
+            if p.efficiency is not None and p is not base:
+                # The scaling efficiency printed at each point, not only in the tooltip.
+                parts.append(f'<text x="{x(p.endpoints):.1f}" y="{y(p.throughput) - 7:.1f}" text-anchor="middle" '
+                             f'font-size="10" fill="{colour}">{100 * p.efficiency:.1f}%</text>')
         parts.append(f'<text x="{width - margin + 4}" y="{margin + 16 * i}" font-size="11" fill="{colour}">'
                      f'{scenario}</text>')
     parts.append("</svg>")
