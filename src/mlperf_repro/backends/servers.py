@@ -212,7 +212,8 @@ def slurm_allocation_servers(
     by_host: dict[str, list[int]] = {}
     for entry in placed:
         by_host.setdefault(entry["host"], []).append(entry["port"])
-    command = serve_command(model_path, served_model_name, "0.0.0.0", None, engine_args)
+    # Absolute: the steps run on other nodes (same cwd on shared storage, but say it plainly).
+    command = serve_command(str(Path(model_path).resolve()), served_model_name, "0.0.0.0", None, engine_args)
     steps: dict[str, subprocess.Popen] = {}
     try:
         for host, ports in by_host.items():
