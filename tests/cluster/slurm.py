@@ -114,6 +114,8 @@ SlurmdPidFile={run_dir}/slurmd.pid
 SlurmctldLogFile={log}/slurmctld.log
 SlurmdLogFile={log}/slurmd.log
 # No cgroup plugins: a container has no cgroup tree of its own to delegate.
+# The node offers the CPU count below even where the host has fewer cores (see start()).
+SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SchedulerType=sched/backfill
@@ -241,8 +243,12 @@ def _acquire_lock(timeout: float) -> int:
             time.sleep(1)
 
 
-def start(lock_timeout: float = 900, idle_timeout: float = 60) -> SlurmCluster:
-    """Install if needed, then start munged, slurmctld and slurmd; return once the node is idle."""
+def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: float = 60) -> SlurmCluster:
+    """Install if needed, then start munged, slurmctld and slurmd; return once the node is idle.
+
+    The node offers ``cpu_slots_per_core`` CPUs per host core: the test jobs mostly sleep or
+    wait on each other, and the slots let a minutes-long sleeping job (the time-limit test) run
+    beside the others on a 2-core host instead of holding half of it."""
     ensure_installed()
     lock_fd = _acquire_lock(lock_timeout)
     try:
@@ -253,7 +259,7 @@ def start(lock_timeout: float = 900, idle_timeout: float = 60) -> SlurmCluster:
         for sub in ("state/ctld", "state/d", "run", "log"):
             (root / sub).mkdir(parents=True)
         node = socket.gethostname().split(".")[0]
-        cpus = os.cpu_count() or 1
+        cpus = (os.cpu_count() or 1) * cpu_slots_per_core
         # Leave the OS 1 GB, as the measured recipe does.
         real_memory_mb = _mem_total_mb() - 1024
         (root / "slurm.conf").write_text(_slurm_conf(root, node, cpus, real_memory_mb))
