@@ -71,9 +71,14 @@ def run(cmd: list[str], timeout: float, check: bool = True, **kwargs) -> subproc
     return result
 
 
+def tool(name: str) -> str | None:
+    """A program's path; the daemons live in /usr/sbin, which a CI PATH may leave out."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
 def ensure_installed(timeout: float = 600) -> None:
     """Install Debian's SLURM and munge with apt-get when slurmctld is missing."""
-    if all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "sbatch", "munged")):
+    if all(tool(name) for name in ("slurmctld", "slurmd", "sbatch", "munged")):
         return
     if os.geteuid() != 0:
         raise SlurmError(f"SLURM is not installed and installing it needs root: apt-get install {' '.join(PACKAGES)}")
@@ -85,7 +90,7 @@ def ensure_installed(timeout: float = 600) -> None:
             timeout=max(1.0, deadline - time.monotonic()), env=env)
     except SlurmError as err:
         raise SlurmError(f"could not install SLURM ({' '.join(PACKAGES)}) with apt-get: {err}") from err
-    if not shutil.which("slurmctld"):
+    if not tool("slurmctld"):
         raise SlurmError("apt-get finished but slurmctld is still missing")
 
 
@@ -190,12 +195,13 @@ def _start_munged() -> bool:
         return False
     key = Path("/etc/munge/munge.key")
     if not key.exists():
-        run(["mungekey", "--create"], timeout=30)
+        run([tool("mungekey") or "mungekey", "--create"], timeout=30)
         shutil.chown(key, "munge", "munge")
         key.chmod(0o400)
     Path("/run/munge").mkdir(parents=True, exist_ok=True)
     shutil.chown("/run/munge", "munge", "munge")
-    run(["runuser", "-u", "munge", "--", "munged", f"--pid-file={MUNGE_PID}"], timeout=30)
+    run([tool("runuser") or "runuser", "-u", "munge", "--", tool("munged") or "munged", f"--pid-file={MUNGE_PID}"],
+        timeout=30)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if _munge_works():
@@ -270,8 +276,8 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
         cluster = SlurmCluster(root=root, node=node, cpus=cpus, real_memory_mb=real_memory_mb, partition=PARTITION,
                                start_seconds=0.0, own_munged=own_munged, lock_fd=lock_fd)
         try:
-            run(["slurmctld", "-f", str(SLURM_CONF)], timeout=30)
-            run(["slurmd", "-f", str(SLURM_CONF)], timeout=30)
+            run([tool("slurmctld") or "slurmctld", "-f", str(SLURM_CONF)], timeout=30)
+            run([tool("slurmd") or "slurmd", "-f", str(SLURM_CONF)], timeout=30)
             _wait_idle(cluster, idle_timeout)
         except BaseException:
             stop(cluster)
