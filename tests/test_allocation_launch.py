@@ -89,3 +89,12 @@ def test_launch_slurm_outside_a_slurm_job_is_a_clear_error(default_config, tmp_p
     with pytest.raises(UserError, match="not inside a SLURM job; run the workflow with --workflow-profile profiles/slurm"):
         with serving(engine, "model", tmp_path):
             pass
+
+
+def test_a_scaling_run_asks_only_for_the_nodes_of_its_servers(default_config):
+    config = validate_config(slurm_system(default_config), SCHEMA)  # 3 nodes x 2 servers x 4 GPUs
+    plan = Plan(config)
+    system = plan.systems[0]
+    assert [plan.nodes(system, n) for n in (1, 2, 3, 6)] == [1, 1, 2, 3]
+    assert [plan.server_tasks(system, n) for n in (1, 3, 6)] == [2, 3, 6]
+    assert [plan.accelerators(system, n) for n in (1, 3, 6)] == [4, 12, 24]

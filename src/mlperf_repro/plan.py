@@ -226,33 +226,35 @@ class Plan:
             top_p=float(gen.get("top_p", 1.0)),
         )
 
-    def accelerators(self, system: str) -> int:
+    def accelerators(self, system: str, endpoints: int | None = None) -> int:
         """Accelerators one run job occupies, over all its nodes (the generic ``gpu`` resource;
         0 on CPU hosts, and 0 for a head whose servers were started outside the job)."""
         engine = self.engine(system)
         if engine["backend"] == "endpoints":
-            endpoints = engine["endpoints"]
-            if endpoints.get("launch", "external") not in ("local", "slurm"):
+            config = engine["endpoints"]
+            if config.get("launch", "external") not in ("local", "slurm"):
                 return 0
-            return sum(e.get("accelerator_count", 1) for e in endpoints["list"] if e.get("accelerator", "N/A") != "N/A")
+            return sum(e.get("accelerator_count", 1) for e in config["list"][:endpoints]
+                       if e.get("accelerator", "N/A") != "N/A")
         desc = self.system_cfg(system)["description"]
         return int(desc["accelerators_per_node"]) * int(desc["number_of_nodes"])
 
-    def nodes(self, system: str) -> int:
+    def nodes(self, system: str, endpoints: int | None = None) -> int:
         """Nodes one run job asks the scheduler for: the allocation of a launch: slurm system
-        (the head starts a server on each), else the node it runs on."""
-        endpoints = self.engine(system).get("endpoints") or {}
-        if self.engine(system)["backend"] == "endpoints" and endpoints.get("launch") == "slurm":
-            return len({e["node"] for e in endpoints["list"]})
+        (the head starts a server on each; a scaling run only the nodes of its first
+        ``endpoints`` servers), else the node it runs on."""
+        config = self.engine(system).get("endpoints") or {}
+        if self.engine(system)["backend"] == "endpoints" and config.get("launch") == "slurm":
+            return len({e["node"] for e in config["list"][:endpoints]})
         return 1
 
-    def server_tasks(self, system: str) -> int | None:
+    def server_tasks(self, system: str, endpoints: int | None = None) -> int | None:
         """SLURM tasks of a launch: slurm run job, one per server (the head runs in the batch
         step; the plugin wants at least 2 tasks for a job that starts its own srun steps);
         None for every other system."""
         engine = self.engine(system)
         if engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "slurm":
-            return max(len(engine["endpoints"]["list"]), 2)
+            return max(len(engine["endpoints"]["list"][:endpoints]), 2)
         return None
 
     def engine(self, system: str) -> dict[str, Any]:

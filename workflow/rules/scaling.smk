@@ -40,11 +40,11 @@ rule scaling_run:
         runtime=lambda wc, attempt: 120 * attempt,
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
-        gpu=lambda wc: PLAN.accelerators(wc.system) or None,
-        # launch: slurm: the job spans the allocation and starts a server per task itself
-        # (mpi makes the plugin leave srun to the job); None elsewhere.
-        nodes=lambda wc: PLAN.nodes(wc.system),
-        tasks=lambda wc: PLAN.server_tasks(wc.system),
+        gpu=lambda wc: PLAN.accelerators(wc.system, int(wc.n_endpoints)) or None,
+        # launch: slurm: the job spans the nodes of its first n servers and starts a server
+        # per task itself (mpi makes the plugin leave srun to the job); None elsewhere.
+        nodes=lambda wc: PLAN.nodes(wc.system, int(wc.n_endpoints)),
+        tasks=lambda wc: PLAN.server_tasks(wc.system, int(wc.n_endpoints)),
         mpi=lambda wc: "srun" if PLAN.server_tasks(wc.system) else None,
         tasks_per_gpu=lambda wc: 0 if PLAN.server_tasks(wc.system) else None,
     script:
