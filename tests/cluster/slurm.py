@@ -257,6 +257,7 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
     beside the others on a 2-core host instead of holding half of it."""
     ensure_installed()
     lock_fd = _acquire_lock(lock_timeout)
+    root = None
     try:
         _remove_stale_cluster()
         if _port_in_use(SLURMCTLD_PORT):
@@ -280,13 +281,18 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
             run([tool("slurmd") or "slurmd", "-f", str(SLURM_CONF)], timeout=30)
             _wait_idle(cluster, idle_timeout)
         except BaseException:
-            stop(cluster)
+            try:
+                stop(cluster, release_lock=False)  # released below, once
+            except SlurmError:
+                pass  # the start failure is the error worth reporting
             raise
         cluster.start_seconds = time.monotonic() - began
         return cluster
     except BaseException:
-        if SLURM_CONF.is_symlink() and not Path(os.readlink(SLURM_CONF)).exists():
-            SLURM_CONF.unlink()
+        if root is not None:
+            if SLURM_CONF.is_symlink() and Path(os.readlink(SLURM_CONF)) == root / "slurm.conf":
+                SLURM_CONF.unlink()
+            shutil.rmtree(root, ignore_errors=True)
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)
         raise
@@ -305,7 +311,7 @@ def cancel_all(timeout: float = 60) -> None:
     raise SlurmError(f"jobs still active {timeout} s after scancel: {result.stdout.split()}")
 
 
-def stop(cluster: SlurmCluster) -> None:
+def stop(cluster: SlurmCluster, release_lock: bool = True) -> None:
     """Cancel all jobs, stop the daemons by pid file, remove the config link and the state."""
     errors = []
     try:
@@ -319,8 +325,9 @@ def stop(cluster: SlurmCluster) -> None:
     if SLURM_CONF.is_symlink():
         SLURM_CONF.unlink()
     shutil.rmtree(cluster.root, ignore_errors=True)
-    fcntl.flock(cluster.lock_fd, fcntl.LOCK_UN)
-    os.close(cluster.lock_fd)
+    if release_lock:
+        fcntl.flock(cluster.lock_fd, fcntl.LOCK_UN)
+        os.close(cluster.lock_fd)
     if errors:
         raise SlurmError("; ".join(errors))
 
