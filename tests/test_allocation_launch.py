@@ -5,12 +5,15 @@ real SLURM job are tested in test_slurm_servers.py."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 
 from conftest import SCHEMA
 from mlperf_repro.backends.endpoints import serving
-from mlperf_repro.backends.servers import allocation_endpoints_on, srun_server_step
+from mlperf_repro.backends.servers import allocation_endpoints_on, place_on_screened_gpus, srun_server_step
 from mlperf_repro.config import allocation_endpoints, validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.plan import Plan
@@ -72,14 +75,46 @@ def test_generated_hosts_become_the_allocations_hosts():
 
 
 def test_one_srun_step_per_node_with_a_task_per_server(tmp_path):
-    args = srun_server_step("4711", "gpu-a17", [8000, 8001], ["python", "-m", "vllm"], tmp_path, ["--gpus-per-task=4"])
+    args = srun_server_step("4711", "gpu-a17", [8000, 8001], ["python", "-m", "vllm"], tmp_path, ["--exclusive"])
     assert args[:8] == ["srun", "--jobid=4711", "--overlap", "--nodes=1", "--ntasks=2", "--nodelist=gpu-a17",
                         "--kill-on-bad-exit=0", "--job-name=vllm-serve-gpu-a17"]
-    assert f"--output={tmp_path}/vllm-serve-gpu-a17-%t.log" in args and "--gpus-per-task=4" in args
-    # Task i (SLURM_LOCALID) listens on 8000 + i.
-    assert args[-5:] == ["exec \"$@\" --port $(( 8000 + ${SLURM_LOCALID:-0} ))", "vllm-serve", "python", "-m", "vllm"]
+    assert f"--output={tmp_path}/vllm-serve-gpu-a17-%t.log" in args and "--exclusive" in args
+    assert args[-7:-5] == ["bash", "-c"] and args[-4:] == ["vllm-serve", "python", "-m", "vllm"]
     with pytest.raises(ValueError, match="consecutive"):
         srun_server_step("1", "h", [8000, 8002], ["x"], tmp_path)
+
+
+@pytest.mark.parametrize("local_id, groups, expected", [
+    ("1", None, "None ['--port', '8001']"),  # task 1 of the step listens on base + 1
+    ("1", "4,5;6,7", "6,7 ['--port', '8001']"),  # and, screened, sees its own GPU group
+    ("0", "4,5;6,7", "4,5 ['--port', '8000']"),
+])
+def test_the_task_launcher_picks_its_port_and_gpu_group(tmp_path, local_id, groups, expected):
+    """The launcher each server task runs, executed for real: the port from SLURM_LOCALID and,
+    with screened GPUs, the task's group exported before the server starts."""
+    probe = [sys.executable, "-c", "import os, sys; print(os.environ.get('HIP_VISIBLE_DEVICES'), sys.argv[1:])"]
+    args = srun_server_step("1", "h", [8000, 8001], probe, tmp_path)
+    env = {"PATH": os.environ["PATH"], "SLURM_LOCALID": local_id}
+    if groups:
+        env.update(MLPERF_REPRO_DEVICE_GROUPS=groups, MLPERF_REPRO_DEVICE_VARS="HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES")
+    done = subprocess.run(args[args.index("bash"):], env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == expected, done.stderr
+
+
+def test_servers_get_the_healthy_gpus_of_their_node_and_the_rest_do_not_start():
+    """Screened allocation (exclude): node a lost GPU 2, node b is whole. Two servers of 4 GPUs
+    per node: a keeps one server (GPUs 0,1,3,4), b keeps both; SLURM had restricted node b to
+    physical GPUs 8-15, so its indices map through that restriction."""
+    placed = allocation_endpoints_on(allocation_endpoints({"nodes": 2, "servers_per_node": 2, "accelerator_count": 4}),
+                                     ["a", "b"])
+    decision = {"hosts": {"a": [0, 1, 3, 4, 5, 6, 7], "b": list(range(8))}}
+    measured = {"a": {"backend": "rocm", "visible_devices_env": {}},
+                "b": {"backend": "rocm", "visible_devices_env": {"HIP_VISIBLE_DEVICES": ",".join(map(str, range(8, 16)))}}}
+    kept, step_env = place_on_screened_gpus(placed, decision, measured)
+    assert [(e["host"], e["port"]) for e in kept] == [("a", 8000), ("b", 8000), ("b", 8001)]
+    assert step_env["a"] == {"MLPERF_REPRO_DEVICE_GROUPS": "0,1,3,4",
+                             "MLPERF_REPRO_DEVICE_VARS": "HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES"}
+    assert step_env["b"]["MLPERF_REPRO_DEVICE_GROUPS"] == "8,9,10,11;12,13,14,15"
 
 
 def test_launch_slurm_outside_a_slurm_job_is_a_clear_error(default_config, tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from conftest import REPO, SCHEMA, make_workdir, run_snakemake
 from mlperf_repro.cluster import screen
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
+from mlperf_repro.plan import Plan
 from mlperf_repro.estimate import estimate_plan
 from test_dag import job_counts
 
@@ -239,12 +240,19 @@ def test_config_cross_checks(default_config):
     assert validate_config(mi355x(policy="exclude", min_devices=8), SCHEMA)
     with pytest.raises(UserError, match=r"policy: 'drop' is not allowed"):
         validate_config(mi355x(policy="drop"), SCHEMA)
+    # launch: slurm: the run screens every node and gives each server its GPUs itself, so SLURM
+    # must not bind GPUs to the server tasks.
     slurm = mi355x()
     slurm["systems"]["mi355x-8x-rocm-vllm"]["engine"] = {
         "backend": "endpoints", "endpoints": {"launch": "slurm", "allocation": {
-            "nodes": 11, "accelerator": "AMD Instinct MI355X", "accelerator_count": 8}}}
-    with pytest.raises(UserError, match=r"with launch: slurm the GPUs sit on the allocation's nodes"):
-        validate_config(slurm, SCHEMA)
+            "nodes": 11, "accelerator": "AMD Instinct MI355X", "accelerator_count": 8,
+            "srun_args": ["--gpus-per-task=8", "--exclusive"]}}}
+    with pytest.raises(UserError, match=r"srun_args: --gpus-per-task=8 lets SLURM hand out the GPUs"):
+        validate_config(copy.deepcopy(slurm), SCHEMA)
+    slurm["systems"]["mi355x-8x-rocm-vllm"]["engine"]["endpoints"]["allocation"]["srun_args"] = ["--exclusive"]
+    plan = Plan(validate_config(slurm, SCHEMA))
+    assert plan.screening("mi355x-8x-rocm-vllm") is None  # no screen_gpus job: the run job screens
+    assert plan.allocation_screening("mi355x-8x-rocm-vllm")["enabled"]
 
 
 def test_screen_in_the_dag(tmp_path):

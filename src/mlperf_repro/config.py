@@ -274,6 +274,10 @@ def _software_problems(system: str, software: dict) -> list[str]:
     return [problem] if problem else []
 
 
+# srun flags that bind GPUs to tasks; with allocation screening the head assigns them instead.
+SLURM_GPU_BINDING_FLAGS = ("--gpus-per-task", "--gpu-bind", "--gres", "--gpus", "--gpus-per-node", "-G")
+
+
 def _screening_problems(system: str, entry: dict) -> list[str]:
     screening = entry.get("gpu_screening") or {}
     if not screening.get("enabled"):
@@ -284,9 +288,13 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
     if engine["backend"] == "endpoints":
         launch = endpoints.get("launch", "external")
         if launch == "slurm":
-            return [f"{where}.enabled: with launch: slurm the GPUs sit on the allocation's nodes, and the server "
-                    f"start does not screen them yet; screen them by hand inside the allocation (srun "
-                    f"--ntasks-per-node=1 python -m mlperf_repro.cluster.screen) and disable this"]
+            binding = [a for a in (endpoints.get("allocation") or {}).get("srun_args", [])
+                       if a.split("=")[0] in SLURM_GPU_BINDING_FLAGS]
+            if binding:
+                return [f"systems.{system}.engine.endpoints.allocation.srun_args: {', '.join(binding)} lets SLURM "
+                        f"hand out the GPUs, but with gpu_screening the run gives each server its screened GPUs "
+                        f"itself; remove the flag(s)"]
+            return []
         if launch != "local":
             return [f"{where}.enabled: the servers of launch: external run elsewhere, so this run host has no GPUs "
                     f"to screen; screen the nodes where the servers start (python -m mlperf_repro.cluster.screen) "

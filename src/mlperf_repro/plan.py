@@ -252,9 +252,8 @@ class Plan:
         """SLURM tasks of a launch: slurm run job, one per server (the head runs in the batch
         step; the plugin wants at least 2 tasks for a job that starts its own srun steps);
         None for every other system."""
-        engine = self.engine(system)
-        if engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "slurm":
-            return max(len(engine["endpoints"]["list"][:endpoints]), 2)
+        if self.launches_in_allocation(system):
+            return max(len(self.engine(system)["endpoints"]["list"][:endpoints]), 2)
         return None
 
     def engine(self, system: str) -> dict[str, Any]:
@@ -264,9 +263,21 @@ class Plan:
         """The system's GPU screening settings when its runs screen their GPUs first: enabled,
         and the run host holds accelerators (CPU hosts and heads of external servers do not)."""
         screening = self.system_cfg(system).get("gpu_screening") or {}
-        if not screening.get("enabled") or self.accelerators(system) == 0:
+        if not screening.get("enabled") or self.accelerators(system) == 0 or self.launches_in_allocation(system):
             return None
         return screening
+
+    def allocation_screening(self, system: str) -> dict[str, Any] | None:
+        """Screening settings of a launch: slurm system: its run job screens every node of its
+        allocation before it starts the servers (there is no separate screen_gpus job)."""
+        screening = self.system_cfg(system).get("gpu_screening") or {}
+        if screening.get("enabled") and self.launches_in_allocation(system) and self.accelerators(system):
+            return screening
+        return None
+
+    def launches_in_allocation(self, system: str) -> bool:
+        engine = self.engine(system)
+        return engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "slurm"
 
     @staticmethod
     def screen_path(system: str) -> str:

@@ -33,10 +33,11 @@ def dispatch_settings(engine: dict) -> DispatchSettings:
 
 
 @contextmanager
-def serving(engine: dict, model_path: str, log_dir: str | Path) -> Iterator[dict]:
+def serving(engine: dict, model_path: str, log_dir: str | Path, screening: dict | None = None) -> Iterator[dict]:
     """Servers for the run: started here (``launch: local``), in the SLURM allocation
-    (``launch: slurm``), or already running. Yields the engine config to run with, its
-    endpoint list naming the real hosts."""
+    (``launch: slurm``, its GPUs screened first when ``screening`` says so), or already
+    running. Yields the engine config to run with, its endpoint list naming the real hosts
+    (and, when screened, ``gpu_screening``: what the screen decided)."""
     endpoints = engine.get("endpoints") or {}
     launch = endpoints.get("launch", "external")
     if engine["backend"] != "endpoints" or launch == "external":
@@ -49,8 +50,13 @@ def serving(engine: dict, model_path: str, log_dir: str | Path) -> Iterator[dict
 
         with slurm_allocation_servers(endpoints["list"], model_path, name, engine.get("engine_args", {}), log_dir,
                                       srun_args=endpoints["allocation"].get("srun_args", []),
-                                      env=engine.get("env"), startup_timeout_s=timeout) as placed:
-            yield dict(engine, endpoints=dict(endpoints, list=placed))
+                                      env=engine.get("env"), startup_timeout_s=timeout,
+                                      screening=(screening or {}).get("settings"),
+                                      system=(screening or {}).get("system", "<system>")) as (placed, screened):
+            run_engine = dict(engine, endpoints=dict(endpoints, list=placed))
+            if screened is not None:
+                run_engine["gpu_screening"] = screened
+            yield run_engine
         return
     from .servers import local_vllm_servers
 

@@ -181,7 +181,12 @@ def srun_server_step(job_id: str, host: str, ports: Sequence[int], command: list
     base = ports[0]
     if list(ports) != list(range(base, base + len(ports))):
         raise ValueError(f"ports on one node must be consecutive, got {list(ports)}")
-    launcher = 'exec "$@" --port $(( {base} + ${{SLURM_LOCALID:-0}} ))'.format(base=base)
+    # With screened GPUs each task exports its own group (MLPERF_REPRO_DEVICE_GROUPS: "0,1;2,3",
+    # group i for local task i) into the variables the backend reads before it execs.
+    launcher = ('if [ -n "${{MLPERF_REPRO_DEVICE_GROUPS:-}}" ]; then '
+                'IFS=";" read -ra groups <<< "$MLPERF_REPRO_DEVICE_GROUPS"; '
+                'for var in $MLPERF_REPRO_DEVICE_VARS; do export "$var=${{groups[${{SLURM_LOCALID:-0}}]}}"; done; fi; '
+                'exec "$@" --port $(( {base} + ${{SLURM_LOCALID:-0}} ))').format(base=base)
     return ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", f"--ntasks={len(ports)}", f"--nodelist={host}",
             "--kill-on-bad-exit=0", f"--job-name=vllm-serve-{host}",
             f"--output={log_dir}/vllm-serve-{host}-%t.log", *srun_args,
@@ -199,9 +204,12 @@ def slurm_allocation_servers(
     srun_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     startup_timeout_s: float = 600.0,
-) -> Iterator[list[dict]]:
+    screening: dict[str, Any] | None = None,
+    system: str = "<system>",
+) -> Iterator[tuple[list[dict], dict | None]]:
     """Start the servers of a ``launch: slurm`` system on its job's nodes; yield the endpoint
-    entries with real host names once every server answers /health."""
+    entries with real host names once every server answers /health, and what the GPU
+    screen decided (None when the system does not screen)."""
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
         raise UserError("engine.endpoints.launch is slurm, but this run is not inside a SLURM job; run the "
@@ -209,6 +217,10 @@ def slurm_allocation_servers(
     log_dir = Path(log_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     placed = allocation_endpoints_on(entries, allocation_hosts(job_id))
+    step_env: dict[str, dict[str, str]] = {}
+    screened = None
+    if screening:
+        placed, step_env, screened = screen_and_place(job_id, placed, screening, system)
     by_host: dict[str, list[int]] = {}
     for entry in placed:
         by_host.setdefault(entry["host"], []).append(entry["port"])
@@ -220,7 +232,7 @@ def slurm_allocation_servers(
             steps[host] = subprocess.Popen(
                 srun_server_step(job_id, host, sorted(ports), command, log_dir, srun_args),
                 stdout=subprocess.DEVNULL, stderr=open(log_dir / f"srun-{host}.log", "w"),
-                env=dict(os.environ, **(env or {})), start_new_session=True)
+                env=dict(os.environ, **(env or {}), **step_env.get(host, {})), start_new_session=True)
         deadline = time.monotonic() + startup_timeout_s
         waiting = {(e["host"], e["port"]) for e in placed}
         while waiting:
@@ -236,7 +248,61 @@ def slurm_allocation_servers(
                                 f"/health within {startup_timeout_s:g} s; see the logs in {log_dir}")
             if waiting:
                 time.sleep(1)
-        yield placed
+        yield placed, screened
     finally:
         for step in steps.values():
             _stop(step)
+
+
+def place_on_screened_gpus(placed: Sequence[dict], decision: dict[str, Any],
+                           measured_by_host: dict[str, dict]) -> tuple[list[dict], dict[str, dict[str, str]]]:
+    """Give each server on a node ``accelerator_count`` of the node's healthy GPUs, in order;
+    servers left without enough GPUs are not started (the last ones on that node, so the
+    rest keep consecutive ports). Returns the servers to start and each node's step
+    environment (MLPERF_REPRO_DEVICE_GROUPS / _VARS for the launcher)."""
+    from ..cluster.screen import VISIBLE_DEVICES_VARS, visible_devices_env
+
+    kept: list[dict] = []
+    step_env: dict[str, dict[str, str]] = {}
+    by_host: dict[str, list[dict]] = {}
+    for entry in placed:
+        by_host.setdefault(entry["host"], []).append(entry)
+    for host, servers in by_host.items():
+        free = list(decision["hosts"].get(host, []))
+        measured = measured_by_host.get(host, {})
+        groups = []
+        for server in servers:
+            count = server.get("accelerator_count", 1)
+            if len(free) < count:
+                break
+            group, free = free[:count], free[count:]
+            groups.append(next(iter(visible_devices_env(group, measured).values()), ",".join(map(str, group))))
+        kept += servers[:len(groups)]
+        if groups:
+            step_env[host] = {"MLPERF_REPRO_DEVICE_GROUPS": ";".join(groups),
+                              "MLPERF_REPRO_DEVICE_VARS": " ".join(VISIBLE_DEVICES_VARS.get(measured.get("backend"), ()))}
+    return kept, step_env
+
+
+def screen_and_place(job_id: str, placed: list[dict], screening: dict[str, Any],
+                     system: str) -> tuple[list[dict], dict[str, dict[str, str]], dict[str, Any]]:
+    """Screen every node of the allocation (one srun task each), decide by the system's
+    policy, and place the servers on the healthy GPUs."""
+    from ..cluster.screen import decide_allocation, screen_allocation
+
+    hosts = list(dict.fromkeys(e["host"] for e in placed))
+    per_node = max(sum(e.get("accelerator_count", 1) for e in placed if e["host"] == h) for h in hosts)
+    judged = screen_allocation(screening, per_node, srun=("srun", f"--jobid={job_id}", "--overlap",
+                                                          f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}"))
+    decision = decide_allocation(judged, policy=screening.get("policy", "refuse"),
+                                 min_devices=screening.get("min_devices"), system=system)
+    kept, step_env = place_on_screened_gpus(placed, decision, {n["host"]: n["measured"] for n in judged})
+    if not kept:
+        raise UserError(f"GPU screening of {system}: no node has enough healthy GPUs for one server; "
+                        f"{decision['note']}")
+    used = sum(e.get("accelerator_count", 1) for e in kept)
+    return kept, step_env, {
+        "enabled": True, "policy": screening.get("policy", "refuse"), "expected": decision["expected"],
+        "used": used, "note": decision["note"] if used == decision["used"] else
+        f"{decision['note']}; {used} of them serve ({len(kept)} of {len(placed)} servers started)",
+        "hosts": decision["hosts"], "servers_started": len(kept), "servers_configured": len(placed)}

@@ -309,6 +309,9 @@ def job_screening(snakemake: Any) -> dict[str, Any] | None:
 
     plan = Plan(snakemake.config)
     system = snakemake.wildcards.get("system")
+    if system is not None and plan.allocation_screening(system):
+        # launch: slurm: the run screens its allocation's nodes when it starts the servers.
+        return {"allocation": True, "settings": plan.allocation_screening(system), "system": system}
     if system is None or not plan.screening(system):
         return None
     return {"file": plan.screen_path(system), "settings": plan.screening(system), "system": system,

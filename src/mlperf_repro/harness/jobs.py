@@ -39,7 +39,8 @@ def loadgen_job(
     ``gpu_screening`` (see cluster.screen.job_screening) restricts the run to healthy GPUs."""
     apply_env(engine.get("env", {}))
     # Before any engine or server starts: they see only the GPUs the screen passed.
-    screened = apply_to_run(gpu_screening, engine)
+    allocation_screening = gpu_screening if (gpu_screening or {}).get("allocation") else None
+    screened = apply_to_run(None if allocation_screening else gpu_screening, engine)
     verify_dir(dataset_dir)
     dataset = load_token_dataset(dataset_file)
     settings = GenerationSettings(**generation)
@@ -64,7 +65,8 @@ def loadgen_job(
         performance_sample_count=performance_sample_count,
         audit_config=audit_config,
     )
-    with serving(engine, model_dir, log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers") as serving_engine:
+    with serving(engine, model_dir, log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers",
+                 screening=allocation_screening) as serving_engine:
         record = run_loadgen_test(test, dataset, lambda sut: factory(sut, serving_engine))
     prov = provenance.collect(
         container_image=container_image,
@@ -76,7 +78,7 @@ def loadgen_job(
         dataset_manifest_sha256=_manifest_hash(dataset_dir),
         user_conf=Path(user_conf).read_text(),
     )
-    prov["gpu_screening"] = screened
+    prov["gpu_screening"] = serving_engine.get("gpu_screening") or screened
     (Path(out_dir) / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
     return record
 
@@ -105,7 +107,8 @@ def reference_accuracy_job(
 ) -> dict[str, Any]:
     """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed)."""
     apply_env(engine.get("env", {}))
-    screened = apply_to_run(gpu_screening, engine)
+    # A launch: slurm system's screen belongs to its server start, not to this in-process run.
+    screened = apply_to_run(None if (gpu_screening or {}).get("allocation") else gpu_screening, engine)
     verify_dir(model_dir)
     verify_dir(dataset_dir)
     if evaluator != "llama2-rouge":
