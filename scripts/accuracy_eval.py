@@ -9,6 +9,7 @@ def main(smk):
         dataset_file=smk.params.dataset_file,
         tokenizer_dir=smk.input.tokenizer,
         evaluator=smk.params.evaluator,
+        accuracy_rules=smk.params.accuracy_rules,
         targets=smk.params.targets,
         reference_path=optional_input(smk, "reference"),
         out_txt=smk.output.txt,

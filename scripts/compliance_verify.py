@@ -5,7 +5,8 @@ from mlperf_repro.stage import run
 
 def main(smk):
     verify_job(smk.wildcards.test, smk.input.run, smk.wildcards.scenario, smk.input.model, smk.params.rules_test,
-               smk.output.verdict)
+               smk.output.verdict, dataset_file=smk.params.dataset_file, tokenizer_dir=smk.input.tokenizer,
+               evaluator=smk.params.evaluator, accuracy_rules=smk.params.accuracy_rules)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ def main(smk):
         engine=smk.params.engine,
         container_image=configured_container(smk),
         evaluator=smk.params.evaluator,
+        accuracy_rules=smk.params.accuracy_rules,
         gpu_screening=job_screening(smk),
     )
 

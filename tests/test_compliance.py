@@ -71,8 +71,8 @@ def test_trailing_eos():
 def test_test07_uses_the_benchmark_evaluator_and_threshold(tmp_path):
     log = write_log(tmp_path / "log.json", [[1, 2]])
     threshold = ROUND.compliance_test("TEST07")["accuracy_threshold"]
-    assert verify_test07(log, threshold, lambda path: 63.737).lines[-1] == "TEST PASS"
-    assert not verify_test07(log, threshold, lambda path: 59.0).passed
+    assert verify_test07(log, threshold, lambda path: ({"exact_match": 63.737}, "")).lines[-1] == "TEST PASS"
+    assert not verify_test07(log, threshold, lambda path: ({"exact_match": 59.0}, "")).passed
 
 
 def test_test09_output_length_bounds(tmp_path):

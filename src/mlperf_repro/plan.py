@@ -159,9 +159,20 @@ class Plan:
     def reference_accuracy_path(system: str, benchmark: str) -> str:
         return f"results/reference/{system}/{benchmark}/accuracy.json"
 
-    def dataset_file(self, benchmark: str) -> str:
+    def dataset_file(self, benchmark: str, purpose: str = "performance") -> str:
+        """The file a run or evaluation reads. ``purpose``: performance, accuracy or a compliance
+        test. ``datasets.<name>.file`` serves every purpose unless the rules table gives the
+        benchmark separate files (gpt-oss-120b: ``dataset.accuracy_file``, and TEST07's
+        ``dataset: compliance_file``), which lie at the table's paths inside the dataset folder."""
         name = self.benchmark_cfg(benchmark)["dataset"]
-        return f"{self.dataset_dir(name)}/{self.config['datasets'][name]['file']}"
+        folder = self.dataset_dir(name)
+        key = f"{purpose}_file"
+        if purpose not in MODES:
+            key = self.rules.compliance_test(purpose).get("dataset", "performance_file")
+        table = self.facts(benchmark).facts.get("dataset", {})
+        if key != "performance_file" and key in table:
+            return f"{folder}/{table[key]}"
+        return f"{folder}/{self.config['datasets'][name]['file']}"
 
     def serving_dir(self, system: str, benchmark: str) -> str:
         """The checkpoint this system serves for this benchmark."""
@@ -320,9 +331,10 @@ class Plan:
                 "fraction": bench.get("accuracy_fraction", 0.99),
                 "metrics": list(facts.accuracy["targets"]),
             }
-        return {"kind": "reference", "targets": facts.absolute_targets(),
-                "upper_bounds": {m: facts.accuracy["reference"][m] * f
-                                 for m, f in facts.accuracy.get("upper_bound_fraction", {}).items()}}
+        upper_bounds = {m: facts.accuracy["reference"][m] * f
+                        for m, f in facts.accuracy.get("upper_bound_fraction", {}).items()}
+        upper_bounds.update(facts.accuracy.get("upper_bound", {}))
+        return {"kind": "reference", "targets": facts.absolute_targets(), "upper_bounds": upper_bounds}
 
     def model_mapping(self) -> dict[str, str]:
         """Open division: result names that differ from the benchmark they stand in for."""

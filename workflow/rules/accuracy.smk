@@ -12,8 +12,9 @@ rule accuracy_eval:
         txt="results/accuracy/{system}/{benchmark}/{scenario}/accuracy.txt",
         json="results/accuracy/{system}/{benchmark}/{scenario}/accuracy.json",
     params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
+        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
         targets=lambda wc: PLAN.accuracy_targets(wc.benchmark),
     log:
         "logs/accuracy/{system}/{benchmark}/{scenario}.log",

@@ -12,7 +12,7 @@ rule compliance_run:
     output:
         run=directory("results/runs/{system}/{benchmark}/{scenario}/{test}"),
     params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
@@ -45,10 +45,16 @@ rule compliance_verify:
     input:
         run="results/runs/{system}/{benchmark}/{scenario}/{test}",
         model=serving_dir,
+        dataset=dataset_dir_of,
+        tokenizer=tokenizer_dir_of,
     output:
         verdict=directory("results/compliance/{system}/{benchmark}/{scenario}/{test}"),
     params:
         rules_test=lambda wc: PLAN.rules.compliance_test(wc.test),
+        # TEST07 scores the run with the benchmark's evaluator on the file it ran on.
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
+        evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
+        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
     log:
         "logs/compliance/{system}/{benchmark}/{scenario}/{test}.log",
     localrule: True

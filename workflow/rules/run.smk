@@ -25,7 +25,7 @@ rule loadgen_run:
     output:
         run=directory("results/runs/{system}/{benchmark}/{scenario}/{mode}"),
     params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.mode),
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
@@ -64,10 +64,11 @@ rule reference_accuracy:
     output:
         "results/reference/{system}/{benchmark}/accuracy.json",
     params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
         generation=lambda wc: PLAN.generation(wc.benchmark, "accuracy").__dict__,
         engine=lambda wc: PLAN.engine(wc.system),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
+        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
     log:
         "logs/reference/{system}/{benchmark}.log",
     container:

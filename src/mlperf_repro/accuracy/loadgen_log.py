@@ -100,12 +100,14 @@ def _skip(buf: str, pos: int) -> int:
 
 
 def read_accuracy_log(
-    path: str | os.PathLike[str], dtype: str | np.dtype[Any] | type[np.generic] = "int32"
+    path: str | os.PathLike[str], dtype: str | np.dtype[Any] | type[np.generic] = "int32",
+    *, first_per_sample: bool = True,
 ) -> list[tuple[int, np.ndarray]]:
     """``[(qsl_idx, tokens)]`` in log order, keeping the first entry per qsl_idx.
 
-    Like the reference: later duplicates of a qsl_idx are ignored, even if their
-    data differ.
+    Like the llama2 reference: later duplicates of a qsl_idx are ignored, even if
+    their data differ. ``first_per_sample=False`` keeps every entry (the gpt-oss
+    reference scores each one).
     """
     np_dtype = resolve_dtype(dtype)
     seen: set[int] = set()
@@ -116,9 +118,10 @@ def read_accuracy_log(
             data = entry["data"]
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{path}: entry without a usable qsl_idx/data: {exc}") from exc
-        if qsl_idx in seen:
-            continue
-        seen.add(qsl_idx)
+        if first_per_sample:
+            if qsl_idx in seen:
+                continue
+            seen.add(qsl_idx)
         try:
             raw = bytes.fromhex(data)
         except (TypeError, ValueError) as exc:

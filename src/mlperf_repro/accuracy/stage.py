@@ -44,6 +44,58 @@ def load_tokenizer(model_dir: str):
         return AutoTokenizer.from_pretrained(model_dir, model_max_length=2048, padding_side="left")
 
 
+def load_fast_tokenizer(model_dir: str):
+    """The tokenizer as the gpt-oss reference loads it (``AutoTokenizer.from_pretrained``)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model_dir)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the tokenizer of {model_dir}: {exc}") from exc
+
+
+EVALUATORS = ("llama2-rouge", "gpt-oss-exact-match")
+
+
+def score_entries(evaluator: str, entries: list, dataset_file: str, tokenizer: Any,
+                  accuracy_rules: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(metrics, accuracy.txt text) of ``[(qsl_idx, token ids)]`` by the benchmark's evaluator.
+
+    ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table."""
+    if evaluator == "llama2-rouge":
+        from ..harness.dataset import load_token_dataset
+        from .llama2 import evaluate_llama2, format_accuracy_txt
+
+        metrics = evaluate_llama2(entries, load_token_dataset(dataset_file).references, tokenizer)
+        return metrics, format_accuracy_txt(metrics)
+    if evaluator == "gpt-oss-exact-match":
+        from .gpt_oss import evaluate_gpt_oss, format_gpt_oss_accuracy_txt, load_gpt_oss_rows
+
+        result = evaluate_gpt_oss(entries, load_gpt_oss_rows(dataset_file), tokenizer,
+                                  families=accuracy_rules["families"], repeats=accuracy_rules.get("dataset_repeats", {}))
+        return result, format_gpt_oss_accuracy_txt(result)
+    raise UserError(f"evaluator '{evaluator}' is not implemented (implemented: {', '.join(EVALUATORS)})")
+
+
+def evaluator_tokenizer(evaluator: str, tokenizer_dir: str) -> Any:
+    """The tokenizer as the evaluator's reference script loads it."""
+    return load_fast_tokenizer(tokenizer_dir) if evaluator == "gpt-oss-exact-match" else load_tokenizer(tokenizer_dir)
+
+
+def score_log(evaluator: str, log: str | Path, dataset_file: str, tokenizer_dir: str,
+              accuracy_rules: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(metrics, accuracy.txt text) of one LoadGen accuracy log (int32 token ids). The llama2
+    reference keeps the first entry per sample, the gpt-oss one scores every entry."""
+    from .loadgen_log import read_accuracy_log
+
+    log = Path(log)
+    if not log.is_file():
+        raise UserError(f"{log} is missing: the run did not write its accuracy log")
+    entries = read_accuracy_log(log, "int32", first_per_sample=evaluator != "gpt-oss-exact-match")
+    return score_entries(evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir),
+                         accuracy_rules)
+
+
 def accuracy_job(
     *,
     run_dir: str,
@@ -54,21 +106,14 @@ def accuracy_job(
     reference_path: str | None,
     out_txt: str,
     out_json: str,
+    accuracy_rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    if evaluator != "llama2-rouge":
-        raise UserError(f"evaluator '{evaluator}' is not implemented yet")
-    from ..harness.dataset import load_token_dataset
-    from .llama2 import evaluate_llama2, format_accuracy_txt
-
     log = Path(run_dir) / "mlperf_log_accuracy.json"
-    if not log.is_file():
-        raise UserError(f"{log} is missing: the accuracy run did not write its log")
-    dataset = load_token_dataset(dataset_file)
-    metrics = evaluate_llama2(log, dataset.references, load_tokenizer(tokenizer_dir), dtype="int32")
+    metrics, text = score_log(evaluator, log, dataset_file, tokenizer_dir, accuracy_rules or {})
     reference = json.loads(Path(reference_path).read_text()) if reference_path else None
     verdict = judge(metrics, targets, reference)
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_txt).write_text(format_accuracy_txt(metrics))
+    Path(out_txt).write_text(text)
     record = {"metrics": metrics, "verdict": verdict,
               "reference_metrics": reference["metrics"] if reference else None}
     Path(out_json).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -18,8 +18,9 @@ from typing import Any
 from ..plan import Plan
 from .findings import Finding
 
-EVALUATORS = ("llama2-rouge",)  # accuracy evaluators the workflow implements
-VERIFIABLE_COMPLIANCE = ("TEST06", "TEST09")  # compliance tests it runs and verifies end to end
+from ..accuracy.stage import EVALUATORS  # accuracy evaluators the workflow implements
+
+VERIFIABLE_COMPLIANCE = ("TEST06", "TEST07", "TEST09")  # compliance tests it runs and verifies end to end
 # Bytes of the quantized outputs per byte of bf16 weights: the MXFP4 checkpoint
 # (4.25 bits per weight) and, when served emulated, a dequantized bf16 copy.
 MXFP4_FRACTION = 0.27

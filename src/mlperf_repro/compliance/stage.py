@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import UserError
 from ..loadgen_logs import read_detail
 from . import eos_token_id
-from .verify import verify_test06, verify_test09, write_verdict
+from .verify import copy_performance_logs, verify_test06, verify_test07, verify_test09, write_verdict
 
 
 def _check_audit_applied(run_dir: Path, audit_settings: dict[str, Any]) -> None:
@@ -22,16 +22,33 @@ def _check_audit_applied(run_dir: Path, audit_settings: dict[str, Any]) -> None:
 
 
 def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_test: dict[str, Any],
-               out_dir: str) -> bool:
+               out_dir: str, *, dataset_file: str | None = None, tokenizer_dir: str | None = None,
+               evaluator: str | None = None, accuracy_rules: dict[str, Any] | None = None) -> bool:
+    """Verify one compliance run into ``out_dir`` (the scenario's TEST0x folder).
+
+    TEST07 scores the run's logged outputs with the benchmark's ``evaluator`` against
+    ``dataset_file`` (the file the run was made on) using ``tokenizer_dir``'s tokenizer."""
     run = Path(run_dir)
     _check_audit_applied(run, rules_test["audit_config"])
     log = run / "mlperf_log_accuracy.json"
     if test == "TEST06":
         verdict = verify_test06(log, scenario, eos_token_id(model_dir))
+    elif test == "TEST07":
+        if not (dataset_file and tokenizer_dir and evaluator):
+            raise UserError("TEST07 needs the benchmark's evaluator, its compliance dataset file and a tokenizer")
+        from ..accuracy.stage import score_log
+
+        metric = rules_test.get("metric", "exact_match")
+        verdict = verify_test07(log, float(rules_test["accuracy_threshold"]),
+                                lambda path: score_log(evaluator, path, dataset_file, tokenizer_dir,
+                                                       accuracy_rules or {}),
+                                metric=metric)
     elif test == "TEST09":
         verdict = verify_test09(log, rules_test["min_output_tokens"], rules_test["max_output_tokens"])
     else:
-        raise UserError(f"{test} verification needs this benchmark's evaluator, which the workflow does not "
-                        f"run yet (only TEST06 and TEST09 run end to end)")
+        raise UserError(f"{test} verification is not implemented by this workflow (TEST06, TEST07 and TEST09 are)")
     write_verdict(verdict, out_dir, rules_test["verify_file"], log)
+    if test == "TEST07":
+        # The checker's TEST07 folder also carries the run's performance logs.
+        copy_performance_logs(run, out_dir)
     return verdict.passed

@@ -78,13 +78,25 @@ def verify_test06(accuracy_log: str | Path, scenario: str, eos_token_id: int, dt
     return Verdict("TEST06", passed, lines, details)
 
 
-def verify_test07(accuracy_log: str | Path, threshold: float, score: Callable[[Path], float]) -> Verdict:
-    """``score(accuracy_log) -> accuracy`` is the benchmark's evaluator on the sampled outputs."""
-    _entries(accuracy_log)
-    value = float(score(Path(accuracy_log)))
+def verify_test07(accuracy_log: str | Path, threshold: float,
+                  score: Callable[[Path], tuple[dict, str]], *, metric: str = "exact_match") -> Verdict:
+    """``score(accuracy_log) -> (metrics, evaluator printout)`` is the benchmark's evaluator on
+    the logged outputs of the whole compliance set; ``metrics[metric]`` must reach ``threshold``.
+
+    The verify file is what the reference run_verification.py writes: the evaluator's
+    printout, then a summary ending in TEST PASS or TEST FAIL."""
+    entries = _entries(accuracy_log)
+    metrics, printout = score(Path(accuracy_log))
+    value = float(metrics[metric])
     passed = value >= threshold
-    lines = [f"Accuracy: {value:.3f}", f"Threshold: {threshold}", "TEST PASS" if passed else "TEST FAIL"]
-    return Verdict("TEST07", passed, lines, {"accuracy": value, "threshold": threshold})
+    lines = printout.rstrip("\n").split("\n") + [
+        "", "=" * 80, "TEST07 Verification Summary", "=" * 80,
+        f"Accuracy score: {value}", f"Accuracy threshold: {threshold}", f"Accuracy check pass: {passed}",
+        "TEST PASS" if passed else "TEST FAIL",
+    ]
+    details = {metric: value, "threshold": threshold, "logged_samples": len(entries),
+               "metrics": {k: v for k, v in metrics.items() if k != metric}}
+    return Verdict("TEST07", passed, lines, details)
 
 
 def verify_test09(accuracy_log: str | Path, min_tokens: float, max_tokens: float, dtype=np.int32) -> Verdict:
@@ -127,3 +139,14 @@ def write_verdict(verdict: Verdict, out_dir: str | Path, verify_file: str, accur
     if accuracy_log is not None:
         (out / "accuracy").mkdir(exist_ok=True)
         shutil.copyfile(accuracy_log, out / "accuracy" / "mlperf_log_accuracy.json")
+
+
+def copy_performance_logs(run_dir: str | Path, out_dir: str | Path) -> None:
+    """The compliance run's summary and detail logs into ``out_dir/performance/run_1/``."""
+    dest = Path(out_dir) / "performance" / "run_1"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt"):
+        source = Path(run_dir) / name
+        if not source.is_file():
+            raise UserError(f"{source} is missing: the compliance run did not finish")
+        shutil.copyfile(source, dest / name)

@@ -1,37 +1,57 @@
-"""Token datasets in the layout of MLCommons' processed OpenOrca pickle."""
+"""Token datasets the harness serves: MLCommons' processed OpenOrca pickle (llama2-70b) and
+the gpt-oss-120b parquet files.
+
+The harness needs only the prompts' token ids: ``tok_input`` (OpenOrca, and gpt-oss files
+before v4.0) or ``input_tokens`` (gpt-oss v4.0+). ``references`` holds the OpenOrca
+``output`` column, which the llama2 evaluator scores against (empty for gpt-oss, whose
+evaluator reads ``dataset`` and ``ground_truth`` itself).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
 
-REQUIRED_COLUMNS = ("tok_input", "output")
+PROMPT_COLUMNS = ("tok_input", "input_tokens")
 
 
 @dataclass
 class TokenDataset:
     prompts: list[list[int]]
-    references: list[str]
+    references: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.prompts)
 
 
-def load_token_dataset(path: str | Path, limit: int | None = None) -> TokenDataset:
+def read_table(path: str | Path):
+    """A dataset file as a DataFrame: ``.parquet`` files with pyarrow, anything else as a
+    pandas pickle (the OpenOrca ``.pkl``)."""
     import pandas as pd
 
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"dataset file {path} does not exist (check datasets.<name>.file in the config)")
-    frame = pd.read_pickle(path)
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise UserError(f"dataset {path} lacks column(s) {missing}; expected the processed OpenOrca layout")
+        raise UserError(f"dataset file {path} does not exist (check datasets.<name>.file in the config, and the "
+                        "benchmark's dataset files in the rules table)")
+    try:
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_pickle(path)
+    except ImportError as exc:
+        raise UserError(f"reading {path} needs {exc.name or 'pyarrow'} (pip install -r envs/workflow.txt)") from exc
+    except Exception as exc:  # pickle and pyarrow raise many kinds for a damaged file
+        raise UserError(f"cannot read dataset file {path}: {exc}") from exc
+
+
+def load_token_dataset(path: str | Path, limit: int | None = None) -> TokenDataset:
+    frame = read_table(path)
+    column = next((c for c in PROMPT_COLUMNS if c in frame.columns), None)
+    if column is None:
+        raise UserError(f"dataset {path} has none of the prompt token columns {list(PROMPT_COLUMNS)}; expected the "
+                        "processed OpenOrca layout (tok_input, output) or a gpt-oss file (input_tokens)")
     if limit is not None:
         frame = frame.iloc[:limit]
     return TokenDataset(
-        prompts=[[int(t) for t in ids] for ids in frame["tok_input"]],
-        references=[str(text) for text in frame["output"]],
+        prompts=[[int(t) for t in ids] for ids in frame[column]],
+        references=[str(text) for text in frame["output"]] if "output" in frame.columns else [],
     )

@@ -104,18 +104,21 @@ def reference_accuracy_job(
     evaluator: str,
     container_image: str | None = None,
     gpu_screening: dict[str, Any] | None = None,
+    accuracy_rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed)."""
+    """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed);
+    ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table."""
     apply_env(engine.get("env", {}))
     # A launch: slurm system's screen belongs to its server start, not to this in-process run.
     screened = apply_to_run(None if (gpu_screening or {}).get("allocation") else gpu_screening, engine)
     verify_dir(model_dir)
     verify_dir(dataset_dir)
-    if evaluator != "llama2-rouge":
+    from ..accuracy.stage import EVALUATORS, score_entries
+
+    if evaluator not in EVALUATORS:
         from ..errors import UserError
 
         raise UserError(f"a measured accuracy reference is not implemented for evaluator '{evaluator}'")
-    from ..accuracy.llama2 import evaluate_llama2
     from ..backends.vllm_engine import create_llm, sampling_params
 
     dataset = load_token_dataset(dataset_file)
@@ -129,7 +132,7 @@ def reference_accuracy_job(
     import numpy as np
 
     entries = [(i, np.asarray(o.outputs[0].token_ids, dtype=np.int32)) for i, o in enumerate(outputs)]
-    result = evaluate_llama2(entries, dataset.references, llm.get_tokenizer())
+    result, _ = score_entries(evaluator, entries, dataset_file, llm.get_tokenizer(), accuracy_rules or {})
     record = {
         "model_dir": model_dir,
         "samples": len(entries),

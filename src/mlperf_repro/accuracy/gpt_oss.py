@@ -1,0 +1,227 @@
+"""The gpt-oss-120b accuracy evaluation (reference ``eval_mlperf_accuracy.py``): exact match.
+
+What the reference does, and so what this does:
+
+* Every entry of ``mlperf_log_accuracy.json`` is scored (no de-duplication by qsl_idx),
+  its int32 token ids decoded with ``skip_special_tokens=False`` (the harmony channel
+  markers stay in the text).
+* The row ``qsl_idx`` of the dataset gives ``dataset`` (the family: the first key of the
+  table's ``families`` that the lower-cased name contains) and ``ground_truth``.
+* GPQA / MMLU(-Pro): the answer letter is read from the ``final`` channel (a letter at its
+  start, else ``Answer: X`` in it, else the last ``ANSWER``/``FINAL ANSWER`` in the whole
+  text) and compared case-insensitively with the ground truth.
+* AIME: the last ``\\boxed{N}`` in the whole text, else the last ``Answer: N``, an
+  integer 0-999, compared with ``int(ground_truth)``.
+* exact_match = 100 x sum over families of correct / repeats, divided by the same sum of
+  samples / repeats (the table's ``dataset_repeats``, 1 where absent), printed with 3
+  decimals as ``'exact_match': 83.130``.
+
+LiveCodeBench answers are judged by running the extracted code against hidden tests and
+MATH-500 ones by the PRM800K grader; neither runs here: rows of those families raise a
+UserError naming the file. ``tokens_per_sample`` (mean output tokens, for the checker's
+upper bound) is added; the reference script does not print it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+
+__all__ = [
+    "GptOssRows",
+    "evaluate_gpt_oss",
+    "extract_final_section",
+    "family_of",
+    "load_gpt_oss_rows",
+    "parse_aime_answer",
+    "parse_multiple_choice",
+]
+
+# Families whose answers need something this module does not do (code execution, a
+# symbolic math grader).
+UNSUPPORTED_FAMILIES = {
+    "livecodebench": "running the extracted code against the LiveCodeBench tests (sandboxed code execution)",
+    "math500": "the PRM800K symbolic answer grader",
+}
+# Highest option letter per multiple-choice family.
+MAX_OPTION = {"gpqa": "D", "mmlu_pro": "J", "mmlu": "J"}
+
+_FINAL_SECTION = re.compile(r"<\|channel\|>final[^<]*<\|message\|>(.*?)(?:<\|return\|>|$)", re.DOTALL)
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+_BOXED_INT = re.compile(r"\\boxed{\s*(\d+)\s*}")
+_ANSWER_INT = re.compile(r"Answer:\s*(\d+)(?!\.)\b", re.IGNORECASE | re.MULTILINE)
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return str(value).strip()
+
+
+def extract_final_section(text: str) -> str:
+    """The text of harmony's ``final`` channel (up to ``<|return|>``), else the whole text.
+
+    Anything between ``final`` and ``<|message|>`` is tolerated (models sometimes corrupt
+    the marker)."""
+    text = _text(text)
+    match = _FINAL_SECTION.search(text)
+    return match.group(1).strip() if match else text
+
+
+def parse_multiple_choice(text: str, max_option: str = "D") -> str | None:
+    """The chosen option letter (A..max_option), upper case, or None."""
+    text = _text(text)
+    if not text:
+        return None
+    final = _BOLD.sub(r"\1", extract_final_section(text))
+    if final.startswith(("['", '["')) and final.endswith(("']", '"]')):
+        final = final[2:-2].strip()
+    # Outputs stored as Python reprs carry literal backslash escapes.
+    final = final.replace("\\n", "\n").replace("\\'", "'")
+    letters = f"A-{max_option}"
+    leading = re.match(rf"^[^a-zA-Z]*([{letters}])(?:[^a-zA-Z]|$)", final.strip(), re.IGNORECASE)
+    if leading:
+        return leading.group(1).upper()
+    stated = re.search(rf"\b(?:Answer|ANSWER)\s*[:.]?\s*([{letters}])\b", final, re.IGNORECASE)
+    if stated:
+        return stated.group(1).upper()
+    whole = text.replace("\\n", "\n").replace("\\'", "'")
+    anywhere = list(re.finditer(
+        rf"\b(?:ANSWER|FINAL\s*ANSWER)\b\s*[:=]?\s*(?:\(?\s*([{letters}])\s*\)?)(?:\s*$|[^A-Za-z])",
+        whole, re.IGNORECASE))
+    if anywhere:
+        return anywhere[-1].group(1).upper()
+    if max_option == "J":
+        standalone = list(re.finditer(rf"\b([{letters}])\b", final, re.IGNORECASE))
+        if standalone:
+            return standalone[-1].group(1).upper()
+    return None
+
+
+def parse_aime_answer(text: str) -> int | None:
+    """The last boxed integer, else the last ``Answer: N``; only 0..999 counts."""
+    text = _text(text)
+    if not text:
+        return None
+    boxed = list(_BOXED_INT.finditer(text))
+    found = boxed or list(_ANSWER_INT.finditer(text))
+    if not found:
+        return None
+    value = int(found[-1].group(1))
+    return value if 0 <= value <= 999 else None
+
+
+def family_of(dataset_name: Any, families: Sequence[str]) -> str:
+    name = _text(dataset_name).lower()
+    if not name:
+        raise UserError("a dataset row has an empty 'dataset' value")
+    for family in families:
+        if family in name:
+            return family
+    raise UserError(f"dataset family '{dataset_name}' has no evaluator (known: {', '.join(families)})")
+
+
+def is_correct(family: str, output: str, ground_truth: Any) -> tuple[bool, Any]:
+    """(correct, extracted answer) for one decoded output."""
+    if family in MAX_OPTION:
+        letters = "ABCDEFGHIJ"[: "ABCDEFGHIJ".index(MAX_OPTION[family]) + 1]
+        parsed = parse_multiple_choice(output, MAX_OPTION[family])
+        truth = _text(ground_truth).upper()
+        return bool(parsed and truth and parsed in letters and parsed == truth), parsed
+    if family == "aime":
+        parsed = parse_aime_answer(output)
+        try:
+            return parsed is not None and parsed == int(ground_truth), parsed
+        except (TypeError, ValueError):
+            return False, parsed
+    raise UserError(f"scoring the '{family}' family needs {UNSUPPORTED_FAMILIES.get(family, 'an evaluator')}, "
+                    "which this workflow does not implement")
+
+
+@dataclass
+class GptOssRows:
+    """The columns the evaluation reads from a gpt-oss dataset file."""
+
+    path: str
+    datasets: list[str]
+    ground_truths: list[Any]
+
+    def __len__(self) -> int:
+        return len(self.datasets)
+
+
+def load_gpt_oss_rows(path: str | os.PathLike[str]) -> GptOssRows:
+    from ..harness.dataset import read_table
+
+    frame = read_table(path)
+    missing = [c for c in ("dataset", "ground_truth") if c not in frame.columns]
+    if missing:
+        raise UserError(f"dataset {path} lacks column(s) {missing}; the gpt-oss evaluation needs 'dataset' and "
+                        "'ground_truth'")
+    return GptOssRows(str(path), [str(v) for v in frame["dataset"]], list(frame["ground_truth"]))
+
+
+def evaluate_gpt_oss(
+    entries: Iterable[tuple[int, np.ndarray]],
+    rows: GptOssRows,
+    tokenizer: Any,
+    *,
+    families: Sequence[str],
+    repeats: Mapping[str, int],
+) -> dict[str, Any]:
+    """Score ``(qsl_idx, token ids)`` pairs; returns the metrics and a per-family breakdown.
+
+    ``families`` and ``repeats`` are the rules table's ``accuracy.families`` and
+    ``accuracy.dataset_repeats`` of gpt-oss-120b."""
+    entries = list(entries)
+    if not entries:
+        raise UserError("the accuracy log has no samples")
+    groups: dict[str, str] = {}
+    for qsl_idx, _ in entries:
+        if not 0 <= qsl_idx < len(rows):
+            raise UserError(f"the accuracy log has qsl_idx {qsl_idx}, but {rows.path} has {len(rows)} rows: "
+                            "was the run made on another dataset file?")
+        name = rows.datasets[qsl_idx]
+        if name not in groups:
+            groups[name] = family_of(name, families)
+            if groups[name] in UNSUPPORTED_FAMILIES:
+                raise UserError(f"{rows.path} has '{name}' rows; scoring them needs "
+                                f"{UNSUPPORTED_FAMILIES[groups[name]]}, which this workflow does not implement "
+                                "(run the reference eval_mlperf_accuracy.py for this file)")
+    texts = tokenizer.batch_decode([tokens.tolist() for _, tokens in entries], skip_special_tokens=False)
+    stats: dict[str, dict[str, int]] = {}
+    output_tokens = 0
+    for (qsl_idx, tokens), text in zip(entries, texts):
+        name = rows.datasets[qsl_idx].lower()
+        correct, _ = is_correct(groups[rows.datasets[qsl_idx]], text, rows.ground_truths[qsl_idx])
+        entry = stats.setdefault(name, {"correct": 0, "total": 0})
+        entry["total"] += 1
+        entry["correct"] += int(correct)
+        output_tokens += len(tokens)
+    score = sum(s["correct"] / repeats.get(n, 1) for n, s in stats.items())
+    maximum = sum(s["total"] / repeats.get(n, 1) for n, s in stats.items())
+    samples = sum(s["total"] for s in stats.values())
+    return {
+        "exact_match": round(100.0 * score / maximum, 3),
+        "tokens_per_sample": round(output_tokens / samples, 1),
+        "gen_num": samples,
+        "per_dataset": {n: dict(s, repeats=repeats.get(n, 1)) for n, s in sorted(stats.items())},
+    }
+
+
+def format_gpt_oss_accuracy_txt(result: Mapping[str, Any]) -> str:
+    """The checker reads ``'exact_match':\\s([\\d.]+)`` and ``'tokens_per_sample':\\s([\\d.]+)``
+    from one line; per-family counts follow on lines of their own."""
+    head = {"exact_match": float(result["exact_match"]), "tokens_per_sample": float(result["tokens_per_sample"]),
+            "gen_num": int(result["gen_num"])}
+    lines = ["", "Results", "", repr(head), ""]
+    for name, s in result["per_dataset"].items():
+        lines.append(f"{name}: {s['correct']}/{s['total']} correct, repeats {s['repeats']}")
+    return "\n".join(lines) + "\n"
