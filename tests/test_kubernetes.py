@@ -4,6 +4,7 @@ rendered without a cluster and validated against the Kubernetes schema and API r
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 import subprocess
@@ -204,3 +205,30 @@ def test_a_profile_for_another_executor_is_refused(workdir, tmp_path):
     (workdir / "profiles" / "not-k8s" / "config.yaml").write_text("cores: 2\n")
     with pytest.raises(UserError, match="executor: kubernetes"):
         render("config/config.yaml", "profiles/not-k8s", workdir=workdir, timeout_s=300)
+
+
+K8S_LAUNCH = "config/examples/mi355x-multinode-kubernetes.yaml"
+
+
+def test_cli_renders_the_server_objects_of_a_kubernetes_launch(workdir, tmp_path):
+    out = tmp_path / "k8s"
+    result = subprocess.run([sys.executable, "-m", "mlperf_repro", "k8s-render", "--configfile", K8S_LAUNCH,
+                             "--workdir", str(workdir), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "and 2 server manifests (1 server set(s))" in result.stdout and "all valid" in result.stdout
+    stem = "servers-mi355x-11x8-rocm-vllm-k8s-llama2-70b-99"
+    statefulset = yaml.safe_load((out / f"{stem}-statefulset.yaml").read_text())
+    service = yaml.safe_load((out / f"{stem}-service.yaml").read_text())
+    assert validate_manifest(statefulset) == [] and validate_manifest(service) == []
+    assert statefulset["spec"]["replicas"] == 11 and service["spec"]["clusterIP"] == "None"
+    index = json.loads((out / "index.json").read_text())
+    assert {entry["file"] for entry in index} == {p.name for p in out.glob("*.yaml")}
+    # The run jobs are pods without GPUs in the workflow's image; quantization still runs in
+    # the servers' image, whose digest the server pods pull.
+    config = validate_config(load_yaml(REPO / K8S_LAUNCH), SCHEMA)
+    image = Plan(config).server_image("mi355x-11x8-rocm-vllm-k8s")
+    assert statefulset["spec"]["template"]["spec"]["containers"][0]["image"] == image.removeprefix("docker://")
+    jobs = rendered(workdir, K8S_LAUNCH)
+    runs = [job for job in jobs if job.rule in {"loadgen_run", "compliance_run"}]
+    assert runs and all(job.gpu_limits() == {} and job.apptainer_image is None for job in runs)
+    assert [job.apptainer_image for job in jobs if job.rule == "quantize"] == [image]

@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     render_parser = commands.add_parser(
         "k8s-render", help="write and validate the Kubernetes Job of every job (no cluster needed)",
         description="Plan the workflow with a Kubernetes profile and write the batch/v1 Job the executor plugin "
-                    "would submit for each job, one YAML file per job plus index.json; every manifest is checked "
-                    "against the Kubernetes schema and the API server's rules. Exit 1 if one is invalid.")
+                    "would submit for each job, one YAML file per job plus index.json, and the server StatefulSet and "
+                    "Service of every launch: kubernetes system; every manifest is checked against the Kubernetes "
+                    "schema and the API server's rules. Exit 1 if one is invalid.")
     render_parser.add_argument("--configfile", default="config/config.yaml", help="the workflow config (default: %(default)s)")
     render_parser.add_argument("--profile", default="profiles/kubernetes", help="the Kubernetes profile (default: %(default)s)")
     render_parser.add_argument("--out", required=True, help="folder for the manifests")
@@ -71,7 +72,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_k8s_render(args: argparse.Namespace) -> int:
-    from .cluster.kubernetes import render, validate_manifest, write_manifests
+    from .cluster.kubernetes import (render, render_servers, validate_manifest, write_manifests,
+                                     write_server_manifests)
 
     jobs = render(args.configfile, args.profile, workdir=args.workdir)
     paths = write_manifests(jobs, args.out)
@@ -80,8 +82,22 @@ def run_k8s_render(args: argparse.Namespace) -> int:
         for problem in validate_manifest(job.manifest):
             print(f"{path}: {problem}", file=sys.stderr)
             invalid += 1
+    # launch: kubernetes systems: the server objects their run jobs create.
+    server_sets = render_servers(args.configfile, args.profile, workdir=args.workdir)
+    server_paths = iter(write_server_manifests(server_sets, args.out))
+    for problem in dict.fromkeys(p for entry in server_sets for p in entry.problems):
+        print(f"{args.configfile}: {problem}", file=sys.stderr)
+        invalid += 1
+    for entry in server_sets:
+        for manifest in entry.manifests:
+            path = next(server_paths)
+            for problem in validate_manifest(manifest):
+                print(f"{path}: {problem}", file=sys.stderr)
+                invalid += 1
     gpu_jobs = sum(1 for job in jobs if any(v not in ("0", 0) for v in job.gpu_limits().values()))
-    print(f"{len(paths)} Job manifests ({gpu_jobs} with GPUs) in {args.out}; "
+    servers = (f" and {sum(len(e.manifests) for e in server_sets)} server manifests "
+               f"({len(server_sets)} server set(s))" if server_sets else "")
+    print(f"{len(paths)} Job manifests ({gpu_jobs} with GPUs){servers} in {args.out}; "
           + (f"{invalid} problem(s)" if invalid else "all valid"))
     return 1 if invalid else 0
 

@@ -215,6 +215,14 @@ def check_references(config: dict) -> list[str]:
                     problems.append(f"{where}: the closed division requires scenario(s) {', '.join(missing)}")
         problems += _endpoint_problems(system, entry["engine"])
         problems += _software_problems(system, entry.get("software") or {})
+        problems += _kubernetes_image_problems(system, entry)
+        if (entry["engine"].get("endpoints") or {}).get("launch") == "kubernetes":
+            measured = [b for b in entry["benchmarks"]
+                        if (config["benchmarks"].get(b) or {}).get("accuracy_target") == "measured"]
+            if measured:
+                problems.append(f"systems.{system}.engine.endpoints.launch: benchmark(s) {', '.join(measured)} use "
+                                f"accuracy_target: measured, whose reference runs vLLM inside the run pod, which "
+                                f"holds no GPUs with launch: kubernetes; use accuracy_target: reference")
         problems += _screening_problems(system, entry)
         if entry["engine"]["backend"] != "endpoints":
             for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
@@ -295,6 +303,10 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
                         f"hand out the GPUs, but with gpu_screening the run gives each server its screened GPUs "
                         f"itself; remove the flag(s)"]
             return []
+        if launch == "kubernetes":
+            return [f"{where}.enabled: GPU screening is not implemented for launch: kubernetes (the server pods get "
+                    f"their GPUs from the device plugin); disable it, or screen the nodes with "
+                    f"python -m mlperf_repro.cluster.screen in the server image"]
         if launch != "local":
             return [f"{where}.enabled: the servers of launch: external run elsewhere, so this run host has no GPUs "
                     f"to screen; screen the nodes where the servers start (python -m mlperf_repro.cluster.screen) "
@@ -320,6 +332,63 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
     return problems
 
 
+# Accelerator vendors (first word of allocation.accelerator) and the extended resource their
+# Kubernetes device plugin offers.
+GPU_RESOURCE_OF_VENDOR = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
+
+
+def kubernetes_gpu_resource(allocation: dict, settings: dict) -> str | None:
+    """The extended resource each server pod requests accelerator_count of; None when the
+    servers have no accelerators or the vendor is unknown (the config check names that)."""
+    if allocation.get("accelerator", "N/A") == "N/A" or allocation.get("accelerator_count", 1) == 0:
+        return None
+    if settings.get("gpu_resource"):
+        return settings["gpu_resource"]
+    vendor = allocation["accelerator"].split()[0].lower()
+    return GPU_RESOURCE_OF_VENDOR.get(vendor)
+
+
+def _kubernetes_launch_problems(system: str, engine: dict) -> list[str]:
+    where = f"systems.{system}.engine.endpoints"
+    endpoints = engine["endpoints"]
+    allocation, settings = endpoints["allocation"], endpoints.get("kubernetes")
+    if not settings:
+        return [f"{where}.kubernetes: launch: kubernetes needs kubernetes.model_volume (the claim with the models "
+                f"and where the run pod mounts it), so the server pods can read the checkpoint"]
+    problems = []
+    if allocation.get("srun_args"):
+        problems.append(f"{where}.allocation.srun_args: only used with launch: slurm; remove it")
+    if (allocation.get("accelerator", "N/A") != "N/A" and allocation.get("accelerator_count", 1) > 0
+            and kubernetes_gpu_resource(allocation, settings) is None):
+        problems.append(f"{where}.kubernetes.gpu_resource: cannot tell the GPU resource from accelerator "
+                        f"{allocation['accelerator']!r} (known vendors: AMD, NVIDIA); set it to "
+                        f"{' or '.join(GPU_RESOURCE_OF_VENDOR.values())}")
+    args = engine.get("engine_args") or {}
+    parallel = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
+    if kubernetes_gpu_resource(allocation, settings) and parallel != allocation.get("accelerator_count", 1):
+        problems.append(f"{where}.allocation.accelerator_count: each server container gets exactly "
+                        f"{allocation.get('accelerator_count', 1)} GPU(s), but tensor_parallel_size x "
+                        f"pipeline_parallel_size = {parallel}; make them equal")
+    return problems
+
+
+def _kubernetes_image_problems(system: str, entry: dict) -> list[str]:
+    endpoints = entry["engine"].get("endpoints") or {}
+    settings = endpoints.get("kubernetes")
+    if entry["engine"]["backend"] != "endpoints" or endpoints.get("launch") != "kubernetes" or not settings:
+        return []
+    image = settings.get("image")
+    where = f"systems.{system}.engine.endpoints.kubernetes.image"
+    if not image:
+        return [f"systems.{system}.software.container: launch: kubernetes runs the servers in this image; set it "
+                f"to the digest-pinned vLLM image (docker://<repo>@sha256:<64 hex digits>), or set {where}"]
+    if not image.startswith("docker://"):
+        return [f"{where}: {image!r}: the kubelet pulls server images from a registry; launch: kubernetes needs "
+                f"a docker:// reference (from systems.{system}.software.container unless set here)"]
+    problem = container_problem(where, image)
+    return [problem] if problem else []
+
+
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -331,15 +400,19 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
     if not endpoints:
         return [f"{where}.endpoints: backend endpoints needs the servers to send queries to "
                 f"(endpoints.list with name, host, port)"]
-    if endpoints.get("launch") == "slurm":
+    launch = endpoints.get("launch", "external")
+    if endpoints.get("kubernetes") and launch != "kubernetes":
+        return [f"{where}.endpoints.kubernetes: only used with launch: kubernetes (launch is {launch})"]
+    if launch in ALLOCATION_LAUNCHES:
         if not endpoints.get("allocation"):
-            return [f"{where}.endpoints.allocation: launch: slurm starts the servers in the run's allocation; "
+            return [f"{where}.endpoints.allocation: launch: {launch} starts the servers in the run's allocation; "
                     f"say how many nodes (allocation.nodes) and servers per node"]
-        if endpoints.get("list") and endpoints["list"] != allocation_endpoints(endpoints["allocation"]):
-            return [f"{where}.endpoints.list: with launch: slurm the list is generated from allocation; remove it"]
+        if endpoints.get("list") and endpoints["list"] != allocation_endpoints(endpoints["allocation"], launch):
+            return [f"{where}.endpoints.list: with launch: {launch} the list is generated from allocation; remove it"]
+        if launch == "kubernetes":
+            return _kubernetes_launch_problems(system, engine)
     elif endpoints.get("allocation"):
-        return [f"{where}.endpoints.allocation: only used with launch: slurm (launch is "
-                f"{endpoints.get('launch', 'external')})"]
+        return [f"{where}.endpoints.allocation: only used with launch: slurm or kubernetes (launch is {launch})"]
     if not endpoints.get("list"):
         return [f"{where}.endpoints.list: name the servers (name, host, port for each), or use launch: slurm "
                 f"with allocation"]
@@ -364,12 +437,16 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
 # Generated endpoints of a launch: slurm system name their node by index; the run replaces
 # this host with the allocation's n-th host name.
 ALLOCATION_HOST_PREFIX = "slurm-node-"
+# The same for launch: kubernetes: the run replaces it with the DNS name of server pod n.
+KUBERNETES_HOST_PREFIX = "k8s-server-pod-"
+ALLOCATION_LAUNCHES = {"slurm": ALLOCATION_HOST_PREFIX, "kubernetes": KUBERNETES_HOST_PREFIX}
 
 
-def allocation_endpoints(allocation: dict) -> list[dict]:
-    """The endpoint list a launch: slurm system stands for (hosts filled in at run time)."""
+def allocation_endpoints(allocation: dict, launch: str = "slurm") -> list[dict]:
+    """The endpoint list a launch: slurm or kubernetes system stands for (hosts filled in at run time)."""
+    prefix = ALLOCATION_LAUNCHES[launch]
     return [
-        {"name": f"node{i}-{j}", "host": f"{ALLOCATION_HOST_PREFIX}{i}", "port": allocation.get("base_port", 8000) + j,
+        {"name": f"node{i}-{j}", "host": f"{prefix}{i}", "port": allocation.get("base_port", 8000) + j,
          "node": f"node{i}", "accelerator": allocation.get("accelerator", "N/A"),
          "accelerator_count": allocation.get("accelerator_count", 1),
          "max_concurrency": allocation.get("max_concurrency", 256)}
@@ -380,8 +457,15 @@ def allocation_endpoints(allocation: dict) -> list[dict]:
 def _generate_allocation_lists(config: dict) -> None:
     for entry in (config.get("systems") or {}).values():
         endpoints = ((entry or {}).get("engine") or {}).get("endpoints") or {}
-        if endpoints.get("launch") == "slurm" and endpoints.get("allocation") and not endpoints.get("list"):
-            endpoints["list"] = allocation_endpoints(endpoints["allocation"])
+        launch = endpoints.get("launch")
+        if launch in ALLOCATION_LAUNCHES and endpoints.get("allocation") and not endpoints.get("list"):
+            endpoints["list"] = allocation_endpoints(endpoints["allocation"], launch)
+        # The server pods run the system's image; the run job gets it with its engine settings.
+        settings = endpoints.get("kubernetes")
+        if launch == "kubernetes" and settings and not settings.get("image"):
+            container = ((entry or {}).get("software") or {}).get("container")
+            if container:
+                settings["image"] = container
 
 
 def validate_config(config: dict, schema_path: str | Path) -> dict:

@@ -189,8 +189,8 @@ class Estimator:
         desc = self.plan.system_cfg(system)["description"]
         per_node, nodes = desc["accelerators_per_node"], desc["number_of_nodes"]
         if "auto" in (per_node, nodes):
-            endpoints = (self.plan.engine(system).get("endpoints") or {}).get("list") or []
-            return sum(e.get("accelerator_count", 1) for e in endpoints if e.get("accelerator", "N/A") != "N/A")
+            # The servers' accelerators, wherever they run (SLURM allocation, Kubernetes server pods).
+            return self.plan.server_accelerators(system)
         return int(per_node) * int(nodes)
 
     def endpoint_accelerators(self, system: str, count: int) -> int:

@@ -239,16 +239,31 @@ class Plan:
 
     def accelerators(self, system: str, endpoints: int | None = None) -> int:
         """Accelerators one run job occupies, over all its nodes (the generic ``gpu`` resource;
-        0 on CPU hosts, and 0 for a head whose servers were started outside the job)."""
+        0 on CPU hosts, and 0 for a head whose servers run outside the job: launch external, or
+        launch kubernetes, whose server pods request their own GPUs)."""
+        engine = self.engine(system)
+        if engine["backend"] == "endpoints" and engine["endpoints"].get("launch", "external") not in ("local", "slurm"):
+            return 0
+        return self.server_accelerators(system, endpoints)
+
+    def server_accelerators(self, system: str, endpoints: int | None = None) -> int:
+        """Accelerators a run of this system keeps busy, wherever its servers run (the job
+        itself, its SLURM allocation, or the server pods of launch kubernetes; the GPU-hours of
+        the plan view); for launch external the servers' own, as listed."""
         engine = self.engine(system)
         if engine["backend"] == "endpoints":
-            config = engine["endpoints"]
-            if config.get("launch", "external") not in ("local", "slurm"):
-                return 0
-            return sum(e.get("accelerator_count", 1) for e in config["list"][:endpoints]
+            return sum(e.get("accelerator_count", 1) for e in engine["endpoints"]["list"][:endpoints]
                        if e.get("accelerator", "N/A") != "N/A")
         desc = self.system_cfg(system)["description"]
         return int(desc["accelerators_per_node"]) * int(desc["number_of_nodes"])
+
+    def server_nodes(self, system: str, endpoints: int | None = None) -> int:
+        """Nodes a run of this system occupies: the allocation of launch slurm, one per server
+        pod of launch kubernetes, the listed servers' nodes otherwise."""
+        engine = self.engine(system)
+        if engine["backend"] == "endpoints":
+            return len({e.get("node", e["host"]) for e in engine["endpoints"]["list"][:endpoints]})
+        return int(self.system_cfg(system)["description"]["number_of_nodes"])
 
     def nodes(self, system: str, endpoints: int | None = None) -> int:
         """Nodes one run job asks the scheduler for: the allocation of a launch: slurm system
@@ -290,6 +305,11 @@ class Plan:
         engine = self.engine(system)
         return engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "slurm"
 
+    def launches_on_kubernetes(self, system: str) -> bool:
+        """The run job creates the server pods itself (launch kubernetes)."""
+        engine = self.engine(system)
+        return engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "kubernetes"
+
     @staticmethod
     def screen_path(system: str) -> str:
         return f"results/screen/{system}.json"
@@ -308,7 +328,15 @@ class Plan:
     # -- software per stage ----------------------------------------------------------------
     def container(self, system: str) -> str | None:
         """The digest-pinned image this system's heavy jobs run in under apptainer; None means
-        the pip environments of envs/ (CPU hosts)."""
+        the pip environments of envs/ (CPU hosts), and the workflow's own pod image for the head
+        of a launch kubernetes system (it needs the Kubernetes client and no GPU; its server
+        pods run the image, see :meth:`server_image`)."""
+        if self.launches_on_kubernetes(system):
+            return None
+        return self.server_image(system)
+
+    def server_image(self, system: str) -> str | None:
+        """The image the system's inference servers run (systems.<name>.software.container)."""
         return (self.system_cfg(system).get("software") or {}).get("container")
 
     def quantize_container(self, model: str, recipe: str) -> str | None:
@@ -317,8 +345,8 @@ class Plan:
         for system, entry in self.config["systems"].items():
             for benchmark in entry["benchmarks"]:
                 bench = self.benchmark_cfg(benchmark)
-                if (bench["model"], bench.get("quantization")) == (model, recipe) and self.container(system):
-                    return self.container(system)
+                if (bench["model"], bench.get("quantization")) == (model, recipe) and self.server_image(system):
+                    return self.server_image(system)
         return None
 
     def accuracy_targets(self, benchmark: str) -> dict[str, Any]:

@@ -67,7 +67,8 @@ def make_backend(
     if kind == "endpoints":
         from .endpoints import EndpointBackend, dispatch_settings, endpoint_specs
 
-        return EndpointBackend(endpoints=endpoint_specs(engine), dispatch=dispatch_settings(engine), **common)
+        return EndpointBackend(endpoints=endpoint_specs(engine), dispatch=dispatch_settings(engine),
+                               servers=engine.get("servers"), **common)
     from ..errors import UserError
 
     raise UserError(f"unknown backend '{kind}' (systems.<name>.engine.backend); allowed: vllm, endpoints")

@@ -35,9 +35,11 @@ def dispatch_settings(engine: dict) -> DispatchSettings:
 @contextmanager
 def serving(engine: dict, model_path: str, log_dir: str | Path, screening: dict | None = None) -> Iterator[dict]:
     """Servers for the run: started here (``launch: local``), in the SLURM allocation
-    (``launch: slurm``, its GPUs screened first when ``screening`` says so), or already
-    running. Yields the engine config to run with, its endpoint list naming the real hosts
-    (and, when screened, ``gpu_screening``: what the screen decided)."""
+    (``launch: slurm``, its GPUs screened first when ``screening`` says so), as server pods
+    (``launch: kubernetes``), or already running. Yields the
+    engine config to run with, its endpoint list naming the real hosts (and, when screened,
+    ``gpu_screening``: what the screen decided; for server pods, ``servers``: the image and
+    which pod ran on which node)."""
     endpoints = engine.get("endpoints") or {}
     launch = endpoints.get("launch", "external")
     if engine["backend"] != "endpoints" or launch == "external":
@@ -45,6 +47,13 @@ def serving(engine: dict, model_path: str, log_dir: str | Path, screening: dict 
         return
     name = endpoints.get("served_model_name", "model")
     timeout = endpoints.get("startup_timeout_s", 600)
+    if launch == "kubernetes":
+        from ..cluster.kubernetes_servers import kubernetes_servers
+
+        with kubernetes_servers(endpoints["list"], model_path, engine, log_dir,
+                                startup_timeout_s=timeout) as (placed, record):
+            yield dict(engine, endpoints=dict(endpoints, list=placed), servers=record)
+        return
     if launch == "slurm":
         from .servers import slurm_allocation_servers
 
@@ -100,7 +109,9 @@ class EndpointBackend:
         stream: bool,
         on_first_token: FirstTokenCallback | None,
         on_complete: CompleteCallback,
+        servers: dict | None = None,
     ) -> None:
+        self.servers = servers  # what launched the servers and where they ran (launch: kubernetes)
         raise_open_file_limit()  # before the dispatcher reads the limit
         self.dispatcher = Dispatcher(endpoints, dispatch, generation, stream=stream,
                                      on_first_token=on_first_token, on_complete=on_complete)
@@ -141,4 +152,6 @@ class EndpointBackend:
     def stats(self) -> dict:
         stats = self.dispatcher.stats()
         stats["endpoints_down_before_run"] = self.startup_problems
+        if self.servers:
+            stats["servers"] = self.servers
         return stats

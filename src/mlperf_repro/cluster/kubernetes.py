@@ -171,12 +171,18 @@ def validate_manifest(manifest: dict[str, Any], kubernetes_version: str = KUBERN
     if not (DNS_LABEL.match(name) and len(name) <= 63):
         problems.append(f"metadata.name: {name!r} is not a DNS label of at most 63 characters")
     problems += _label_problems("metadata.labels", (manifest.get("metadata") or {}).get("labels") or {})
-    if manifest.get("kind") != "Job":
+    kind = manifest.get("kind")
+    if kind == "Service":
+        return problems + _service_problems(manifest)
+    if kind not in ("Job", "StatefulSet"):
         return problems
-    pod = ((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}
-    if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+    spec = manifest.get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec") or {}
+    if kind == "Job" and pod.get("restartPolicy") not in ("Never", "OnFailure"):
         problems.append(f"spec.template.spec.restartPolicy: a Job's pods need Never or OnFailure, "
                         f"got {pod.get('restartPolicy')!r}")
+    if kind == "StatefulSet":
+        problems += _statefulset_problems(manifest)
     problems += _label_problems("spec.template.spec.nodeSelector", pod.get("nodeSelector") or {})
     volumes = {v.get("name") for v in pod.get("volumes") or []}
     for i, container in enumerate(pod.get("containers") or []):
@@ -187,7 +193,140 @@ def validate_manifest(manifest: dict[str, Any], kubernetes_version: str = KUBERN
         for mount in container.get("volumeMounts") or []:
             if mount.get("name") not in volumes:
                 problems.append(f"{where}.volumeMounts: {mount.get('name')!r} is not a volume of the pod")
+    problems += _port_problems(pod)
     return problems
+
+
+# A StatefulSet's pods carry controller-revision-hash=<name>-<10 characters>, a label value.
+MAX_STATEFULSET_NAME = 52
+
+
+def _statefulset_problems(manifest: dict[str, Any]) -> list[str]:
+    problems = []
+    name = manifest["metadata"].get("name", "")
+    if len(name) > MAX_STATEFULSET_NAME:
+        problems.append(f"metadata.name: {name!r} is longer than {MAX_STATEFULSET_NAME} characters (a StatefulSet's "
+                        f"pods get a label value <name>-<10 characters>)")
+    spec = manifest["spec"]
+    template = spec.get("template") or {}
+    pod = template.get("spec") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    selector = (spec.get("selector") or {}).get("matchLabels") or {}
+    if any(labels.get(k) != v for k, v in selector.items()):
+        problems.append(f"spec.selector: {selector} does not select the template's labels {labels}")
+    if pod.get("restartPolicy", "Always") != "Always":
+        problems.append(f"spec.template.spec.restartPolicy: a StatefulSet's pods need Always, "
+                        f"got {pod.get('restartPolicy')!r}")
+    return problems
+
+
+def _service_problems(manifest: dict[str, Any]) -> list[str]:
+    spec = manifest.get("spec") or {}
+    names = [p.get("name") for p in spec.get("ports") or []]
+    problems = []
+    if len(spec.get("ports") or []) > 1 and (None in names or len(set(names)) != len(names)):
+        problems.append("spec.ports: a Service with several ports needs a distinct name for each")
+    return problems
+
+
+def _port_problems(pod: dict[str, Any]) -> list[str]:
+    """Container ports of one pod share its network namespace: no port twice, names unique (and
+    IANA service names: at most 15 characters)."""
+    seen: dict[int, str] = {}
+    names: set[str] = set()
+    problems = []
+    for container in pod.get("containers") or []:
+        for port in container.get("ports") or []:
+            number, name = port.get("containerPort"), port.get("name")
+            if number in seen:
+                problems.append(f"containers {seen[number]!r} and {container.get('name')!r} both use port {number}")
+            seen[number] = container.get("name")
+            if name is not None:
+                if name in names:
+                    problems.append(f"port name {name!r} is used twice in the pod")
+                if len(name) > 15:
+                    problems.append(f"port name {name!r} is longer than 15 characters")
+                names.add(name)
+    return problems
+
+
+@dataclass
+class RenderedServers:
+    """The server objects a ``launch: kubernetes`` run job of ``system`` creates for ``benchmark``
+    (its model), as they would be created, with a fixed preview id in the names."""
+
+    system: str
+    benchmark: str
+    manifests: list[dict[str, Any]]
+    problems: list[str]
+
+    @property
+    def file_stem(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"servers-{self.system}-{self.benchmark}")
+
+
+def render_servers(configfile: str | Path, profile: str | Path, *, workdir: str | Path = ".") -> list[RenderedServers]:
+    """The StatefulSet and headless Service of every launch: kubernetes system and benchmark,
+    with the namespace, claim and storage prefix of the profile. ``problems`` lists where the
+    config and the profile disagree (the run pod would not see the model where the servers
+    read it, or could not create the servers)."""
+    from ..config import load_yaml, validate_config
+    from ..plan import Plan
+    from .kubernetes_servers import preview_run_id, server_manifests, server_set_from_config, set_name
+
+    workdir = Path(workdir).resolve()
+    config = validate_config(load_yaml(workdir / configfile), workdir / "workflow/schemas/config.schema.yaml")
+    settings = load_yaml(workdir / profile / "config.yaml") or {}
+    plan = Plan(config)
+    volumes = [str(v) for v in settings.get("kubernetes-persistent-volumes") or []]
+    prefix = str(settings.get("default-storage-prefix") or "").rstrip("/")
+    rendered = []
+    for system in plan.systems:
+        if not plan.launches_on_kubernetes(system):
+            continue
+        engine = plan.engine(system)
+        k8s = engine["endpoints"]["kubernetes"]
+        claim, mount = k8s["model_volume"]["claim"], k8s["model_volume"]["mount_path"].rstrip("/")
+        where = f"systems.{system}.engine.endpoints.kubernetes"
+        problems = []
+        if f"{claim}:{mount}" not in volumes:
+            problems.append(f"{where}.model_volume: claim {claim} at {mount} is not among the profile's "
+                            f"kubernetes-persistent-volumes ({', '.join(volumes) or 'none'}), so the run pod does "
+                            f"not see the model where the server pods read it")
+        if not (prefix == mount or prefix.startswith(mount + "/")):
+            problems.append(f"{where}.model_volume: the profile's default-storage-prefix {prefix or '(unset)'} is not "
+                            f"below {mount}, so the workflow's files are not on the claim the server pods mount")
+        if not settings.get("kubernetes-service-account-name"):
+            problems.append("profile: kubernetes-service-account-name is unset; the run pod creates the server pods "
+                            "and needs a service account with the Role in profiles/kubernetes/rbac.yaml")
+        namespace = k8s.get("namespace") or settings.get("kubernetes-namespace") or "default"
+        for benchmark in config["systems"][system]["benchmarks"]:
+            servers = server_set_from_config(
+                engine, name=set_name(preview_run_id(f"{system}/{benchmark}")), namespace=namespace,
+                model_path=f"{prefix}/{plan.serving_dir(system, benchmark)}")
+            rendered.append(RenderedServers(system, benchmark, server_manifests(servers), list(problems)))
+    return rendered
+
+
+def write_server_manifests(sets: list[RenderedServers], out_dir: str | Path) -> list[Path]:
+    """One YAML file per object (``servers-<system>-<benchmark>-<kind>.yaml``), added to index.json."""
+    import yaml
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    index_path = out_dir / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.is_file() else []
+    paths = []
+    for entry in sets:
+        for manifest in entry.manifests:
+            path = out_dir / f"{entry.file_stem}-{manifest['kind'].lower()}.yaml"
+            path.write_text(yaml.safe_dump(manifest, sort_keys=False, width=120))
+            paths.append(path)
+            index.append({"file": path.name, "kind": manifest["kind"], "system": entry.system,
+                          "benchmark": entry.benchmark,
+                          "created_by": "the run jobs of this system (launch: kubernetes), with a random id per run"})
+    index_path.write_text(json.dumps(index, indent=2) + "\n")
+    return paths
 
 
 def write_manifests(jobs: list[RenderedJob], out_dir: str | Path) -> list[Path]:
