@@ -25,7 +25,7 @@ from mlperf_repro.backends.endpoints import serving
 from mlperf_repro.backends.servers import _healthy
 from mlperf_repro.cluster.kubernetes import render_servers, validate_manifest
 from mlperf_repro.cluster.kubernetes_servers import (
-    Teardown, endpoints_on_pods, model_path_on_claim, placement, pod_report, server_manifests,
+    Teardown, endpoints_on_pods, failing_containers, model_path_on_claim, placement, pod_report, server_manifests,
     server_set_from_config, sigterm_unwinds, wait_until_healthy)
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
@@ -131,8 +131,9 @@ def test_the_plan_view_counts_the_server_pods_gpus_like_the_slurm_run():
     """The same 11 x 8 MI355X shape on SLURM and on Kubernetes costs the same GPU-hours."""
     k8s, slurm = estimate_file(str(EXAMPLE), str(SCHEMA)), estimate_file(str(SLURM_EXAMPLE), str(SCHEMA))
     assert k8s.total["gpu_hours"] == pytest.approx(slurm.total["gpu_hours"])
-    runs = [d for row in k8s.rows for d in row.details if d["rule"] == "loadgen_run"]
-    assert runs and all(d["accelerators"] == 88 for d in runs)
+    for estimate in (k8s, slurm):
+        runs = [d for row in estimate.rows for d in row.details if d["rule"] in ("loadgen_run", "compliance_run")]
+        assert runs and all(d["accelerators"] == 88 and d["nodes"] == 11 for d in runs)
 
 
 # -- the server objects ------------------------------------------------------------------------
@@ -376,6 +377,9 @@ def test_the_pod_report_says_why_each_pod_is_not_serving():
     assert waiting == ["s-0 (Pending: Unschedulable: 0/11 nodes are available: 11 Insufficient amd.com/gpu.)",
                        "s-2 (Running on n2)", "s-3 (not created)"]
     assert pod_report(pods, ["s-0", "s-1"], only={"s-0"}) == ([], [waiting[0]])
+    # Whose log goes into the error: the crash-looping container's previous run.
+    assert failing_containers(pods) == [("s-1", "vllm-0", True)]
+    assert failing_containers(pods, only={"s-0"}) == []
     assert placement(pods)[2] == {"pod": "s-2", "node": "n2", "host_ip": None, "pod_ip": None,
                                   "image_ids": ["docker.io/rocm/vllm@sha256:ab"]}
 
@@ -444,7 +448,7 @@ def test_outside_a_cluster_the_run_stops_with_a_clear_reason(default_config, tmp
             pass
 
 
-def test_an_unreachable_api_server_is_a_clear_error(default_config, tmp_path, monkeypatch):
+def test_an_unreachable_api_server_is_a_clear_error(default_config, tmp_path, monkeypatch, capfd):
     """A kubeconfig whose API server does not answer: the real client's request fails, and the
     run stops naming the action, not with a traceback."""
     import socket
@@ -470,3 +474,9 @@ def test_an_unreachable_api_server_is_a_clear_error(default_config, tmp_path, mo
                                         r"no answer from the API server"):
         with serving(engine, str(claim / "models/tiny"), tmp_path / "servers"):
             pass
+    # The teardown still tried every step (a create whose answer is lost may have happened)
+    # and says what may be left.
+    err = capfd.readouterr().err
+    assert "teardown FAILED: deleted Service mlperf/mlperf-vllm-" in err
+    assert "teardown FAILED: server pods of mlperf-vllm-" in err
+    assert "kubectl -n mlperf delete statefulset,service -l mlperf-repro/server-set=mlperf-vllm-" in err

@@ -340,7 +340,8 @@ class Estimator:
                     run = {"queries": samples, "seconds": samples / qps, "target_qps": qps}
                     logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
                 row.add("loadgen_run", run["seconds"] + self.assume.run_overhead_s, accelerators, logs,
-                        **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3))
+                        **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3),
+                        nodes=plan.server_nodes(job.system))
         return [confs] + [rows[key] for key in sorted(rows, key=lambda k: (plan.scenarios.index(k[0]),
                                                                              MODES.index(k[1])))]
 
@@ -372,7 +373,8 @@ class Estimator:
             logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, logged, "performance")
             where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "test": test}
             row.add("compliance_run", run["seconds"] + self.assume.run_overhead_s, self.system_accelerators(job.system), logs,
-                    **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3))
+                    **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3),
+                    nodes=plan.server_nodes(job.system))
             row.add("compliance_verify", self.assume.light_job_s, **where)
         return row
 
@@ -402,7 +404,7 @@ class Estimator:
             row.add("scaling_user_conf", self.assume.light_job_s, **where)
             row.add("scaling_run", run["seconds"] + self.assume.run_overhead_s, self.endpoint_accelerators(system, count),
                     self.assume.log_bytes_per_run, **where, queries=round(run["queries"], 3),
-                    test_seconds=round(run["seconds"], 3))
+                    test_seconds=round(run["seconds"], 3), nodes=plan.server_nodes(system, count))
         row.add("scaling_report", self.assume.light_job_s, system=system, benchmark=benchmark)
         return row
 

@@ -51,6 +51,7 @@ FATAL_WAITING_REASONS = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrI
 API_TIMEOUT_S = 30           # every API request
 TEARDOWN_TIMEOUT_S = 180     # until the server pods are gone (their GPUs free for the next job)
 STATUS_EVERY_S = 10          # pod status reads while waiting for /health
+LOG_TAIL_LINES = 20          # of a server that cannot start, in the error
 READINESS_PERIOD_S = 10
 
 
@@ -332,6 +333,21 @@ def pod_report(pods: Sequence[dict[str, Any]], expected: Sequence[str],
     return fatal, waiting
 
 
+def failing_containers(pods: Sequence[dict[str, Any]], only: Sequence[str] | None = None) -> list[tuple[str, str, bool]]:
+    """(pod, container, previous) of every container that cannot start by itself; ``previous``:
+    its log is that of the last crashed run (a crash loop), not of the current one."""
+    found = []
+    for pod in pods:
+        name = (pod.get("metadata") or {}).get("name")
+        if only is not None and name not in only:
+            continue
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
+            if reason in FATAL_WAITING_REASONS:
+                found.append((name, status.get("name"), reason == "CrashLoopBackOff"))
+    return found
+
+
 def placement(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per server pod: its node and the image digests its containers run (the kubelet's imageID)."""
     rows = []
@@ -561,10 +577,22 @@ def kubernetes_servers(
             listed = pods()
         except failed:
             return  # a slow or restarting API server is not a failed server; the timeout still holds
-        fatal, _ = pod_report(listed, expected, only={pod_of[w] for w in waiting})
+        only = {pod_of[w] for w in waiting}
+        fatal, _ = pod_report(listed, expected, only=only)
         if fatal:
             raise UserError(f"server pod(s) of {servers.name} cannot start:\n  " + "\n  ".join(fatal)
-                            + f"\n(kubectl -n {namespace} describe pods -l {selector})")
+                            + f"\n(kubectl -n {namespace} describe pods -l {selector})"
+                            + "".join(log_tail(*failing) for failing in failing_containers(listed, only)[:2]))
+
+    def log_tail(pod: str, container: str, previous: bool) -> str:
+        """The end of a failing server's log, for the error message (the run's log keeps it)."""
+        try:
+            text = core.read_namespaced_pod_log(pod, namespace, container=container, previous=previous,
+                                                tail_lines=LOG_TAIL_LINES, _request_timeout=API_TIMEOUT_S)
+        except failed:
+            return ""
+        lines = "\n    ".join(str(text).rstrip().splitlines()[-LOG_TAIL_LINES:])
+        return f"\nlast lines of {pod}/{container}{' (previous run)' if previous else ''}:\n    {lines}"
 
     def describe(waiting: set) -> str:
         try:
@@ -583,19 +611,21 @@ def kubernetes_servers(
     # The handler stays in place while the teardown runs: a second SIGTERM interrupts one
     # step, and the next steps still run.
     with sigterm_unwinds(), Teardown(leftover_hint=hint) as teardown:
+        # Each delete is registered before its create: a create whose answer is lost may still
+        # have happened (a missing object is no failure for the delete). Run last in, first out:
+        # the StatefulSet and the Service are deleted first (quick), then the head waits until
+        # the pods are gone, so their GPUs are free for the next job.
+        teardown.push(f"server pods of {servers.name} gone", pods_gone)
+        teardown.push(f"deleted Service {namespace}/{servers.name}", delete(core.delete_namespaced_service))
         try:
             core.create_namespaced_service(namespace, service, _request_timeout=API_TIMEOUT_S)
         except failed as exc:
             raise _api_error(f"creating Service {namespace}/{servers.name}", exc) from None
-        # Run last in, first out: the StatefulSet and the Service are deleted first (quick),
-        # then the head waits until the pods are gone, so their GPUs are free for the next job.
-        teardown.push(f"server pods of {servers.name} gone", pods_gone)
-        teardown.push(f"deleted Service {namespace}/{servers.name}", delete(core.delete_namespaced_service))
+        teardown.push(f"deleted StatefulSet {namespace}/{servers.name}", delete(apps.delete_namespaced_stateful_set))
         try:
             apps.create_namespaced_stateful_set(namespace, statefulset, _request_timeout=API_TIMEOUT_S)
         except failed as exc:
             raise _api_error(f"creating StatefulSet {namespace}/{servers.name}", exc) from None
-        teardown.push(f"deleted StatefulSet {namespace}/{servers.name}", delete(apps.delete_namespaced_stateful_set))
         (log_dir / "manifests.json").write_text(json.dumps([service, statefulset], indent=2) + "\n")
         try:
             wait_until_healthy([(e["host"], e["port"]) for e in placed], startup_timeout_s, probe=_healthy,
