@@ -22,11 +22,11 @@ import yaml
 
 from conftest import REPO, SCHEMA
 from mlperf_repro.backends.endpoints import serving
-from mlperf_repro.backends.servers import _healthy
+from mlperf_repro.backends.servers import _healthy, wait_until_healthy
 from mlperf_repro.cluster.kubernetes import render_servers, validate_manifest
 from mlperf_repro.cluster.kubernetes_servers import (
     Teardown, endpoints_on_pods, failing_containers, model_path_on_claim, placement, pod_report, server_manifests,
-    server_set_from_config, sigterm_unwinds, wait_until_healthy)
+    server_set_from_config, sigterm_unwinds)
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.estimate import estimate_file

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import UserError
 
@@ -74,6 +74,35 @@ def _healthy(host: str, port: int) -> bool:
         return False
 
 
+def wait_until_healthy(endpoints: Sequence[tuple[str, int]], timeout_s: float, *,
+                       probe: Callable[[str, int], bool] | None = None, check: Callable[[set], None] | None = None,
+                       describe: Callable[[set], str] | None = None, poll_s: float = 1.0,
+                       check_every_s: float = 0.0, what: str = "server") -> None:
+    """Return once ``probe(host, port)`` is true for every endpoint. ``check(waiting)`` runs
+    at most every ``check_every_s`` and raises when something cannot recover; after
+    ``timeout_s`` a UserError names the endpoints still waiting and ``describe(waiting)``."""
+    probe = probe or _healthy
+    deadline = time.monotonic() + timeout_s
+    next_check = time.monotonic()
+    waiting = set(endpoints)
+    while True:
+        for endpoint in sorted(waiting):
+            if probe(*endpoint):
+                waiting.discard(endpoint)
+        if not waiting:
+            return
+        now = time.monotonic()
+        if check is not None and now >= next_check:
+            check(set(waiting))
+            next_check = now + check_every_s
+        if now > deadline:
+            names = ", ".join(f"{h}:{p}" for h, p in sorted(waiting))
+            detail = describe(set(waiting)) if describe else ""
+            raise UserError(f"{len(waiting)} {what}(s) did not answer /health within {timeout_s:g} s: {names}"
+                            + (f"\n{detail}" if detail else ""))
+        time.sleep(poll_s)
+
+
 def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
     if proc.poll() is not None:
         return
@@ -112,20 +141,16 @@ def local_vllm_servers(
                 start_new_session=True,  # its own process group: stop() takes the engine workers too
             ))
             log.close()
-        deadline = time.monotonic() + startup_timeout_s
-        waiting = dict(zip(ports, procs))
-        while waiting:
-            for port, proc in list(waiting.items()):
-                if proc.poll() is not None:
-                    raise UserError(f"vllm serve on port {port} exited with code {proc.returncode} during start-up; "
-                                    f"see {log_dir / f'vllm-serve-{port}.log'}")
-                if _healthy(host, port):
-                    del waiting[port]
-            if waiting and time.monotonic() > deadline:
-                raise UserError(f"vllm serve on port(s) {sorted(waiting)} did not answer /health within "
-                                f"{startup_timeout_s:g} s; see the logs in {log_dir}")
-            if waiting:
-                time.sleep(1)
+        proc_of = dict(zip(ports, procs))
+
+        def exited(waiting: set) -> None:
+            for _, port in waiting:
+                if proc_of[port].poll() is not None:
+                    raise UserError(f"vllm serve on port {port} exited with code {proc_of[port].returncode} during "
+                                    f"start-up; see {log_dir / f'vllm-serve-{port}.log'}")
+
+        wait_until_healthy([(host, port) for port in ports], startup_timeout_s, check=exited,
+                           describe=lambda waiting: f"see the logs in {log_dir}", what="vllm serve")
         yield procs
     finally:
         for proc in procs:
@@ -233,21 +258,15 @@ def slurm_allocation_servers(
                 srun_server_step(job_id, host, sorted(ports), command, log_dir, srun_args),
                 stdout=subprocess.DEVNULL, stderr=open(log_dir / f"srun-{host}.log", "w"),
                 env=dict(os.environ, **(env or {}), **step_env.get(host, {})), start_new_session=True)
-        deadline = time.monotonic() + startup_timeout_s
-        waiting = {(e["host"], e["port"]) for e in placed}
-        while waiting:
-            for host, port in sorted(waiting):
-                step = steps[host]
-                if step.poll() is not None:
-                    raise UserError(f"the server step on {host} exited with code {step.returncode} during start-up; "
-                                    f"see {log_dir}/srun-{host}.log and {log_dir}/vllm-serve-{host}-*.log")
-                if _healthy(host, port):
-                    waiting.discard((host, port))
-            if waiting and time.monotonic() > deadline:
-                raise UserError(f"server(s) {', '.join(f'{h}:{p}' for h, p in sorted(waiting))} did not answer "
-                                f"/health within {startup_timeout_s:g} s; see the logs in {log_dir}")
-            if waiting:
-                time.sleep(1)
+
+        def exited(waiting: set) -> None:
+            for host, _ in waiting:
+                if steps[host].poll() is not None:
+                    raise UserError(f"the server step on {host} exited with code {steps[host].returncode} during "
+                                    f"start-up; see {log_dir}/srun-{host}.log and {log_dir}/vllm-serve-{host}-*.log")
+
+        wait_until_healthy([(e["host"], e["port"]) for e in placed], startup_timeout_s, check=exited,
+                           describe=lambda waiting: f"see the logs in {log_dir}")
         yield placed, screened
     finally:
         for step in steps.values():

@@ -364,34 +364,6 @@ def placement(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # -- waiting and teardown, independent of the API ---------------------------------------------
-def wait_until_healthy(endpoints: Sequence[tuple[str, int]], timeout_s: float, *,
-                       probe: Callable[[str, int], bool], check: Callable[[set], None] | None = None,
-                       describe: Callable[[set], str] | None = None, poll_s: float = 1.0,
-                       check_every_s: float = STATUS_EVERY_S, what: str = "server") -> None:
-    """Return once ``probe(host, port)`` is true for every endpoint. ``check(waiting)`` runs
-    at most every ``check_every_s`` and raises when something cannot recover; after
-    ``timeout_s`` a UserError names the endpoints still waiting and ``describe(waiting)``."""
-    deadline = time.monotonic() + timeout_s
-    next_check = time.monotonic()
-    waiting = set(endpoints)
-    while True:
-        for endpoint in sorted(waiting):
-            if probe(*endpoint):
-                waiting.discard(endpoint)
-        if not waiting:
-            return
-        now = time.monotonic()
-        if check is not None and now >= next_check:
-            check(set(waiting))
-            next_check = now + check_every_s
-        if now > deadline:
-            names = ", ".join(f"{h}:{p}" for h, p in sorted(waiting))
-            detail = describe(set(waiting)) if describe else ""
-            raise UserError(f"{len(waiting)} {what}(s) did not answer /health within {timeout_s:g} s: {names}"
-                            + (f"\n{detail}" if detail else ""))
-        time.sleep(poll_s)
-
-
 class Teardown:
     """Undo steps, run last-registered first, each exactly once, all of them even when one
     fails (an unreachable API must not keep the next step from running). Use it as a
@@ -533,7 +505,7 @@ def kubernetes_servers(
     of what ran where; delete everything afterwards."""
     from kubernetes.client.exceptions import ApiException
 
-    from ..backends.servers import _healthy
+    from ..backends.servers import wait_until_healthy
 
     client, core, apps = _connect()
     failed = api_errors()
@@ -628,8 +600,8 @@ def kubernetes_servers(
             raise _api_error(f"creating StatefulSet {namespace}/{servers.name}", exc) from None
         (log_dir / "manifests.json").write_text(json.dumps([service, statefulset], indent=2) + "\n")
         try:
-            wait_until_healthy([(e["host"], e["port"]) for e in placed], startup_timeout_s, probe=_healthy,
-                               check=check, describe=describe)
+            wait_until_healthy([(e["host"], e["port"]) for e in placed], startup_timeout_s,
+                               check=check, describe=describe, check_every_s=STATUS_EVERY_S)
         except failed as exc:
             raise _api_error(f"reading the pods of {namespace}/{servers.name}", exc) from None
         try:
