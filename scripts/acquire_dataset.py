@@ -5,7 +5,7 @@ from mlperf_repro.stage import run
 
 def main(smk):
     tokenizer = smk.input.tokenizer[0] if smk.input.tokenizer else None
-    acquire_dataset_entry(smk.params.entry, smk.output.dataset, smk.output.record, tokenizer)
+    acquire_dataset_entry(smk.params.entry, smk.output.dataset, smk.output.record, tokenizer, smk.params.build)
 
 
 if __name__ == "__main__":

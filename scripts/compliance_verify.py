@@ -6,7 +6,8 @@ from mlperf_repro.stage import run
 def main(smk):
     verify_job(smk.wildcards.test, smk.input.run, smk.wildcards.scenario, smk.input.model, smk.params.rules_test,
                smk.output.verdict, dataset_file=smk.params.dataset_file, tokenizer_dir=smk.input.tokenizer,
-               evaluator=smk.params.evaluator, accuracy_rules=smk.params.accuracy_rules)
+               evaluator=smk.params.evaluator, accuracy_rules=smk.params.accuracy_rules,
+               performance_run=smk.input.performance[0] if smk.input.performance else None)
 
 
 if __name__ == "__main__":

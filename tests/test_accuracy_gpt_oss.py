@@ -200,3 +200,24 @@ def test_test07_refuses_a_run_without_the_audit_config(tmp_path, tokenizer, toke
         verify_job("TEST07", str(run), "Offline", str(tokenizer_dir), TEST07, str(tmp_path / "out"),
                    dataset_file=str(dataset), tokenizer_dir=str(tokenizer_dir), evaluator="gpt-oss-exact-match",
                    accuracy_rules=FACTS.accuracy)
+
+
+def test_example_config_runs_on_the_table_files_and_test_scale_counts():
+    from conftest import REPO, SCHEMA
+    from mlperf_repro.config import load_yaml, validate_config
+    from mlperf_repro.plan import Plan
+
+    config = validate_config(load_yaml(REPO / "config/examples/gpt-oss-demo.yaml"), SCHEMA)
+    plan = Plan(config)
+    folder = "resources/datasets/gpt-oss-synthetic"
+    assert plan.dataset_file("tiny-gpt-oss", "performance") == f"{folder}/perf/perf_eval_ref.parquet"
+    assert plan.dataset_file("tiny-gpt-oss", "accuracy") == f"{folder}/acc/acc_eval_inputs.parquet"
+    assert plan.dataset_file("tiny-gpt-oss", "TEST07") == f"{folder}/acc/acc_eval_compliance_gpqa.parquet"
+    assert plan.dataset_file("tiny-gpt-oss", "TEST09") == f"{folder}/perf/perf_eval_ref.parquet"
+    assert plan.dataset_build_args("gpt-oss-synthetic")["repeats"] == REPEATS
+    # Test scale: its own Offline query count, not gpt-oss's 6396 (which a full-scale run gets).
+    assert plan.user_conf_settings("cpu-2c-vllm", "tiny-gpt-oss", "Offline")["min_query_count"] == 200
+    config["test_scale"]["enabled"] = False
+    assert Plan(config).user_conf_settings("cpu-2c-vllm", "tiny-gpt-oss", "Offline")["min_query_count"] == 6396
+    targets = Plan(config).accuracy_targets("tiny-gpt-oss")
+    assert targets["upper_bounds"] == {"tokens_per_sample": 10998.9}

@@ -96,3 +96,26 @@ def test_test04_rejects_a_cached_speedup(tmp_path):
     assert verify_test04(reference, _detail(tmp_path / "same.txt", 10.5), limit).passed
     verdict = verify_test04(reference, _detail(tmp_path / "cached.txt", 12.0), limit)
     assert not verdict.passed and verdict.lines[-1] == "TEST FAIL"
+
+
+def test_test09_at_test_scale_scales_the_band_to_the_models_own_performance_run(tmp_path):
+    from mlperf_repro.compliance.stage import verify_job
+
+    rules = ROUND.compliance_test("TEST09")
+    run = tmp_path / "TEST09_run"
+    run.mkdir()
+    write_log(run / "mlperf_log_accuracy.json", [[1] * 20, [1] * 24])  # mean 22 tokens
+    (run / "mlperf_log_detail.txt").write_text(":::MLLOG " + json.dumps(
+        {"key": "effective_accuracy_log_sampling_target", "value": rules["audit_config"]["accuracy_log_sampling_target"]}))
+    perf = tmp_path / "performance"
+    perf.mkdir()
+    # The normal run averaged 21 tokens: the band is 0.9 x 21 .. 1.1 x 21 (scaled from 1278.2).
+    (perf / "run_record.json").write_text(json.dumps({"generated_tokens": 2100, "completed_samples": 100}))
+    assert verify_job("TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "ok"), performance_run=str(perf))
+    text = (tmp_path / "ok" / rules["verify_file"]).read_text()
+    assert text.startswith("TEST SCALE") and "NOT SUBMITTABLE" in text and text.splitlines()[-1] == "TEST PASS"
+    # Without the scaling (a submission) the same short outputs fail the reference band.
+    assert not verify_job("TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "full"))
+    (perf / "run_record.json").write_text(json.dumps({"generated_tokens": 3000, "completed_samples": 100}))
+    assert not verify_job("TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "long"),
+                          performance_run=str(perf))

@@ -18,8 +18,8 @@ import yaml
 from .benchmarks import load_round
 from .errors import UserError
 
-BUILTIN_MODEL_KINDS = ("tiny-llama",)
-BUILTIN_DATASET_KINDS = ("openorca-synthetic",)
+BUILTIN_MODEL_KINDS = ("tiny-llama", "tiny-gpt-oss")
+BUILTIN_DATASET_KINDS = ("openorca-synthetic", "gpt-oss-synthetic")
 
 
 def load_yaml(path: str | Path) -> Any:

@@ -204,7 +204,7 @@ class Estimator:
     def model_sizes(self, model: str) -> dict[str, float]:
         """Parameters (total, in quantizable linear layers) and bf16 checkpoint bytes."""
         entry = self.config["models"][model]
-        if entry["source"] == "builtin:tiny-llama":
+        if entry["source"] in ("builtin:tiny-llama", "builtin:tiny-gpt-oss"):
             arch = entry.get("builtin") or {}
             from .demo.model import DemoModelSpec
 

@@ -174,6 +174,21 @@ class Plan:
             return f"{folder}/{table[key]}"
         return f"{folder}/{self.config['datasets'][name]['file']}"
 
+    def dataset_build_args(self, dataset: str) -> dict[str, Any]:
+        """What a builtin dataset must contain for the benchmarks that use it: ``files`` (each
+        run purpose -> its file, relative to the dataset folder) and the table's accuracy
+        ``repeats`` per family (gpt-oss), so a stand-in has the real download's layout."""
+        folder = self.dataset_dir(dataset)
+        files: dict[str, str] = {}
+        repeats: dict[str, int] = {}
+        for name, bench in self.config["benchmarks"].items():
+            if bench["dataset"] != dataset:
+                continue
+            for purpose in ("performance", "accuracy", *self.compliance_tests(name)):
+                files.setdefault(purpose, self.dataset_file(name, purpose)[len(folder) + 1:])
+            repeats.update(self.facts(name).accuracy.get("dataset_repeats", {}))
+        return {"files": files, "repeats": repeats}
+
     def serving_dir(self, system: str, benchmark: str) -> str:
         """The checkpoint this system serves for this benchmark."""
         bench = self.benchmark_cfg(benchmark)

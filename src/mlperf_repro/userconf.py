@@ -35,7 +35,8 @@ def user_conf_settings(
         if cfg_key in scenario_cfg:
             settings[lg_key] = scenario_cfg[cfg_key]
     gpt_min = benchmark.facts.get("offline_min_query_count_in_user_conf")
-    if scenario == "Offline" and gpt_min and "min_query_count" not in settings:
+    # A test-scale run takes its own min_query_count (below) unless the scenario sets one.
+    if scenario == "Offline" and gpt_min and "min_query_count" not in settings and not test_scale:
         settings["min_query_count"] = gpt_min
     if test_scale:
         # Short runs on a subset: the result is marked not submittable everywhere.

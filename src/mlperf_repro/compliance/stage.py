@@ -11,6 +11,18 @@ from . import eos_token_id
 from .verify import copy_performance_logs, verify_test06, verify_test07, verify_test09, write_verdict
 
 
+def mean_output_tokens(run_record: Path) -> float:
+    """Mean output tokens of a run, from the harness's run_record.json."""
+    import json
+
+    if not run_record.is_file():
+        raise UserError(f"{run_record} is missing: the performance run did not finish")
+    record = json.loads(run_record.read_text())
+    if not record.get("completed_samples"):
+        raise UserError(f"{run_record} records no completed samples")
+    return record["generated_tokens"] / record["completed_samples"]
+
+
 def _check_audit_applied(run_dir: Path, audit_settings: dict[str, Any]) -> None:
     """The run must really have been an audit run (LoadGen read our audit.config)."""
     detail = read_detail(run_dir / "mlperf_log_detail.txt")
@@ -23,11 +35,14 @@ def _check_audit_applied(run_dir: Path, audit_settings: dict[str, Any]) -> None:
 
 def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_test: dict[str, Any],
                out_dir: str, *, dataset_file: str | None = None, tokenizer_dir: str | None = None,
-               evaluator: str | None = None, accuracy_rules: dict[str, Any] | None = None) -> bool:
+               evaluator: str | None = None, accuracy_rules: dict[str, Any] | None = None,
+               performance_run: str | None = None) -> bool:
     """Verify one compliance run into ``out_dir`` (the scenario's TEST0x folder).
 
     TEST07 scores the run's logged outputs with the benchmark's ``evaluator`` against
-    ``dataset_file`` (the file the run was made on) using ``tokenizer_dir``'s tokenizer."""
+    ``dataset_file`` (the file the run was made on) using ``tokenizer_dir``'s tokenizer.
+    ``performance_run`` (test scale only) is the scenario's normal performance run: TEST09's
+    band is then drawn around its mean output length instead of the reference model's."""
     run = Path(run_dir)
     _check_audit_applied(run, rules_test["audit_config"])
     log = run / "mlperf_log_accuracy.json"
@@ -44,7 +59,16 @@ def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_tes
                                                        accuracy_rules or {}),
                                 metric=metric)
     elif test == "TEST09":
-        verdict = verify_test09(log, rules_test["min_output_tokens"], rules_test["max_output_tokens"])
+        low, high = rules_test["min_output_tokens"], rules_test["max_output_tokens"]
+        if performance_run:
+            own = mean_output_tokens(Path(performance_run) / "run_record.json")
+            scale = own / float(rules_test["reference_output_tokens"])
+            verdict = verify_test09(log, round(low * scale, 2), round(high * scale, 2))
+            verdict.lines.insert(0, f"TEST SCALE: bounds are the reference band ({low}, {high} around "
+                                    f"{rules_test['reference_output_tokens']}) scaled to this model's own performance "
+                                    f"run mean of {own:.2f} tokens - NOT SUBMITTABLE")
+        else:
+            verdict = verify_test09(log, low, high)
     else:
         raise UserError(f"{test} verification is not implemented by this workflow (TEST06, TEST07 and TEST09 are)")
     write_verdict(verdict, out_dir, rules_test["verify_file"], log)

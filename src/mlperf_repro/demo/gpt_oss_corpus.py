@@ -2,14 +2,17 @@
 
 Two families, named as in the real files so the evaluator's rules apply unchanged:
 
-* ``gpqa_diamond``: a four-option multiple-choice question ("Which of these is a colour?")
-  where exactly one option belongs to the asked category; the ground truth is its letter.
-* ``aime25``: an integer question (a few things carry three-digit tags; which tag has the
-  asked one?); the ground truth is that integer, 0-999.
+* ``gpqa_diamond``: a four-option multiple-choice question ("Which of these is a tool?")
+  where exactly one option belongs to the asked category. The correct option always sits
+  at its category's letter (tools at A, colours at B, ...); the ground truth is that letter.
+* ``aime25``: an integer question about a registry of fixed three-digit numbers ("What is
+  the registry number of the otter?"); the ground truth is that number, 0-999.
 
-The answer is a deterministic function of the question, so a small model can learn it.
-Answers use gpt-oss's harmony layout: an ``analysis`` channel, then the ``final`` channel
-the evaluator reads (``B``, or ``\\boxed{417}``), ended by ``<|return|>`` (the EOS).
+The answer is a deterministic function of the question that a model of a couple of
+million parameters learns in a few hundred CPU training steps (it needs no copying from
+the prompt, which such a model does not learn that fast). Answers use gpt-oss's harmony
+layout: an ``analysis`` channel, then the ``final`` channel the evaluator reads (``B``, or
+``\\boxed{417}``), ended by ``<|return|>`` (the EOS).
 """
 
 from __future__ import annotations
@@ -46,27 +49,42 @@ class Example:
                 f"{START}assistant{CHANNEL}final{MESSAGE}{self.final}")
 
 
+# The letter the correct option of each category's question sits at.
+ANSWER_LETTER = {"tool": "A", "colour": "B", "animal": "C", "place": "D", "food": "A"}
+
+
+def _registry() -> dict[str, int]:
+    """The fixed three-digit number of every animal and place (the AIME family's facts)."""
+    rng = random.Random(1234)
+    names = CATEGORIES["animal"] + CATEGORIES["place"]
+    return dict(zip(names, rng.sample(range(100, 1000), len(names))))
+
+
+REGISTRY = _registry()
+
+
 def _multiple_choice(rng: random.Random) -> Example:
-    category, *others = rng.sample(sorted(CATEGORIES), 4)
-    options = [rng.choice(CATEGORIES[category])] + [rng.choice(CATEGORIES[c]) for c in others]
-    order = list(range(4))
-    rng.shuffle(order)
-    shuffled = [options[i] for i in order]
-    letter = LETTERS[order.index(0)]
-    lines = "\n".join(f"({LETTERS[i]}) {word}" for i, word in enumerate(shuffled))
+    category = rng.choice(sorted(CATEGORIES))
+    others = rng.sample([c for c in sorted(CATEGORIES) if c != category], 3)
+    letter = ANSWER_LETTER[category]
+    distractors = [rng.choice(CATEGORIES[c]) for c in others]
+    options = distractors[: LETTERS.index(letter)] + [rng.choice(CATEGORIES[category])] + distractors[LETTERS.index(letter):]
+    lines = "\n".join(f"({LETTERS[i]}) {word}" for i, word in enumerate(options))
     question = f"Which of these is a {category}?\n{lines}\nAnswer with the letter of the correct option."
-    return Example(GPQA, question, f"The {category} is {options[0]}, option {letter}.", letter, letter)
+    analysis = f"The question asks for a {category}; the {category} is option {letter}."
+    return Example(GPQA, question, analysis, letter, letter)
 
 
 def _integer(rng: random.Random) -> Example:
-    names = rng.sample(CATEGORIES["animal"], 3)
-    tags = [rng.randint(100, 999) for _ in names]
-    asked = rng.randrange(3)
-    facts = ", ".join(f"the {n} has tag {t}" for n, t in zip(names, tags))
-    question = (f"Each animal carries a tag: {facts}. What is the tag of the {names[asked]}? "
-                "Give the answer as an integer from 0 to 999.")
-    value = tags[asked]
-    return Example(AIME, question, f"The {names[asked]} has tag {value}.", f"\\boxed{{{value}}}", str(value))
+    name = rng.choice(sorted(REGISTRY))
+    kind = "animal" if name in CATEGORIES["animal"] else "place"
+    visitor = rng.choice(CATEGORIES["animal"])
+    setting = f"A {visitor} travels past the {name}." if kind == "place" else f"The {name} lives near the {rng.choice(CATEGORIES['place'])}."
+    question = (f"{setting} Every animal and place has a registry number. What is the registry number of the "
+                f"{name}? Give the answer as an integer from 0 to 999.")
+    value = REGISTRY[name]
+    return Example(AIME, question, f"The registry number of the {name} is {value}.", f"\\boxed{{{value}}}",
+                   str(value))
 
 
 FAMILIES = {GPQA: _multiple_choice, AIME: _integer}

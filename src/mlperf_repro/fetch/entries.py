@@ -43,6 +43,15 @@ def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path
             shutil.rmtree(dest_dir)
         report = build_and_train(dest_dir, spec, rouge=lambda p, r: rouge_scores(*postprocess_text(p, r), workers=1))
         record = record_built(dest_dir, entry["source"], report)
+    elif entry["source"] == "builtin:tiny-gpt-oss":
+        from ..demo import gpt_oss_model
+        from ..demo.model import DemoModelSpec
+
+        spec = DemoModelSpec(**(entry.get("builtin") or {}))
+        if dest_dir.exists():
+            shutil.rmtree(dest_dir)
+        report = gpt_oss_model.build_and_train(dest_dir, spec)
+        record = record_built(dest_dir, entry["source"], report)
     else:
         record = _fetch(entry, dest_dir)
     _write_json(record_path, record)
@@ -50,8 +59,10 @@ def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path
 
 
 def acquire_dataset_entry(
-    entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path, tokenizer_dir: str | Path | None
+    entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path, tokenizer_dir: str | Path | None,
+    build: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``build`` (Plan.dataset_build_args) tells a builtin stand-in which files to write."""
     dest_dir = Path(dest_dir)
     if entry["source"] == "builtin:openorca-synthetic":
         from transformers import AutoTokenizer
@@ -66,6 +77,21 @@ def acquire_dataset_entry(
         samples = build_dataset(dest_dir / entry["file"], tokenizer,
                                 samples=builtin.get("samples", 256), seed=builtin.get("seed", 7))
         record = record_built(dest_dir, entry["source"], {"samples": samples, "tokenizer": str(tokenizer_dir), **builtin})
+    elif entry["source"] == "builtin:gpt-oss-synthetic":
+        from transformers import AutoTokenizer
+
+        from ..demo.gpt_oss_dataset import build_dataset as build_gpt_oss
+
+        verify_dir(tokenizer_dir)
+        builtin = entry.get("builtin") or {}
+        build = build or {}
+        files = dict(build.get("files") or {}) or {"performance": entry["file"]}
+        if dest_dir.exists():
+            shutil.rmtree(dest_dir)
+        rows = build_gpt_oss(dest_dir, files, AutoTokenizer.from_pretrained(tokenizer_dir),
+                             samples=builtin.get("samples", 256), seed=builtin.get("seed", 7),
+                             repeats=build.get("repeats") or {})
+        record = record_built(dest_dir, entry["source"], {"rows": rows, "tokenizer": str(tokenizer_dir), **builtin})
     else:
         record = _fetch(entry, dest_dir)
     if not (dest_dir / entry["file"]).is_file():

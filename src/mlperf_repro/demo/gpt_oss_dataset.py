@@ -1,0 +1,64 @@
+"""Write the gpt-oss stand-in's evaluation files in the layout of the gpt-oss-120b download.
+
+Columns as in the real parquet files: ``dataset`` (family name), ``question``,
+``ground_truth``, ``text_input`` (the formatted prompt), ``input_tokens`` (its token ids)
+and ``num_tokens``. Like the real sets, the accuracy file repeats each question (AIME 8
+times, GPQA 5 times: the table's ``dataset_repeats``) and the compliance file holds GPQA
+questions only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from . import gpt_oss_corpus as corpus
+
+
+def _rows(examples: list[corpus.Example], tokenizer) -> list[dict]:
+    rows = []
+    for example in examples:
+        prompt = corpus.format_prompt(example.question)
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        rows.append({"dataset": example.dataset, "question": example.question,
+                     "ground_truth": example.ground_truth, "text_input": prompt,
+                     "input_tokens": ids, "num_tokens": len(ids)})
+    return rows
+
+
+def _repeated(examples: list[corpus.Example], repeats: Mapping[str, int]) -> list[corpus.Example]:
+    return [e for e in examples for _ in range(repeats.get(e.dataset, 1))]
+
+
+def build_dataset(out_dir: str | Path, files: Mapping[str, str], tokenizer, *, samples: int, seed: int,
+                  repeats: Mapping[str, int]) -> dict[str, int]:
+    """Write one parquet file per purpose; ``files`` maps performance, accuracy and any
+    compliance test to a path inside ``out_dir`` (several purposes may share one file).
+    Each file has about ``samples`` rows. Returns rows per file."""
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    kinds: dict[str, str] = {}
+    for purpose, path in files.items():
+        kind = purpose if purpose in ("performance", "accuracy") else "compliance"
+        # A compliance test that runs on the performance set shares its file.
+        if path == files.get("performance"):
+            kind = "performance"
+        kinds.setdefault(path, kind)
+    written = {}
+    for index, (path, kind) in enumerate(sorted(kinds.items())):
+        if kind == "performance":
+            examples = corpus.generate_examples(samples, seed=seed * 100 + 1)
+        elif kind == "accuracy":
+            per_question = (repeats.get(corpus.GPQA, 1) + repeats.get(corpus.AIME, 1)) / 2
+            examples = _repeated(corpus.generate_examples(max(1, int(samples / per_question)), seed=seed * 100 + 2),
+                                 repeats)
+        else:
+            examples = _repeated(corpus.generate_examples(
+                max(1, samples // repeats.get(corpus.GPQA, 1)), seed=seed * 100 + 3, families=(corpus.GPQA,)),
+                repeats)
+        target = out_dir / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(_rows(examples, tokenizer)).to_parquet(target, index=False)
+        written[path] = len(examples)
+    return written

@@ -1,0 +1,97 @@
+"""gpt-oss-120b end to end on the CPU: config/examples/gpt-oss-demo.yaml cut to its smallest
+useful DAG (Offline; the stand-in trained briefly; 40-row files), through the real workflow:
+training, the gpt-oss parquet layout, vLLM sampling at temperature 1.0, LoadGen, the
+exact-match evaluation, TEST07 on the GPQA compliance file and TEST09, packaging and our
+check. A few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, make_workdir, run_snakemake
+from mlperf_repro.benchmarks import load_round
+from mlperf_repro.loadgen_logs import read_detail
+
+pytestmark = pytest.mark.slow
+SYSTEM, BENCH = "cpu-2c-vllm", "tiny-gpt-oss"
+RULES = load_round("v6.0")
+FACTS = RULES.benchmark("gpt-oss-120b")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    reuse = os.environ.get("MLPERF_REPRO_GPT_OSS_WORKDIR")  # a finished run, for iterating on assertions
+    if reuse:
+        return Path(reuse)
+    work = make_workdir(tmp_path_factory.mktemp("gpt-oss"))
+    config = yaml.safe_load((REPO / "config/examples/gpt-oss-demo.yaml").read_text())
+    config["models"][BENCH]["builtin"].update(train_steps=100, batch_size=16, train_examples=3000, eval_examples=16)
+    config["datasets"]["gpt-oss-synthetic"]["builtin"]["samples"] = 40
+    config["test_scale"].update(min_duration_ms=1000, min_query_count={"Offline": 40}, performance_sample_count=40)
+    config["systems"][SYSTEM]["benchmarks"][BENCH] = {"Offline": {"target_qps": 100}}
+    (work / "gpt-oss.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(work, "--cores", "2", "--configfile", "gpt-oss.yaml", timeout=1500)
+    if result.returncode != 0:
+        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
+        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
+    return work
+
+
+def scenario_dir(work: Path) -> Path:
+    return work / "results/package/submission/open/MLPerfRepro/results" / SYSTEM / BENCH / "Offline"
+
+
+def metric(text: str, name: str) -> float:
+    values = [re.match(".*" + FACTS.accuracy["regex"][name] + ".*", line) for line in text.splitlines()]
+    found = [float(m.group(1)) for m in values if m]
+    assert len(found) == 1, text
+    return found[0]
+
+
+def test_stand_in_meets_the_round_target_sampled_at_temperature_one(workdir):
+    assert FACTS.facts["generation"]["temperature"] == 1.0 and not FACTS.facts["generation"]["greedy"]
+    text = (scenario_dir(workdir) / "accuracy" / "accuracy.txt").read_text()
+    assert metric(text, "exact_match") >= FACTS.absolute_targets()["exact_match"]
+    assert metric(text, "tokens_per_sample") <= FACTS.accuracy["upper_bound"]["tokens_per_sample"]
+    assert re.search(r"^hash=[0-9a-f]{64}$", text, re.M)
+    # The accuracy run covered the accuracy file (AIME x 8 and GPQA x 5 rows), not the performance file.
+    rows = pd.read_parquet(workdir / "resources/datasets/gpt-oss-synthetic" / FACTS.facts["dataset"]["accuracy_file"])
+    assert set(rows["dataset"]) == {"aime25", "gpqa_diamond"}
+    detail = read_detail(workdir / "results/runs" / SYSTEM / BENCH / "Offline/accuracy/mlperf_log_detail.txt")
+    assert int(detail["qsl_reported_total_count"]) == len(rows)
+
+
+def test_test07_scores_the_whole_compliance_set(workdir):
+    rules = RULES.compliance_test("TEST07")
+    folder = scenario_dir(workdir) / "TEST07"
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
+        "accuracy/mlperf_log_accuracy.json", "performance/run_1/mlperf_log_detail.txt",
+        "performance/run_1/mlperf_log_summary.txt", "verify_accuracy.txt"]
+    verify = (folder / "verify_accuracy.txt").read_text()
+    assert verify.splitlines()[-1] == "TEST PASS"
+    assert metric(verify, "exact_match") >= rules["accuracy_threshold"]
+    # performance_issue_unique: every row of the GPQA compliance file issued exactly once, all logged.
+    rows = pd.read_parquet(workdir / "resources/datasets/gpt-oss-synthetic" / FACTS.facts["dataset"]["compliance_file"])
+    assert set(rows["dataset"]) == {"gpqa_diamond"}
+    logged = [e["qsl_idx"] for e in json.loads((folder / "accuracy/mlperf_log_accuracy.json").read_text())]
+    assert sorted(logged) == list(range(len(rows)))
+    detail = read_detail(folder / "performance/run_1/mlperf_log_detail.txt")
+    assert str(detail["effective_performance_issue_unique"]).lower() in ("true", "1")
+
+
+def test_test09_and_our_check(workdir):
+    verify = (scenario_dir(workdir) / "TEST09" / "verify_output_len.txt").read_text()
+    assert verify.startswith("TEST SCALE") and verify.splitlines()[-1] == "TEST PASS"
+    report = (workdir / "results/check/report.txt").read_text()
+    assert "NOT SUBMITTABLE" in report and "result: PASS" in report
+    failed = json.loads((workdir / "results/package/failed_results.json").read_text())
+    assert failed["failed"] == []
