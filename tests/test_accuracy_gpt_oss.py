@@ -221,3 +221,49 @@ def test_example_config_runs_on_the_table_files_and_test_scale_counts():
     assert Plan(config).user_conf_settings("cpu-2c-vllm", "tiny-gpt-oss", "Offline")["min_query_count"] == 6396
     targets = Plan(config).accuracy_targets("tiny-gpt-oss")
     assert targets["upper_bounds"] == {"tokens_per_sample": 10998.9}
+
+
+def test_stand_in_files_have_the_layout_and_exact_counts(tmp_path, tokenizer):
+    from mlperf_repro.demo.gpt_oss_dataset import build_dataset
+
+    files = {"performance": "perf/p.parquet", "accuracy": "acc/a.parquet", "TEST07": "acc/c.parquet",
+             "TEST09": "perf/p.parquet"}
+    written = build_dataset(tmp_path, files, tokenizer, samples=30, seed=1, repeats=REPEATS,
+                            rows={"accuracy": 37, "TEST07": 12})
+    assert written == {"perf/p.parquet": 30, "acc/a.parquet": 37, "acc/c.parquet": 12}
+    accuracy = pd.read_parquet(tmp_path / "acc/a.parquet")
+    assert set(accuracy["dataset"]) == {"aime25", "gpqa_diamond"}
+    # Each question repeated as the table says (the last one may be cut short).
+    blocks = (accuracy["question"] != accuracy["question"].shift()).cumsum()
+    sizes = accuracy.groupby(blocks).agg(n=("question", "size"), family=("dataset", "first"))
+    assert all(row.n == REPEATS[row.family] for row in sizes.iloc[:-1].itertuples())
+    compliance = pd.read_parquet(tmp_path / "acc/c.parquet")
+    assert set(compliance["dataset"]) == {"gpqa_diamond"}
+    # Prompts are the tokenized text, and the ground truth is what the evaluator reads.
+    row = compliance.iloc[0]
+    assert tokenizer.decode(list(row["input_tokens"])) == row["text_input"]
+    assert row["ground_truth"] in "ABCD" and f"({row['ground_truth']})" in row["question"]
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server"])
+def test_test07_run_covers_a_compliance_set_smaller_than_the_performance_sample_count(tmp_path, scenario):
+    """gpt-oss's mlperf.conf asks for 6396 performance samples; TEST07's set is smaller (990 rows
+    in the real download, 32 here). Real LoadGen, with the table's audit.config: every sample
+    is issued once and logged (LoadGen crashed before the harness loaded the whole set)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mlperf_repro.compliance import audit_config_text
+
+    out = tmp_path / "TEST07"
+    env = dict(os.environ, HARNESS_MODEL="gpt-oss-120b",
+               HARNESS_CONF=f"gpt-oss-120b.{scenario}.performance_sample_count_override = 6396\n",
+               HARNESS_AUDIT=audit_config_text("TEST07", TEST07["audit_config"]))
+    child = Path(__file__).with_name("harness_child.py")
+    result = subprocess.run([sys.executable, str(child), str(out), scenario, "performance", "5"], env=env,
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    logged = [e["qsl_idx"] for e in json.loads((out / "mlperf_log_accuracy.json").read_text())]
+    assert sorted(logged) == list(range(32))

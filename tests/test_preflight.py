@@ -88,3 +88,15 @@ def test_disk_estimate_for_a_hub_model(tmp_path, default_config):
     needed = estimated_bytes(plan, tmp_path)
     # fp16 weights + MXFP4 checkpoint + the emulated copy the CPU system serves
     assert needed == 137953316864 + int(137953316864 * 1.27)
+
+
+def test_gpt_oss_accuracy_file_is_counted_after_the_run_not_from_the_performance_set(tmp_path):
+    config = load_yaml(REPO / "config/examples/gpt-oss-demo.yaml")
+    config["test_scale"] = {"enabled": False}
+    config["datasets"]["gpt-oss-synthetic"]["builtin"]["samples"] = 6396
+    findings = preflight(validate_config(config, SCHEMA), tmp_path)
+    assert rules_of(findings) == [], findings
+    config["datasets"]["gpt-oss-synthetic"]["builtin"]["samples"] = 4395  # too few for performance runs
+    findings = preflight(validate_config(config, SCHEMA), tmp_path)
+    errors = [f for f in findings if f.severity == "error"]
+    assert [f.rule for f in errors] == ["run-length"] and "6396" in errors[0].message

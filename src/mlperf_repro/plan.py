@@ -176,18 +176,27 @@ class Plan:
 
     def dataset_build_args(self, dataset: str) -> dict[str, Any]:
         """What a builtin dataset must contain for the benchmarks that use it: ``files`` (each
-        run purpose -> its file, relative to the dataset folder) and the table's accuracy
-        ``repeats`` per family (gpt-oss), so a stand-in has the real download's layout."""
+        run purpose -> its file, relative to the dataset folder), the table's accuracy
+        ``repeats`` per family (gpt-oss), so a stand-in has the real download's layout, and
+        outside test scale the exact ``rows`` of its separate files: the round's accuracy
+        sample count (the checkers demand it) and a compliance set of the size its test's
+        audit.config runs through (min_query_count: every sample once)."""
         folder = self.dataset_dir(dataset)
         files: dict[str, str] = {}
         repeats: dict[str, int] = {}
+        rows: dict[str, int] = {}
         for name, bench in self.config["benchmarks"].items():
             if bench["dataset"] != dataset:
                 continue
+            facts = self.facts(name)
             for purpose in ("performance", "accuracy", *self.compliance_tests(name)):
                 files.setdefault(purpose, self.dataset_file(name, purpose)[len(folder) + 1:])
-            repeats.update(self.facts(name).accuracy.get("dataset_repeats", {}))
-        return {"files": files, "repeats": repeats}
+                separate = files[purpose] != files["performance"]
+                if separate and not self.test_scale:
+                    rows[purpose] = int(facts.facts["accuracy_sample_count"] if purpose == "accuracy" else
+                                        self.rules.compliance_test(purpose)["audit_config"]["min_query_count"])
+            repeats.update(facts.accuracy.get("dataset_repeats", {}))
+        return {"files": files, "repeats": repeats, "rows": rows}
 
     def serving_dir(self, system: str, benchmark: str) -> str:
         """The checkpoint this system serves for this benchmark."""

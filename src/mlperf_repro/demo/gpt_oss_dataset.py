@@ -31,32 +31,38 @@ def _repeated(examples: list[corpus.Example], repeats: Mapping[str, int]) -> lis
 
 
 def build_dataset(out_dir: str | Path, files: Mapping[str, str], tokenizer, *, samples: int, seed: int,
-                  repeats: Mapping[str, int]) -> dict[str, int]:
+                  repeats: Mapping[str, int], rows: Mapping[str, int] | None = None) -> dict[str, int]:
     """Write one parquet file per purpose; ``files`` maps performance, accuracy and any
     compliance test to a path inside ``out_dir`` (several purposes may share one file).
-    Each file has about ``samples`` rows. Returns rows per file."""
+    Each file has about ``samples`` rows, or exactly ``rows[purpose]`` where given (the
+    last question's repeats are then cut short). Returns rows per file."""
     import pandas as pd
 
     out_dir = Path(out_dir)
-    kinds: dict[str, str] = {}
+    rows = rows or {}
+    kinds: dict[str, tuple[str, int | None]] = {}
     for purpose, path in files.items():
         kind = purpose if purpose in ("performance", "accuracy") else "compliance"
         # A compliance test that runs on the performance set shares its file.
         if path == files.get("performance"):
             kind = "performance"
-        kinds.setdefault(path, kind)
+        kinds.setdefault(path, (kind, rows.get(purpose)))
     written = {}
-    for index, (path, kind) in enumerate(sorted(kinds.items())):
+    for path, (kind, exact) in sorted(kinds.items()):
+        wanted = exact or samples
         if kind == "performance":
-            examples = corpus.generate_examples(samples, seed=seed * 100 + 1)
+            examples = corpus.generate_examples(wanted, seed=seed * 100 + 1)
         elif kind == "accuracy":
-            per_question = (repeats.get(corpus.GPQA, 1) + repeats.get(corpus.AIME, 1)) / 2
-            examples = _repeated(corpus.generate_examples(max(1, int(samples / per_question)), seed=seed * 100 + 2),
-                                 repeats)
+            # Exact: enough questions even if all repeat the fewest times, cut to size below.
+            per_question = (min(repeats.get(corpus.GPQA, 1), repeats.get(corpus.AIME, 1)) if exact else
+                            (repeats.get(corpus.GPQA, 1) + repeats.get(corpus.AIME, 1)) / 2)
+            examples = _repeated(corpus.generate_examples(max(1, int(wanted / per_question)) + 1,
+                                                          seed=seed * 100 + 2), repeats)
         else:
-            examples = _repeated(corpus.generate_examples(
-                max(1, samples // repeats.get(corpus.GPQA, 1)), seed=seed * 100 + 3, families=(corpus.GPQA,)),
-                repeats)
+            examples = _repeated(corpus.generate_examples(max(1, wanted // repeats.get(corpus.GPQA, 1)) + bool(exact),
+                                                          seed=seed * 100 + 3, families=(corpus.GPQA,)), repeats)
+        if exact:
+            examples = examples[:exact]  # the last question's repeats may be cut short
         target = out_dir / path
         target.parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(_rows(examples, tokenizer)).to_parquet(target, index=False)

@@ -90,7 +90,7 @@ def acquire_dataset_entry(
             shutil.rmtree(dest_dir)
         rows = build_gpt_oss(dest_dir, files, AutoTokenizer.from_pretrained(tokenizer_dir),
                              samples=builtin.get("samples", 256), seed=builtin.get("seed", 7),
-                             repeats=build.get("repeats") or {})
+                             repeats=build.get("repeats") or {}, rows=build.get("rows") or {})
         record = record_built(dest_dir, entry["source"], {"rows": rows, "tokenizer": str(tokenizer_dir), **builtin})
     else:
         record = _fetch(entry, dest_dir)

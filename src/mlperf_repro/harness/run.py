@@ -88,6 +88,11 @@ def run_loadgen_test(
     test.user_conf = test.user_conf.resolve()
     _prepare_out_dir(test)
     settings = build_settings(test)
+    if test.audit_config is not None and settings.performance_sample_count_override > len(dataset):
+        # A compliance set smaller than the round's performance_sample_count (gpt-oss TEST07:
+        # 990 rows, mlperf.conf asks 6396): LoadGen would plan queries for samples the QSL
+        # lacks (with performance_issue_unique it crashes); load the whole set instead.
+        settings.performance_sample_count_override = len(dataset)
 
     stream = test.loadgen_scenario in ("Server", "SingleStream", "MultiStream")
     sut = LlmSut(dataset, report_first_token=stream)
