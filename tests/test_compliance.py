@@ -11,6 +11,7 @@ from mlperf_repro.benchmarks import load_round
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.compliance.verify import (trailing_eos, verify_test04, verify_test06, verify_test07,
                                             verify_test09, write_verdict)
+from mlperf_repro.errors import UserError
 
 ROUND = load_round("v6.0")
 
@@ -84,18 +85,33 @@ def test_test09_output_length_bounds(tmp_path):
     assert not verdict.passed and verdict.lines[-1] == "TEST FAIL"
 
 
-def _detail(path, samples_per_second):
-    record = {"key": "result_samples_per_second", "value": samples_per_second}
-    path.write_text(":::MLLOG " + json.dumps(record) + "\n")
+def _detail(path, key, value, validity="VALID"):
+    records = [{"key": key, "value": value}, {"key": "result_validity", "value": validity}]
+    path.write_text("".join(":::MLLOG " + json.dumps(r) + "\n" for r in records))
     return path
 
 
 def test_test04_rejects_a_cached_speedup(tmp_path):
-    limit = ROUND.compliance_test("TEST04")["max_speedup"]
-    reference = _detail(tmp_path / "ref.txt", 10.0)
-    assert verify_test04(reference, _detail(tmp_path / "same.txt", 10.5), limit).passed
-    verdict = verify_test04(reference, _detail(tmp_path / "cached.txt", 12.0), limit)
-    assert not verdict.passed and verdict.lines[-1] == "TEST FAIL"
+    limits = ROUND.compliance_test("TEST04")["max_speedup"]
+    key = "result_samples_per_second"
+    reference = _detail(tmp_path / "ref.txt", key, 10.0)
+    assert verify_test04(reference, _detail(tmp_path / "same.txt", key, 10.5), "Offline", limits["Offline"]).passed
+    verdict = verify_test04(reference, _detail(tmp_path / "cached.txt", key, 12.0), "Offline", limits["Offline"])
+    assert not verdict.passed and verdict.lines[-1].startswith("TEST FAIL: the test run is 1.2000x")
+    invalid = verify_test04(reference, _detail(tmp_path / "inv.txt", key, 10.0, "INVALID"), "Offline", 1.1)
+    assert not invalid.passed and "Test results are INVALID" in invalid.lines[-1]
+
+
+def test_test04_compares_single_stream_as_inverse_latency_with_its_wider_limit(tmp_path):
+    limit = ROUND.compliance_test("TEST04")["max_speedup"]["SingleStream"]
+    key = "early_stopping_latency_ss"
+    reference = _detail(tmp_path / "ref.txt", key, 2_000_000_000)  # 2 s per video
+    # 1.7 s is 1.18x faster: inside SingleStream's 20%, outside Offline's 10%.
+    verdict = verify_test04(reference, _detail(tmp_path / "t.txt", key, 1_700_000_000), "SingleStream", limit)
+    assert verdict.passed and abs(verdict.details["speedup"] - 2 / 1.7) < 1e-9
+    assert not verify_test04(reference, _detail(tmp_path / "c.txt", key, 1_500_000_000), "SingleStream", limit).passed
+    with pytest.raises(UserError, match="no result_samples_per_second"):
+        verify_test04(reference, reference, "Offline", 1.1)
 
 
 def test_test09_at_test_scale_scales_the_band_to_the_models_own_performance_run(tmp_path):

@@ -47,10 +47,12 @@ rule compliance_verify:
         model=serving_dir,
         dataset=dataset_dir_of,
         tokenizer=tokenizer_dir_of,
-        # At test scale TEST09's band is drawn around the normal performance run's output length.
+        # TEST04 compares with the normal performance run; at test scale TEST09's band is
+        # drawn around that run's output length.
         performance=lambda wc: (
             [PLAN.run_dir(wc.system, wc.benchmark, wc.scenario, "performance")]
-            if PLAN.test_scale and PLAN.rules.compliance_test(wc.test).get("test_scale_reference")
+            if PLAN.rules.compliance_test(wc.test).get("needs_performance_run")
+            or (PLAN.test_scale and PLAN.rules.compliance_test(wc.test).get("test_scale_reference"))
             else []
         ),
     output:

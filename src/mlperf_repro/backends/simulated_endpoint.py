@@ -3,7 +3,9 @@
 For two purposes only, both named as such where used: measuring the LoadGen head's own
 overhead and ceiling (``bench/dispatch.py``: real endpoints on this machine would be the
 bottleneck long before the head), and injecting faults that a real server produces
-rarely and unpredictably (hangs, malformed bodies, connections closed mid-stream).
+rarely and unpredictably (hangs, malformed bodies, connections closed mid-stream), and the
+misbehaviour compliance tests exist to catch (``cache_results``: a prompt seen before is
+answered at once from a result cache, which TEST04 must fail).
 
 Each simulated endpoint behaves like continuous batching at a fixed rate: ``slots``
 sequences run at once, each producing ``tokens_per_s`` tokens/s after ``ttft_s``; more
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 import httptools
 import msgspec
 
-FAULTS = ("none", "die", "hang", "malformed", "close_mid_stream", "error_500", "error_400")
+FAULTS = ("none", "die", "hang", "malformed", "close_mid_stream", "error_500", "error_400", "cache_results")
 
 
 @dataclass
@@ -145,6 +147,7 @@ class SimulatedEndpoint:
         self.dead = False
         self.due: list = []  # (time, order, kind, response, choice index), a heap
         self.order = itertools.count()
+        self.answered: set = set()  # answers already given ("cache_results")
 
     def fault_active(self) -> bool:
         spec = self.spec
@@ -182,11 +185,18 @@ class SimulatedEndpoint:
 
     def _schedule(self) -> None:
         now = time.monotonic()
+        caching = self.spec.fault == "cache_results" and self.fault_active()
         while self.waiting and self.active < self.spec.slots:
             response, index = self.waiting.popleft()
             self.active += 1
-            first_at = now + self.spec.ttft_s
-            last_at = first_at + (response.answers[index].n_tokens - 1) / self.spec.tokens_per_s
+            answer = response.answers[index]
+            if caching and answer in self.answered:  # from the result cache: no generation
+                first_at = last_at = now
+            else:
+                first_at = now + self.spec.ttft_s
+                last_at = first_at + (answer.n_tokens - 1) / self.spec.tokens_per_s
+            if caching:
+                self.answered.add(answer)
             heapq.heappush(self.due, (first_at, next(self.order), _FIRST, response, index))
             heapq.heappush(self.due, (last_at, next(self.order), _LAST, response, index))
 

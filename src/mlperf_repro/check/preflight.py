@@ -20,7 +20,8 @@ from .findings import Finding
 
 from ..accuracy.stage import EVALUATORS  # accuracy evaluators the workflow implements
 
-VERIFIABLE_COMPLIANCE = ("TEST06", "TEST07", "TEST09")  # compliance tests it runs and verifies end to end
+SERVED_TASKS = ("llm",)  # benchmark tasks the harness has a SUT for (rules table: task)
+VERIFIABLE_COMPLIANCE = ("TEST04", "TEST06", "TEST07", "TEST09")  # compliance tests it runs and verifies end to end
 # Bytes of the quantized outputs per byte of bf16 weights: the MXFP4 checkpoint
 # (4.25 bits per weight) and, when served emulated, a dequantized bf16 copy.
 MXFP4_FRACTION = 0.27
@@ -122,6 +123,9 @@ def _support(plan: Plan) -> list[Finding]:
         facts = plan.facts(benchmark)
         evaluator = facts.accuracy["evaluator"]
         where = f"benchmarks.{benchmark}.mlperf_benchmark"
+        if facts.facts["task"] not in SERVED_TASKS:
+            findings.append(Finding("support", where, f"{facts.name} is a {facts.facts['task']} benchmark; the "
+                                    f"harness has a system under test for {', '.join(SERVED_TASKS)} benchmarks only"))
         if evaluator not in EVALUATORS:
             findings.append(Finding("support", where, f"{facts.name} needs the '{evaluator}' accuracy evaluator, "
                                     f"which this workflow does not implement yet (implemented: {', '.join(EVALUATORS)})"))

@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import UserError
 from ..loadgen_logs import read_detail
 from . import eos_token_id
-from .verify import copy_performance_logs, verify_test06, verify_test07, verify_test09, write_verdict
+from .verify import copy_performance_logs, verify_test04, verify_test06, verify_test07, verify_test09, write_verdict
 
 
 def mean_output_tokens(run_record: Path) -> float:
@@ -26,11 +26,11 @@ def mean_output_tokens(run_record: Path) -> float:
 def _check_audit_applied(run_dir: Path, audit_settings: dict[str, Any]) -> None:
     """The run must really have been an audit run (LoadGen read our audit.config)."""
     detail = read_detail(run_dir / "mlperf_log_detail.txt")
-    target = audit_settings.get("accuracy_log_sampling_target")
-    seen = detail.get("effective_accuracy_log_sampling_target")
-    if target is not None and seen is not None and int(seen) != int(target):
-        raise UserError(f"{run_dir}: LoadGen did not apply the audit.config (accuracy_log_sampling_target is "
-                        f"{seen}, expected {target}); rerun the compliance test")
+    for key in ("accuracy_log_sampling_target", "performance_issue_same"):
+        target, seen = audit_settings.get(key), detail.get(f"effective_{key}")
+        if target is not None and seen is not None and int(seen) != int(target):
+            raise UserError(f"{run_dir}: LoadGen did not apply the audit.config ({key} is {seen}, expected "
+                            f"{target}); rerun the compliance test")
 
 
 def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_test: dict[str, Any],
@@ -41,8 +41,9 @@ def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_tes
 
     TEST07 scores the run's logged outputs with the benchmark's ``evaluator`` against
     ``dataset_file`` (the file the run was made on) using ``tokenizer_dir``'s tokenizer.
-    ``performance_run`` (test scale only) is the scenario's normal performance run: TEST09's
-    band is then drawn around its mean output length instead of the reference model's."""
+    ``performance_run`` is the scenario's normal performance run: TEST04 compares against it;
+    at test scale TEST09's band is drawn around its mean output length instead of the
+    reference model's."""
     run = Path(run_dir)
     _check_audit_applied(run, rules_test["audit_config"])
     log = run / "mlperf_log_accuracy.json"
@@ -69,10 +70,17 @@ def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_tes
                                     f"run mean of {own:.2f} tokens - NOT SUBMITTABLE")
         else:
             verdict = verify_test09(log, low, high)
+    elif test == "TEST04":
+        if not performance_run:
+            raise UserError("TEST04 needs the scenario's performance run to compare with")
+        verdict = verify_test04(Path(performance_run) / "mlperf_log_detail.txt", run / "mlperf_log_detail.txt",
+                                scenario, float(rules_test["max_speedup"][scenario]))
     else:
-        raise UserError(f"{test} verification is not implemented by this workflow (TEST06, TEST07 and TEST09 are)")
-    write_verdict(verdict, out_dir, rules_test["verify_file"], log)
-    if test == "TEST07":
-        # The checker's TEST07 folder also carries the run's performance logs.
+        raise UserError(f"{test} verification is not implemented by this workflow (TEST04, TEST06, TEST07 and "
+                        f"TEST09 are)")
+    # TEST04 logs no samples: its folder holds the verdict and the run's performance logs.
+    write_verdict(verdict, out_dir, rules_test["verify_file"], None if test == "TEST04" else log)
+    if test in ("TEST04", "TEST07"):
+        # The checker's TEST04 and TEST07 folders also carry the run's performance logs.
         copy_performance_logs(run, out_dir)
     return verdict.passed
