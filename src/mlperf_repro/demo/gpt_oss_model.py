@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import gpt_oss_corpus as corpus
-from .model import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DemoModelSpec, build_model, greedy_generate, train
+from .model import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DemoModelSpec, build_model, generate, train
 
 # Ids 0-3 are the demo's unk/bos/eos/pad, so its model and training code apply unchanged;
 # the EOS is harmony's <|return|>.
@@ -44,30 +44,6 @@ def encode_example(tokenizer, example: corpus.Example) -> tuple[list[int], list[
     prompt = tokenizer(corpus.format_prompt(example.question), add_special_tokens=False)["input_ids"]
     answer = tokenizer(example.answer_text, add_special_tokens=False)["input_ids"] + [EOS_ID]
     return prompt, answer
-
-
-def sampled_generate(model, prompts: list[list[int]], max_new_tokens: int, temperature: float,
-                     seed: int, batch_size: int = 64) -> list[list[int]]:
-    """Like greedy_generate, sampling at ``temperature`` (the benchmark's setting)."""
-    import torch
-
-    torch.manual_seed(seed)
-    outputs: list[list[int]] = []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start:start + batch_size]
-        width = max(len(p) for p in chunk)
-        ids = torch.full((len(chunk), width), PAD_ID, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for r, p in enumerate(chunk):
-            ids[r, width - len(p):] = torch.tensor(p)
-            mask[r, width - len(p):] = 1
-        with torch.no_grad():
-            generated = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                       do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
-                                       eos_token_id=EOS_ID, pad_token_id=PAD_ID)
-        for row in generated[:, width:].tolist():
-            outputs.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row)
-    return outputs
 
 
 def exact_match(tokenizer, outputs: list[list[int]], examples: list[corpus.Example]) -> float:
@@ -100,9 +76,10 @@ def build_and_train(out_dir: str | Path, spec: DemoModelSpec, *, temperature: fl
         "parameters": sum(p.numel() for p in model.parameters()),
         "loss_curve": curve,
         "eval_examples": spec.eval_examples,
-        "exact_match_greedy": exact_match(tokenizer, greedy_generate(model, prompts, max_answer), eval_examples),
+        "exact_match_greedy": exact_match(tokenizer, generate(model, prompts, max_answer), eval_examples),
         "exact_match_sampled": exact_match(
-            tokenizer, sampled_generate(model, prompts, max_answer, temperature, spec.seed), eval_examples),
+            tokenizer, generate(model, prompts, max_answer, 64, temperature=temperature, seed=spec.seed),
+            eval_examples),
         "sampling_temperature": temperature,
     }
     out_dir = Path(out_dir)

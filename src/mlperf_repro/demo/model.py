@@ -147,10 +147,16 @@ def train(model, encoded, spec: DemoModelSpec, log=print) -> list[float]:
     return curve
 
 
-def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int = 32) -> list[list[int]]:
-    """Greedy continuation of each prompt (left-padded batches), stopping at EOS."""
+def generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int = 32, *,
+             temperature: float | None = None, seed: int = 0) -> list[list[int]]:
+    """Continuation of each prompt (left-padded batches), stopping at EOS: greedy, or sampled
+    at ``temperature`` (top_p 1, no top_k) from ``seed``."""
     import torch
 
+    sampling = {"do_sample": False}
+    if temperature is not None:
+        torch.manual_seed(seed)
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
     outputs: list[list[int]] = []
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start:start + batch_size]
@@ -161,10 +167,8 @@ def greedy_generate(model, prompts: list[list[int]], max_new_tokens: int, batch_
             ids[r, width - len(p):] = torch.tensor(p)
             mask[r, width - len(p):] = 1
         with torch.no_grad():
-            generated = model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                eos_token_id=EOS_ID, pad_token_id=PAD_ID,
-            )
+            generated = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                       eos_token_id=EOS_ID, pad_token_id=PAD_ID, **sampling)
         for row in generated[:, width:].tolist():
             outputs.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row)
     return outputs
@@ -194,7 +198,7 @@ def build_and_train(out_dir: str | Path, spec: DemoModelSpec, *, rouge=None, log
     def score(m) -> dict | None:
         if rouge is None:
             return None
-        preds = tokenizer.batch_decode(greedy_generate(m, eval_prompts, max_answer), skip_special_tokens=True)
+        preds = tokenizer.batch_decode(generate(m, eval_prompts, max_answer), skip_special_tokens=True)
         return rouge(preds, references)
 
     untrained = score(model)
