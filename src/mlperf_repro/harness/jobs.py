@@ -79,6 +79,8 @@ def loadgen_job(
         user_conf=Path(user_conf).read_text(),
     )
     prov["gpu_screening"] = serving_engine.get("gpu_screening") or screened
+    if serving_engine.get("servers"):  # launch: kubernetes: the server image (digest) and pod -> node
+        prov["servers"] = serving_engine["servers"]
     (Path(out_dir) / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
     return record
 
