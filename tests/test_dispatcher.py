@@ -269,3 +269,82 @@ def test_the_echoed_prompt_ids_are_cut_out_only_where_they_are_plain():
                   b'{"choices":[{"index":0,"prompt_token_ids":null,"token_ids":[4]}]}'):
         assert _without_prompt_ids(other) == other
         assert _decode_chunk(other).choices[0].token_ids == [4]
+
+
+def test_the_hot_path_leaves_no_reference_cycles_for_the_gc():
+    """The head runs with the cyclic GC off (its pauses went straight into TTFT), so
+    everything a query and a connection allocate must be freed by reference counting.
+    Connections are opened and closed (idle ones retired after 50 ms, a pause halfway
+    through the queries): none of their objects may be left for the GC."""
+    import gc
+
+    ports = free_ports(2)
+    requests = make_requests(600)
+    settings = DispatchSettings(model="sim", warm_connections=4, max_idle_connection_s=0.05,
+                                stall_timeout_s=5, down_grace_s=5)
+
+    def pause() -> None:  # long enough for every idle connection to be retired
+        time.sleep(0.3)
+
+    gc.collect()
+    flags = gc.get_debug()
+    with simulated_endpoints([sim(p) for p in ports]):
+        outcome = drive(ports, requests, settings=settings, interval_s=0.001, midway=pause)
+    assert_each_answered_once_and_right(outcome, requests)
+    opened = sum(e["connections_opened"] for e in outcome.stats["endpoints"].values())
+    assert opened > 8, outcome.stats  # connections did come and go
+    gc.disable()
+    try:
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        # Per query and per connection; the backend's own few objects (an endpoint and
+        # its pool refer to each other) are made once and collected after the run.
+        per_query = {"HttpConnection", "HttpResponseParser", "TCPTransport", "_Attempt", "_Query", "SseEvents"}
+        ours = [type(o).__name__ for o in gc.garbage if type(o).__name__ in per_query]
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+        gc.enable()
+    assert ours == [], f"left for the cyclic GC: {sorted(set(ours))}"
+    assert outcome.stats["gc_valve_collections"] == 0
+
+
+def test_the_gc_valve_collects_only_when_tracked_objects_pile_up(monkeypatch):
+    import gc
+
+    from mlperf_repro.backends import endpoints
+
+    backend = EndpointBackend(endpoints=[EndpointSpec("ep0", "127.0.0.1", 9)], dispatch=DispatchSettings(model="m"),
+                              generation=GenerationSettings(max_new_tokens=4), stream=False,
+                              on_first_token=None, on_complete=lambda i, t: None)
+    try:
+        backend._gc_valve()
+        assert backend.gc_valve_collections == 0
+        monkeypatch.setattr(endpoints, "GC_VALVE_OBJECTS", -1)
+        backend._gc_valve()
+        assert backend.gc_valve_collections == 1 and gc.get_count()[0] < 1000
+        backend._valve.cancel()
+    finally:
+        backend.stop()
+
+
+def test_a_request_on_a_connection_lost_after_it_was_picked_fails_like_a_reset():
+    """The server closed the connection between the pool handing it out and the write: the
+    request fails with a connection reset (which the dispatcher resends on a fresh
+    connection), on the next loop turn rather than inside ``send``."""
+    import asyncio
+
+    from mlperf_repro.backends.http import BufferedResponse, HttpConnection
+
+    async def main():
+        conn = HttpConnection()
+        conn.connection_lost(None)  # the parser and transport are dropped: no cycle left
+        assert conn.closed and conn.transport is None
+        conn.data_received(b"HTTP/1.1 200 OK\r\n")  # late bytes are ignored, not parsed
+        sink = BufferedResponse()
+        conn.send(b"POST / HTTP/1.1\r\n\r\n", sink)
+        assert not sink.done.done()
+        with pytest.raises(ConnectionResetError, match="before the request went out"):
+            await asyncio.wait_for(sink.done, 1)
+
+    asyncio.run(main())

@@ -55,6 +55,8 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._on_bytes is not None:
             self._on_bytes()
+        if self._parser is None:
+            return  # bytes after the connection was lost: nobody is waiting for them
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -66,6 +68,11 @@ class HttpConnection(asyncio.Protocol):
         self.closed = True
         self._fail(ConnectionResetError("the endpoint closed the connection mid-response"
                                         if exc is None else f"connection lost: {exc}"))
+        # The parser holds this protocol's callbacks and the transport holds the protocol:
+        # cut both cycles, so a closed connection is freed at once rather than left to the
+        # cyclic GC, which the head keeps off during a run (its pauses land in TTFT).
+        self._parser = None
+        self.transport = None
 
     # httptools callbacks
     def on_status(self, _status: bytes) -> None:
@@ -90,6 +97,10 @@ class HttpConnection(asyncio.Protocol):
     def send(self, request: bytes, sink: ResponseSink) -> None:
         self.sink = sink
         self.requests_sent += 1
+        if self.transport is None:  # lost after it was picked: fail like a reset, from the loop
+            asyncio.get_running_loop().call_soon(
+                self._fail, ConnectionResetError("the connection closed before the request went out"))
+            return
         self.transport.write(request)
 
     def _fail(self, exc: BaseException) -> None:
@@ -141,7 +152,7 @@ class ConnectionPool:
             return conn
         return None
 
-    def close_stale_idle(self, at_most: int = 64) -> None:
+    def close_stale_idle(self, at_most: int) -> None:
         """Close idle connections the server may be about to drop (they hold descriptors),
         a few per call: closing thousands at once stalls both ends for a noticeable time."""
         oldest_usable = time.monotonic() - self.max_idle_s
