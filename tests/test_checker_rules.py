@@ -112,6 +112,18 @@ def test_loadgen_invalid_result_is_caught(tree):
     only_rule(tree, "loadgen-valid", "Offline/performance")
 
 
+def test_an_offline_run_shorter_than_min_duration_names_the_target_qps_to_set(tree):
+    detail = tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt"
+    patch_detail(detail, {"result_validity": "INVALID", "result_samples_per_second": 249.7})
+    record = {"key": "result_invalid_reason", "value": "Increase expected QPS so the loadgen pre-generates a "
+              "larger (coalesced) query. ", "time_ms": 1.0, "namespace": "mlperf::logging",
+              "event_type": "POINT_IN_TIME", "metadata": {"is_error": False, "is_warning": False}}
+    with detail.open("a") as handle:
+        handle.write(":::MLLOG " + json.dumps(record) + "\n")
+    [finding] = only_rule(tree, "loadgen-valid", "Offline/performance")
+    assert "Offline.target_qps) to at least 250" in finding.message and "249.7/s" in finding.message
+
+
 def test_loadgen_errors_in_the_performance_log(tree):
     detail = tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt"
     record = {"key": "error_runtime", "value": "QuerySamplesComplete called twice", "time_ms": 1.0,

@@ -48,14 +48,14 @@ def servers(e2e_workdir, tmp_path_factory):
 
 
 def run_child(work: Path, tmp: Path, servers: dict, scenario: str, mode: str, conf: str, *,
-              env=None, dispatch=None) -> tuple[subprocess.CompletedProcess, Path]:
+              env=None, dispatch=None, endpoints=None) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp / f"{scenario}-{mode}"
     user_conf = tmp / f"{scenario}-{mode}.user.conf"
     user_conf.write_text(conf)
+    endpoints = endpoints or [{"name": f"srv{i}", "host": "127.0.0.1", "port": p, "max_concurrency": 32}
+                              for i, p in enumerate(servers["ports"])]
     engine = {"backend": "endpoints", "env": {},
-              "endpoints": {"launch": "external", "served_model_name": SERVED,
-                            "list": [{"name": f"srv{i}", "host": "127.0.0.1", "port": p, "max_concurrency": 32}
-                                     for i, p in enumerate(servers["ports"])]},
+              "endpoints": {"launch": "external", "served_model_name": SERVED, "list": endpoints},
               "dispatch": dispatch or {"stall_timeout_s": 20, "probe_interval_s": 1, "down_grace_s": 30}}
     args = dict(model_dir=str(work / MODEL), dataset_dir=str(work / DATASET_DIR),
                 dataset_file=str(work / DATASET_DIR / "open_orca_synthetic.pkl"), user_conf=str(user_conf),

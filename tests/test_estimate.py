@@ -32,24 +32,24 @@ def test_default_config_by_hand():
     # test_scale: min_duration 10 s, min_query_count Offline 256 / Server 500 / Interactive 500;
     # the builtin dataset has 256 samples.
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
-    # Offline: max(256, int(1.1 x 10 x 150) = 1650) = 1650 samples at 150/s = 11 s, + 30 s.
+    # Offline: max(256, int(1.1 x 10 x 400) = 4400) = 4400 samples at 400/s = 11 s, + 30 s.
     assert runs["run: Offline performance"].wall_s == pytest.approx(11 + 30)
-    # Accuracy: 256 samples at 150/s = 1.70667 s, + 30 s.
-    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 150 + 30)
+    # Accuracy: 256 samples at 400/s = 0.64 s, + 30 s.
+    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 400 + 30)
     # Server: max(10 s, 500 queries / 30 qps = 16.667 s) + 30 s = 46.667 s.
     assert runs["run: Server performance"].wall_s == pytest.approx(500 / 30 + 30)
     assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 30)  # 38.533 s
     # Interactive: max(10 s, 500 / 20 = 25 s) + 30 s = 55 s.
     assert runs["run: Interactive performance"].wall_s == pytest.approx(55)
     assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 30)  # 42.8 s
-    # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 150,
+    # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 400,
     # Server 100 / 30, Interactive 100 / 20, each + 30 s; three verifications at 5 s.
     compliance = stage(est, "compliance")
     assert compliance.jobs == {"compliance_run": 3, "compliance_verify": 3}
-    assert compliance.wall_s == pytest.approx(100 / 150 + 100 / 30 + 100 / 20 + 3 * 30 + 3 * 5)  # 114 s
-    # Reference accuracy (measured target): 256 samples at the Offline 150/s + 30 s; three
+    assert compliance.wall_s == pytest.approx(100 / 400 + 100 / 30 + 100 / 20 + 3 * 30 + 3 * 5)  # 113.583 s
+    # Reference accuracy (measured target): 256 samples at the Offline 400/s + 30 s; three
     # evaluations of 5 s + 256 / 100 samples/s.
-    assert stage(est, "accuracy").wall_s == pytest.approx(256 / 150 + 30 + 3 * (5 + 2.56))  # 54.387 s
+    assert stage(est, "accuracy").wall_s == pytest.approx(256 / 400 + 30 + 3 * (5 + 2.56))  # 53.32 s
     assert stage(est, "acquire").wall_s == pytest.approx(50 + 5)
     assert stage(est, "package, check, report").wall_s == pytest.approx(5 * 5)
 
@@ -70,9 +70,9 @@ def test_default_config_by_hand():
     assert total["jobs"] == 27
     assert total["gpu_hours"] == 0  # a CPU system
     expected_wall = (55 + 3_443_328 / 50e6 + 3 * 5  # acquire, quantize, user.conf
-                     + 41 + 256 / 150 + 30 + 500 / 30 + 30 + 256 / 30 + 30 + 55 + 256 / 20 + 30  # runs: 255.707
-                     + 54.38667 + 114 + 25)  # accuracy, compliance, package
-    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~519.2 s
+                     + 41 + 256 / 400 + 30 + 500 / 30 + 30 + 256 / 30 + 30 + 55 + 256 / 20 + 30  # runs: 254.64
+                     + 53.32 + 113.58333 + 25)  # accuracy, compliance, package
+    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~516.6 s
     expected_disk = (3_443_328 + 4_194_304 + 1_494_144 + 3_443_328 + 3 * 100_000 + 3 * (100_000 + 630_681.6)
                      + 3 * (100_000 + 246_360) + 3 * 600_000)
     assert total["disk_bytes"] == pytest.approx(expected_disk)

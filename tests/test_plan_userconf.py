@@ -22,7 +22,7 @@ def test_user_conf_uses_loadgen_names_and_test_scale(default_config):
     plan = plan_of(default_config)
     offline = parse_conf(plan.user_conf_text(SYSTEM, BENCH, "Offline"))
     assert offline == {
-        "llama2-70b.Offline.target_qps": "150",
+        "llama2-70b.Offline.target_qps": "400",
         "llama2-70b.Offline.min_duration": "10000",
         "llama2-70b.Offline.min_query_count": "256",
         "llama2-70b.Offline.performance_sample_count_override": "256",

@@ -246,10 +246,26 @@ def _perf(ctx: TreeContext):
             yield result, detail, ctx.rel(result.path / PERF)
 
 
+# LoadGen's reason when an Offline run's one query was done before min_duration.
+OFFLINE_TOO_SHORT = "Increase expected QPS"
+
+
+def _invalid_message(detail: dict) -> str:
+    reason = str(detail.get("result_invalid_reason") or "").strip()
+    message = f"LoadGen result is {detail.get('result_validity')}" + (f" ({reason})" if reason else "")
+    rate = detail.get("result_samples_per_second")
+    if detail.get("effective_scenario") == "Offline" and OFFLINE_TOO_SHORT in reason and rate:
+        # Offline issues 1.1 x min_duration x target_qps samples: the fix is a config value.
+        message += (f": its {detail.get('generated_samples_per_query', '?')} samples ran at {float(rate):.1f}/s and "
+                     f"took less than min_duration; set this Offline scenario's target_qps "
+                     f"(systems.<system>.benchmarks.<benchmark>.Offline.target_qps) to at least {float(rate):.0f} "
+                     f"(a higher value only makes the run longer) and rerun it")
+    return message
+
+
 @rule("loadgen-valid")
 def check_validity(ctx: TreeContext) -> list[Finding]:
-    return [Finding("loadgen-valid", where, f"LoadGen result is {detail.get('result_validity')}"
-                    + (f" ({detail['result_invalid_reason']})" if detail.get("result_invalid_reason") else ""))
+    return [Finding("loadgen-valid", where, _invalid_message(detail))
             for _, detail, where in _perf(ctx) if str(detail.get("result_validity", "")).upper() != "VALID"]
 
 
