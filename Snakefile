@@ -12,7 +12,6 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-
 include: "workflow/rules/common.smk"
 include: "workflow/rules/acquire.smk"
 include: "workflow/rules/quantize.smk"
@@ -40,7 +39,7 @@ rule all:
         "results/check/report.txt",
         "results/report/summary.md",
         "results/report/summary_official.csv",
-        compare_outputs(),
+        compare_outputs(config),
         PLAN.scaling_outputs(),
 
 

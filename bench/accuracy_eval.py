@@ -86,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"samples: {args.samples} (seed {args.seed}); workers: {workers}")
     print(f"prediction size: {mean_words:.0f} words, {mean_lines:.1f} sentences (first 2000)")
     print(
-        f"data generation: {t_gen:.1f} s; "
-        f"sentence split of {2 * args.samples} texts ({workers} procs): {t_split:.1f} s"
+        f"data generation: {t_gen:.1f} s; sentence split of {2 * args.samples} texts ({workers} procs): {t_split:.1f} s"
     )
 
     # Ours first, from a cold process (no memoised stems inherited by the pool).
@@ -121,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scores over all samples: { {k: ours[k] for k in ROUGE_TYPES} }")
     print(f"subset aggregate baseline: {base_agg}")
     print(f"subset aggregate ours:     {ours_agg}")
-    print(f"per-sample f-measures identical on the {n_base} baseline samples: {identical}; "
-          f"aggregates equal to 4 decimals: {agg_equal}")
+    print(
+        f"per-sample f-measures identical on the {n_base} baseline samples: {identical}; "
+        f"aggregates equal to 4 decimals: {agg_equal}"
+    )
     return 0 if identical and agg_equal else 1
 
 

@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,7 +78,8 @@ def child(cfg_path: str) -> None:
         f"llama2-70b.{scenario}.target_qps = {cfg['qps']}\n"
         f"llama2-70b.{scenario}.min_duration = {int(cfg['seconds'] * 1000)}\n"
         f"llama2-70b.{scenario}.min_query_count = 100\n"
-        f"llama2-70b.{scenario}.performance_sample_count_override = {PROMPTS}\n")
+        f"llama2-70b.{scenario}.performance_sample_count_override = {PROMPTS}\n"
+    )
     # Appended to lists, turned into dicts after the run: a dict of ~90,000 queries takes
     # 3-4 ms to resize, a stall of the measurement's own that would count against the head.
     issued: list[tuple[int, float]] = []
@@ -94,12 +94,17 @@ def child(cfg_path: str) -> None:
             sut.first_token(qid, token)
 
         backend = EndpointBackend(
-            endpoints=[EndpointSpec(f"ep{i}", "127.0.0.1", e["port"], capacity=e.get("capacity"),
-                                    max_concurrency=e["max_concurrency"]) for i, e in enumerate(cfg["endpoints"])],
+            endpoints=[
+                EndpointSpec(
+                    f"ep{i}", "127.0.0.1", e["port"], capacity=e.get("capacity"), max_concurrency=e["max_concurrency"]
+                )
+                for i, e in enumerate(cfg["endpoints"])
+            ],
             # Connections for the expected concurrency (queries/s x ~1.2 s per query), opened
             # before the run, as a submitter sets warm_connections.
-            dispatch=DispatchSettings(model="sim", policy=cfg["policy"],
-                                      warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16),
+            dispatch=DispatchSettings(
+                model="sim", policy=cfg["policy"], warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16
+            ),
             generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
             stream=scenario == "Server",
             on_first_token=on_first,
@@ -116,8 +121,14 @@ def child(cfg_path: str) -> None:
         backend.submit = timed_submit
         return backend
 
-    test = LoadgenTest(user_conf=conf, loadgen_model="llama2-70b", loadgen_scenario=scenario, mode="performance",
-                       out_dir=out, performance_sample_count=PROMPTS)
+    test = LoadgenTest(
+        user_conf=conf,
+        loadgen_model="llama2-70b",
+        loadgen_scenario=scenario,
+        mode="performance",
+        out_dir=out,
+        performance_sample_count=PROMPTS,
+    )
     record = run_loadgen_test(test, dataset, factory)
     head_cpu_s = process_cpu_seconds() - cpu_at_start[0]
     detail = read_detail(out / "mlperf_log_detail.txt")
@@ -130,9 +141,14 @@ def child(cfg_path: str) -> None:
         "completed": record["completed_samples"],
         "generated_tokens": record["generated_tokens"],
         "test_seconds": record["test_seconds"],
-        "endpoints": {k: {"completed": v["completed"], "tokens_per_second_busy": v["tokens_per_second_busy"],
-                          "connections_opened": v["connections_opened"]}
-                      for k, v in record["backend_stats"]["endpoints"].items()},
+        "endpoints": {
+            k: {
+                "completed": v["completed"],
+                "tokens_per_second_busy": v["tokens_per_second_busy"],
+                "connections_opened": v["connections_opened"],
+            }
+            for k, v in record["backend_stats"]["endpoints"].items()
+        },
         "resent": record["backend_stats"]["resent_queries"],
         "failures": {k: v["failures"][:3] for k, v in record["backend_stats"]["endpoints"].items() if v["failures"]},
         # All threads of the head (LoadGen's included), from backend creation to the end.
@@ -143,11 +159,21 @@ def child(cfg_path: str) -> None:
 
 
 # -- the parent: simulated endpoints + one child per measurement -------------------------
-def measure(workdir: Path, name: str, scenario: str, qps: float, seconds: float, policy: str,
-            sims: list[dict], max_concurrency: list[int], capacities: list[float | None] | None = None) -> dict:
+def measure(
+    workdir: Path,
+    name: str,
+    scenario: str,
+    qps: float,
+    seconds: float,
+    policy: str,
+    sims: list[dict],
+    max_concurrency: list[int],
+    capacities: list[float | None] | None = None,
+) -> dict:
+    from sim_endpoints import SimProcess, free_ports
+
     from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
     from mlperf_repro.loadgen_logs import read_detail
-    from sim_endpoints import SimProcess, free_ports
 
     ports = free_ports(len(sims))
     stamps = workdir / f"{name}.sim_timestamps.json"
@@ -155,15 +181,24 @@ def measure(workdir: Path, name: str, scenario: str, qps: float, seconds: float,
     # The simulated endpoints stand in for other machines: on this shared CPU they yield
     # to the head (nice), as remote servers would not compete with it at all.
     os.setpriority(os.PRIO_PROCESS, sim.proc.pid, ENDPOINT_NICE)
-    cfg = {"out": str(workdir / name), "scenario": scenario, "qps": qps, "seconds": seconds, "policy": policy,
-           "endpoints": [{"port": p, "max_concurrency": m, "capacity": (capacities or [None] * len(ports))[i]}
-                         for i, (p, m) in enumerate(zip(ports, max_concurrency))]}
+    cfg = {
+        "out": str(workdir / name),
+        "scenario": scenario,
+        "qps": qps,
+        "seconds": seconds,
+        "policy": policy,
+        "endpoints": [
+            {"port": p, "max_concurrency": m, "capacity": (capacities or [None] * len(ports))[i]}
+            for i, (p, m) in enumerate(zip(ports, max_concurrency))
+        ],
+    }
     cfg_path = workdir / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg))
     try:
         sim_cpu_before = process_cpu_seconds(sim.proc.pid)
-        proc = subprocess.run([sys.executable, __file__, "--child", str(cfg_path)], capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(cfg_path)], capture_output=True, text=True, timeout=600
+        )
         sim_cpu_s = process_cpu_seconds(sim.proc.pid) - sim_cpu_before
     finally:
         sim.stop()
@@ -175,17 +210,24 @@ def measure(workdir: Path, name: str, scenario: str, qps: float, seconds: float,
         head = json.loads((workdir / name / "head_timestamps.json").read_text())
         server = json.loads(stamps.read_text())
         added = sorted((h[1] - h[0]) - (server[k][1] - server[k][0]) for k, h in head.items() if k in server)
-        result["ttft_added_ms"] = {"p50": round(1000 * added[len(added) // 2], 3),
-                                   "p99": round(1000 * added[int(len(added) * 0.99)], 3),
-                                   "p99.9": round(1000 * added[int(len(added) * 0.999)], 3), "n": len(added)}
+        result["ttft_added_ms"] = {
+            "p50": round(1000 * added[len(added) // 2], 3),
+            "p99": round(1000 * added[int(len(added) * 0.99)], 3),
+            "p99.9": round(1000 * added[int(len(added) * 0.999)], 3),
+            "n": len(added),
+        }
         # LoadGen's own view (its clock starts before our issue callback has the GIL):
         # its TTFT percentiles next to the endpoints' own time to first token.
         detail = read_detail(workdir / name / "mlperf_log_detail.txt")
         own = sorted(v[1] - v[0] for v in server.values())
-        result["loadgen_ttft_ms"] = {p: round(detail[f"result_first_token_{p}_percentile_latency_ns"] / 1e6, 3)
-                                     for p in ("50.00", "99.00", "99.90")}
-        result["endpoint_ttft_ms"] = {"50.00": round(1000 * own[len(own) // 2], 3),
-                                      "99.00": round(1000 * own[int(len(own) * 0.99)], 3)}
+        result["loadgen_ttft_ms"] = {
+            p: round(detail[f"result_first_token_{p}_percentile_latency_ns"] / 1e6, 3)
+            for p in ("50.00", "99.00", "99.90")
+        }
+        result["endpoint_ttft_ms"] = {
+            "50.00": round(1000 * own[len(own) // 2], 3),
+            "99.00": round(1000 * own[int(len(own) * 0.99)], 3),
+        }
     return result
 
 
@@ -194,18 +236,34 @@ def ceiling(workdir: Path, qps: float, seconds: float, policy: str, repeat: int 
     a third; the median run is the figure, every run is listed)."""
     # ~1.2 s per query: 3,600 q/s keep ~4,300 in flight, ~540 per endpoint; allow 1,024 each.
     sims = [dict(slots=1024, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
-    runs = [measure(workdir, f"ceiling-{policy}-{qps:g}-{i}", "Server", qps, seconds, policy, sims, [1024] * 8)
-            for i in range(repeat)]
+    runs = [
+        measure(workdir, f"ceiling-{policy}-{qps:g}-{i}", "Server", qps, seconds, policy, sims, [1024] * 8)
+        for i in range(repeat)
+    ]
     runs.sort(key=lambda r: r["ttft_added_ms"]["p99"])
     median = dict(runs[len(runs) // 2])
     if repeat > 1:
-        median["runs"] = [{k: r[k] for k in ("valid", "completed_per_s", "tokens_per_s", "head_cpu_us_per_query",
-                                             "ttft_added_ms", "loadgen_ttft_ms", "endpoint_ttft_ms")} for r in runs]
+        median["runs"] = [
+            {
+                k: r[k]
+                for k in (
+                    "valid",
+                    "completed_per_s",
+                    "tokens_per_s",
+                    "head_cpu_us_per_query",
+                    "ttft_added_ms",
+                    "loadgen_ttft_ms",
+                    "endpoint_ttft_ms",
+                )
+            }
+            for r in runs
+        ]
     return median
 
 
-def offline(workdir: Path, name: str, policy: str, slots: list[int], seconds: float, per_slot_qps: float,
-            capacities=None) -> dict:
+def offline(
+    workdir: Path, name: str, policy: str, slots: list[int], seconds: float, per_slot_qps: float, capacities=None
+) -> dict:
     sims = [dict(slots=s, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for s in slots]
     qps = per_slot_qps * sum(slots)
     return measure(workdir, name, "Offline", qps, seconds, policy, sims, [2 * s for s in slots], capacities)
@@ -218,8 +276,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--only", default="ceiling,sweep,scaling,heterogeneous")
     parser.add_argument("--repeat", type=int, default=3, help="ceiling runs per load (the median is reported)")
-    parser.add_argument("--sweep", default="1000,2000,3000",
-                        help="lower Server loads (q/s) for the TTFT the head adds, capacity policy only")
+    parser.add_argument(
+        "--sweep",
+        default="1000,2000,3000",
+        help="lower Server loads (q/s) for the TTFT the head adds, capacity policy only",
+    )
     parser.add_argument("--policies", default="capacity,round_robin")
     parser.add_argument("--keep", help="keep every run's logs and timestamps in this folder")
     args = parser.parse_args()
@@ -241,20 +302,40 @@ def main() -> None:
                 rep["sweep"] = {}
                 for qps in [float(q) for q in args.sweep.split(",") if q]:
                     run = ceiling(workdir, qps, args.seconds, policy, args.repeat)
-                    rep["sweep"][f"{qps:g}"] = {k: run[k] for k in ("valid", "completed_per_s", "head_cpu_us_per_query",
-                                                                    "ttft_added_ms", "loadgen_ttft_ms", "endpoint_ttft_ms")}
+                    rep["sweep"][f"{qps:g}"] = {
+                        k: run[k]
+                        for k in (
+                            "valid",
+                            "completed_per_s",
+                            "head_cpu_us_per_query",
+                            "ttft_added_ms",
+                            "loadgen_ttft_ms",
+                            "endpoint_ttft_ms",
+                        )
+                    }
                     print(policy, "sweep", qps, json.dumps(rep["sweep"][f"{qps:g}"]), flush=True)
             if "scaling" in only:
-                runs = {n: offline(workdir, f"scaling-{policy}-{n}", policy, [100] * n, args.seconds, per_slot_qps)
-                        for n in (1, 2, 4, 8)}
+                runs = {
+                    n: offline(workdir, f"scaling-{policy}-{n}", policy, [100] * n, args.seconds, per_slot_qps)
+                    for n in (1, 2, 4, 8)
+                }
                 base = runs[1]["tokens_per_s"]
-                rep["scaling"] = {n: {"tokens_per_s": r["tokens_per_s"],
-                                      "efficiency": round(r["tokens_per_s"] / (n * base), 4)} for n, r in runs.items()}
+                rep["scaling"] = {
+                    n: {"tokens_per_s": r["tokens_per_s"], "efficiency": round(r["tokens_per_s"] / (n * base), 4)}
+                    for n, r in runs.items()
+                }
                 print(policy, "scaling", json.dumps(rep["scaling"]), flush=True)
             if "heterogeneous" in only:
                 single = offline(workdir, f"single-{policy}", policy, [100], args.seconds, per_slot_qps)
-                mixed = offline(workdir, f"mixed-{policy}", policy, [100, 200, 300], args.seconds, per_slot_qps,
-                                capacities=[1, 2, 3])
+                mixed = offline(
+                    workdir,
+                    f"mixed-{policy}",
+                    policy,
+                    [100, 200, 300],
+                    args.seconds,
+                    per_slot_qps,
+                    capacities=[1, 2, 3],
+                )
                 rep["heterogeneous"] = {
                     "capacity_1_tokens_per_s": single["tokens_per_s"],
                     "mixed_tokens_per_s": mixed["tokens_per_s"],

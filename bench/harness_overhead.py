@@ -26,8 +26,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = REPO / "results/models/tiny-llama-mxfp4-w4a16-emulated"
 DEFAULT_DATASET = REPO / "resources/datasets/openorca-synthetic/open_orca_synthetic.pkl"
-ENGINE_ARGS = {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.3,
-               "seed": 0}
+ENGINE_ARGS = {
+    "dtype": "float32",
+    "enforce_eager": True,
+    "max_model_len": 2048,
+    "gpu_memory_utilization": 0.3,
+    "seed": 0,
+}
 ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
@@ -57,21 +62,39 @@ def _measure(model: str, dataset: str, samples: int, max_new_tokens: int, workdi
     def harness() -> dict:
         conf = Path(workdir) / "user.conf"
         # One Offline query of exactly `samples` samples, no duration floor.
-        conf.write_text(f"llama2-70b.Offline.min_query_count = {samples}\nllama2-70b.Offline.min_duration = 0\n"
-                        f"llama2-70b.Offline.target_qps = 0.001\n"
-                        f"llama2-70b.Offline.sample_concatenate_permutation = 0\n"
-                        f"llama2-70b.Offline.performance_sample_count_override = {len(data)}\n")
-        test = LoadgenTest(user_conf=conf, loadgen_model="llama2-70b", loadgen_scenario="Offline",
-                           mode="performance", out_dir=Path(workdir) / "run", performance_sample_count=len(data))
+        conf.write_text(
+            f"llama2-70b.Offline.min_query_count = {samples}\nllama2-70b.Offline.min_duration = 0\n"
+            f"llama2-70b.Offline.target_qps = 0.001\n"
+            f"llama2-70b.Offline.sample_concatenate_permutation = 0\n"
+            f"llama2-70b.Offline.performance_sample_count_override = {len(data)}\n"
+        )
+        test = LoadgenTest(
+            user_conf=conf,
+            loadgen_model="llama2-70b",
+            loadgen_scenario="Offline",
+            mode="performance",
+            out_dir=Path(workdir) / "run",
+            performance_sample_count=len(data),
+        )
 
         def factory(sut):
-            return VllmEngineBackend(model_path=model, engine_args=ENGINE_ARGS, generation=settings, stream=False,
-                                     on_first_token=None, on_complete=sut.complete, llm=llm)
+            return VllmEngineBackend(
+                model_path=model,
+                engine_args=ENGINE_ARGS,
+                generation=settings,
+                stream=False,
+                on_first_token=None,
+                on_complete=sut.complete,
+                llm=llm,
+            )
 
         record = run_loadgen_test(test, data, factory)
         detail = read_detail(Path(workdir) / "run" / "mlperf_log_detail.txt")
-        return {"tokens": record["generated_tokens"], "tokens_per_second": float(detail["result_tokens_per_second"]),
-                "valid_errors": detail["errors"]}
+        return {
+            "tokens": record["generated_tokens"],
+            "tokens_per_second": float(detail["result_tokens_per_second"]),
+            "valid_errors": detail["errors"],
+        }
 
     if harness_first:
         ours = harness()
@@ -85,13 +108,27 @@ def _measure(model: str, dataset: str, samples: int, max_new_tokens: int, workdi
 def _child(args) -> None:
     os.environ.update(ENV)
     with tempfile.TemporaryDirectory() as tmp:
-        result = _measure(args.model, args.dataset, args.samples, args.max_new_tokens, tmp, args.child == "harness-first")
+        result = _measure(
+            args.model, args.dataset, args.samples, args.max_new_tokens, tmp, args.child == "harness-first"
+        )
     print("RESULT " + json.dumps(result))
 
 
 def _spawn(order: str, args) -> dict:
-    cmd = [sys.executable, __file__, "--child", order, "--model", str(args.model), "--dataset", str(args.dataset),
-           "--samples", str(args.samples), "--max-new-tokens", str(args.max_new_tokens)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        order,
+        "--model",
+        str(args.model),
+        "--dataset",
+        str(args.dataset),
+        "--samples",
+        str(args.samples),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **ENV), timeout=1800)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -120,10 +157,14 @@ def main() -> None:
             print(f"note: token counts differ (baseline {base['tokens']}, harness {ours['tokens']})")
         ratio = ours["tokens_per_second"] / base["tokens_per_second"]
         ratios.append(ratio)
-        print(f"round {round_index + 1}: vLLM generate {base['tokens_per_second']:.0f} tok/s, "
-              f"LoadGen+SUT {ours['tokens_per_second']:.0f} tok/s, ratio {ratio:.3f}")
-    print(f"median ratio (LoadGen+SUT / vLLM generate) over {args.rounds} rounds: {statistics.median(ratios):.3f}"
-          f" (samples {args.samples}, model {args.model})")
+        print(
+            f"round {round_index + 1}: vLLM generate {base['tokens_per_second']:.0f} tok/s, "
+            f"LoadGen+SUT {ours['tokens_per_second']:.0f} tok/s, ratio {ratio:.3f}"
+        )
+    print(
+        f"median ratio (LoadGen+SUT / vLLM generate) over {args.rounds} rounds: {statistics.median(ratios):.3f}"
+        f" (samples {args.samples}, model {args.model})"
+    )
 
 
 if __name__ == "__main__":

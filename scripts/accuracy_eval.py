@@ -1,4 +1,5 @@
 """Score one accuracy run: accuracy.txt (checker format) and accuracy.json (verdict)."""
+
 from mlperf_repro.accuracy.stage import accuracy_job
 from mlperf_repro.stage import optional_input, run
 

@@ -1,4 +1,5 @@
 """Acquire (download and verify, or build) one dataset: resources/datasets/<dataset>/."""
+
 from mlperf_repro.fetch.entries import acquire_dataset_entry
 from mlperf_repro.stage import run
 

@@ -1,4 +1,5 @@
 """Acquire (download and verify, or build) one model: resources/models/<model>/."""
+
 from mlperf_repro.fetch.entries import acquire_model_entry
 from mlperf_repro.stage import run
 

@@ -1,4 +1,5 @@
 """Check the packaged submission tree; write results/check/report.{txt,json}."""
+
 from mlperf_repro.check.stage import check_job
 from mlperf_repro.stage import run
 

@@ -1,4 +1,5 @@
 """Compare the configured reference and partners; write results/compare/*.{md,csv,html}."""
+
 from mlperf_repro.compare.cli import compare_job
 from mlperf_repro.stage import run
 

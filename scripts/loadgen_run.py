@@ -1,6 +1,7 @@
 """One LoadGen test (performance or accuracy) in this process."""
-from mlperf_repro.harness.jobs import loadgen_job
+
 from mlperf_repro.cluster.screen import job_screening
+from mlperf_repro.harness.jobs import loadgen_job
 from mlperf_repro.stage import configured_container, run
 
 

@@ -1,4 +1,5 @@
 """Official-style summary CSV and final-report spreadsheet from the packaged tree."""
+
 from mlperf_repro.report.official import official_summary_job
 from mlperf_repro.stage import run
 

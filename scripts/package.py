@@ -1,4 +1,5 @@
 """Assemble the submission tree results/package/submission/."""
+
 from mlperf_repro.package.tree import build_submission
 from mlperf_repro.plan import Plan
 from mlperf_repro.stage import run

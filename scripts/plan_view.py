@@ -1,4 +1,5 @@
 """Write the plan view (results/plan/plan.{txt,json}) computed when the DAG was built."""
+
 from pathlib import Path
 
 from mlperf_repro.stage import run

@@ -1,11 +1,17 @@
 """Quantize one model with one recipe: FP4 checkpoint + emulated copy + quant_manifest.json."""
+
 from mlperf_repro.quant.stage import quantize_job
 from mlperf_repro.stage import configured_container, run
 
 
 def main(smk):
-    quantize_job(smk.input.model, smk.output.quantized, smk.output.emulated, smk.params.recipe,
-                 container_image=configured_container(smk))
+    quantize_job(
+        smk.input.model,
+        smk.output.quantized,
+        smk.output.emulated,
+        smk.params.recipe,
+        container_image=configured_container(smk),
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Accuracy of the unquantized model on this system (the baseline for measured targets)."""
-from mlperf_repro.harness.jobs import reference_accuracy_job
+
 from mlperf_repro.cluster.screen import job_screening
+from mlperf_repro.harness.jobs import reference_accuracy_job
 from mlperf_repro.stage import configured_container, run
 
 

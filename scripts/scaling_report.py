@@ -1,4 +1,5 @@
 """Write the scaling study's table and plot (results/scaling/<system>/<benchmark>/scaling.*)."""
+
 from mlperf_repro.plan import Plan
 from mlperf_repro.report.scaling import scaling_report_job
 from mlperf_repro.stage import run

@@ -1,4 +1,5 @@
 """Write the summary table (results/report/summary.{csv,md})."""
+
 from mlperf_repro.plan import Plan
 from mlperf_repro.report.summary import summary_job
 from mlperf_repro.stage import run

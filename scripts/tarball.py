@@ -1,4 +1,5 @@
 """Byte-reproducible tarball of the submission tree."""
+
 from mlperf_repro.package.tarball import write_tarball
 from mlperf_repro.stage import run
 

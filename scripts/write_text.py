@@ -1,4 +1,5 @@
 """Write a generated text file (user.conf) whose content is the rule's `text` param."""
+
 from pathlib import Path
 
 from mlperf_repro.stage import run

@@ -28,7 +28,7 @@ def make_workdir(tmp_path: Path) -> Path:
     """A copy of the workflow's entry files in tmp_path, so runs never touch the checkout."""
     work = tmp_path / "work"
     work.mkdir()
-    for item in ("Snakefile", "workflow", "scripts", "config"):
+    for item in ("Snakefile", "workflow", "scripts", "config", "envs"):
         src = REPO / item
         if src.is_dir():
             shutil.copytree(src, work / item)
@@ -39,8 +39,14 @@ def make_workdir(tmp_path: Path) -> Path:
 
 def run_snakemake(work: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(SNAKEMAKE + ["--directory", str(work), "--snakefile", str(work / "Snakefile"), *args],
-                          cwd=work, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        SNAKEMAKE + ["--directory", str(work), "--snakefile", str(work / "Snakefile"), *args],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 E2E_CONFIG = REPO / "tests" / "configs" / "e2e.yaml"

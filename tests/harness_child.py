@@ -72,16 +72,24 @@ def main() -> None:
     model = os.environ.get("HARNESS_MODEL", "llama2-70b")
     dataset = TokenDataset(prompts=[[1, 2, i, i + 1] for i in range(32)], references=[""] * 32)
     conf = Path(out_dir).parent / f"{Path(out_dir).name}.user.conf"
-    conf.write_text(f"{model}.{scenario}.target_qps = 200\n{model}.{scenario}.min_duration = 200\n"
-                    f"{model}.{scenario}.min_query_count = 64\n"
-                    f"{model}.{scenario}.performance_sample_count_override = 32\n"
-                    + os.environ.get("HARNESS_CONF", ""))
-    test = LoadgenTest(user_conf=conf, loadgen_model=model, loadgen_scenario=scenario, mode=mode,
-                       out_dir=Path(out_dir), performance_sample_count=32,
-                       audit_config=os.environ.get("HARNESS_AUDIT"))
+    conf.write_text(
+        f"{model}.{scenario}.target_qps = 200\n{model}.{scenario}.min_duration = 200\n"
+        f"{model}.{scenario}.min_query_count = 64\n"
+        f"{model}.{scenario}.performance_sample_count_override = 32\n" + os.environ.get("HARNESS_CONF", "")
+    )
+    test = LoadgenTest(
+        user_conf=conf,
+        loadgen_model=model,
+        loadgen_scenario=scenario,
+        mode=mode,
+        out_dir=Path(out_dir),
+        performance_sample_count=32,
+        audit_config=os.environ.get("HARNESS_AUDIT"),
+    )
     try:
-        record = run_loadgen_test(test, dataset,
-                                  lambda sut: ScriptedBackend(sut, answer_tokens, scenario != "Offline", fail))
+        record = run_loadgen_test(
+            test, dataset, lambda sut: ScriptedBackend(sut, answer_tokens, scenario != "Offline", fail)
+        )
     except EngineCrashed as exc:
         print(f"CRASHED {exc}")
         return

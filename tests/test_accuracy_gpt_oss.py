@@ -11,8 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlperf_repro.accuracy.gpt_oss import (evaluate_gpt_oss, family_of, load_gpt_oss_rows, parse_aime_answer,
-                                           parse_multiple_choice)
+from mlperf_repro.accuracy.gpt_oss import (
+    evaluate_gpt_oss,
+    family_of,
+    load_gpt_oss_rows,
+    parse_aime_answer,
+    parse_multiple_choice,
+)
 from mlperf_repro.accuracy.loadgen_log import read_accuracy_log
 from mlperf_repro.accuracy.stage import accuracy_job
 from mlperf_repro.benchmarks import load_round
@@ -46,35 +51,41 @@ def tokenizer(tokenizer_dir):
     return AutoTokenizer.from_pretrained(tokenizer_dir)
 
 
-@pytest.mark.parametrize("text, expected", [
-    # The final channel decides, not a draft answer in the analysis.
-    (FINAL.format(analysis="Option A looks right. Answer: A", final="**C**"), "C"),
-    # A corrupted final marker still opens the final channel.
-    ("<|channel|>analysis<|message|>hmm<|end|><|channel|>final 明<|message|>b<|return|>", "B"),
-    # No leading letter: "Answer: X" inside the final channel.
-    (FINAL.format(analysis="A", final="The options were compared. Answer: D"), "D"),
-    # The reference's leading-letter rule reads the article "A" as the choice.
-    (FINAL.format(analysis="x", final="A careful look shows C"), "A"),
-    # Not harmony, and "Answer: X" is first in the text: it wins.
-    ("Answer: B is tempting, but FINAL ANSWER: C", "B"),
-    # Not harmony: a parenthesised letter only the last-ANSWER rule reads.
-    ("Reasoning first. Maybe ANSWER (A)? No: FINAL ANSWER: (C)", "C"),
-    # Out of GPQA's range.
-    (FINAL.format(analysis="x", final="E"), None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # The final channel decides, not a draft answer in the analysis.
+        (FINAL.format(analysis="Option A looks right. Answer: A", final="**C**"), "C"),
+        # A corrupted final marker still opens the final channel.
+        ("<|channel|>analysis<|message|>hmm<|end|><|channel|>final 明<|message|>b<|return|>", "B"),
+        # No leading letter: "Answer: X" inside the final channel.
+        (FINAL.format(analysis="A", final="The options were compared. Answer: D"), "D"),
+        # The reference's leading-letter rule reads the article "A" as the choice.
+        (FINAL.format(analysis="x", final="A careful look shows C"), "A"),
+        # Not harmony, and "Answer: X" is first in the text: it wins.
+        ("Answer: B is tempting, but FINAL ANSWER: C", "B"),
+        # Not harmony: a parenthesised letter only the last-ANSWER rule reads.
+        ("Reasoning first. Maybe ANSWER (A)? No: FINAL ANSWER: (C)", "C"),
+        # Out of GPQA's range.
+        (FINAL.format(analysis="x", final="E"), None),
+        ("", None),
+    ],
+)
 def test_multiple_choice_extraction(text, expected):
     assert parse_multiple_choice(text, "D") == expected
 
 
-@pytest.mark.parametrize("text, expected", [
-    (r"first \boxed{12}, then \boxed{ 345 }", 345),  # the last boxed integer
-    (r"\boxed{7} ... Answer: 9", 7),  # boxed wins over Answer:
-    ("so the Answer: 42\nand more", 42),
-    ("Answer: 3.5", None),  # not an integer
-    ("Answer: 1000", None),  # AIME answers are 0..999
-    ("no number here", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"first \boxed{12}, then \boxed{ 345 }", 345),  # the last boxed integer
+        (r"\boxed{7} ... Answer: 9", 7),  # boxed wins over Answer:
+        ("so the Answer: 42\nand more", 42),
+        ("Answer: 3.5", None),  # not an integer
+        ("Answer: 1000", None),  # AIME answers are 0..999
+        ("no number here", None),
+    ],
+)
 def test_aime_extraction(text, expected):
     assert parse_aime_answer(text) == expected
 
@@ -107,28 +118,43 @@ def test_scoring_weights_each_family_by_its_repeats(tmp_path, tokenizer):
     # 8 AIME rows (4 right) and 5 GPQA rows (all right): 4/8 + 5/5 of 8/8 + 5/5 = 75%, where an
     # unweighted mean would give 9/13.
     rows = [("aime25", "417")] * 8 + [("gpqa_diamond", "B")] * 5
-    outputs = ([FINAL.format(analysis="The fox has tag 417.", final=r"\boxed{417}")] * 4
-               + [FINAL.format(analysis="The fox has tag 417.", final=r"\boxed{418}")] * 4
-               + [FINAL.format(analysis="The colour is red, option A.", final="B")] * 5)
+    outputs = (
+        [FINAL.format(analysis="The fox has tag 417.", final=r"\boxed{417}")] * 4
+        + [FINAL.format(analysis="The fox has tag 417.", final=r"\boxed{418}")] * 4
+        + [FINAL.format(analysis="The colour is red, option A.", final="B")] * 5
+    )
     log = write_accuracy_log(tmp_path / "mlperf_log_accuracy.json", tokenizer, outputs)
-    result = evaluate_gpt_oss(read_accuracy_log(log, first_per_sample=False),
-                              load_gpt_oss_rows(write_dataset(tmp_path / "acc.parquet", rows)), tokenizer,
-                              families=FAMILIES, repeats=REPEATS)
+    result = evaluate_gpt_oss(
+        read_accuracy_log(log, first_per_sample=False),
+        load_gpt_oss_rows(write_dataset(tmp_path / "acc.parquet", rows)),
+        tokenizer,
+        families=FAMILIES,
+        repeats=REPEATS,
+    )
     assert result["exact_match"] == 75.0
-    assert result["per_dataset"] == {"aime25": {"correct": 4, "total": 8, "repeats": 8},
-                                     "gpqa_diamond": {"correct": 5, "total": 5, "repeats": 5}}
+    assert result["per_dataset"] == {
+        "aime25": {"correct": 4, "total": 8, "repeats": 8},
+        "gpqa_diamond": {"correct": 5, "total": 5, "repeats": 5},
+    }
     lengths = [len(tokenizer(o, add_special_tokens=False)["input_ids"]) for o in outputs]
     assert result["tokens_per_sample"] == round(sum(lengths) / len(lengths), 1)
 
 
 def test_every_log_entry_counts_even_a_repeated_sample(tmp_path, tokenizer):
     rows = [("gpqa_diamond", "A"), ("gpqa_diamond", "B")]
-    outputs = [FINAL.format(analysis="x", final="A"), FINAL.format(analysis="x", final="C"),
-               FINAL.format(analysis="x", final="A")]
+    outputs = [
+        FINAL.format(analysis="x", final="A"),
+        FINAL.format(analysis="x", final="C"),
+        FINAL.format(analysis="x", final="A"),
+    ]
     log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs, qsl_indices=[0, 1, 0])
-    result = evaluate_gpt_oss(read_accuracy_log(log, first_per_sample=False),
-                              load_gpt_oss_rows(write_dataset(tmp_path / "d.parquet", rows)), tokenizer,
-                              families=FAMILIES, repeats=REPEATS)
+    result = evaluate_gpt_oss(
+        read_accuracy_log(log, first_per_sample=False),
+        load_gpt_oss_rows(write_dataset(tmp_path / "d.parquet", rows)),
+        tokenizer,
+        families=FAMILIES,
+        repeats=REPEATS,
+    )
     assert result["exact_match"] == round(100 * 2 / 3, 3) and result["gen_num"] == 3
 
 
@@ -137,8 +163,13 @@ def test_livecodebench_rows_are_refused_with_the_file_named(tmp_path, tokenizer)
     log = write_accuracy_log(tmp_path / "log.json", tokenizer, ["A", "```python\nprint(1)\n```"])
     dataset = write_dataset(tmp_path / "acc_eval_inputs.parquet", rows)
     with pytest.raises(UserError, match=r"acc_eval_inputs\.parquet.*livecodebench_v6.*code execution"):
-        evaluate_gpt_oss(read_accuracy_log(log, first_per_sample=False), load_gpt_oss_rows(dataset), tokenizer,
-                         families=FAMILIES, repeats=REPEATS)
+        evaluate_gpt_oss(
+            read_accuracy_log(log, first_per_sample=False),
+            load_gpt_oss_rows(dataset),
+            tokenizer,
+            families=FAMILIES,
+            repeats=REPEATS,
+        )
 
 
 def test_accuracy_txt_is_read_by_the_checker_patterns(tmp_path, tokenizer, tokenizer_dir):
@@ -148,10 +179,17 @@ def test_accuracy_txt_is_read_by_the_checker_patterns(tmp_path, tokenizer, token
     run.mkdir()
     write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, outputs)
     targets = {"kind": "reference", "targets": FACTS.absolute_targets(), "upper_bounds": FACTS.accuracy["upper_bound"]}
-    record = accuracy_job(run_dir=str(run), dataset_file=str(write_dataset(tmp_path / "acc.parquet", rows)),
-                          tokenizer_dir=str(tokenizer_dir), evaluator="gpt-oss-exact-match", targets=targets,
-                          reference_path=None, out_txt=str(tmp_path / "accuracy.txt"),
-                          out_json=str(tmp_path / "accuracy.json"), accuracy_rules=FACTS.accuracy)
+    record = accuracy_job(
+        run_dir=str(run),
+        dataset_file=str(write_dataset(tmp_path / "acc.parquet", rows)),
+        tokenizer_dir=str(tokenizer_dir),
+        evaluator="gpt-oss-exact-match",
+        targets=targets,
+        reference_path=None,
+        out_txt=str(tmp_path / "accuracy.txt"),
+        out_json=str(tmp_path / "accuracy.json"),
+        accuracy_rules=FACTS.accuracy,
+    )
     # 2/5 + 1/8 of 3/5 + 1/8
     assert record["metrics"]["exact_match"] == round(100 * (2 / 5 + 1 / 8) / (3 / 5 + 1 / 8), 3)
     assert not record["verdict"]["passed"]  # 72.4 < 99% of 83.13
@@ -167,29 +205,47 @@ def _compliance_run(run, tokenizer, outputs, sampling_target):
     run.mkdir()
     write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, outputs)
     (run / "mlperf_log_detail.txt").write_text(
-        ":::MLLOG " + json.dumps({"key": "effective_accuracy_log_sampling_target", "value": sampling_target}) + "\n")
+        ":::MLLOG " + json.dumps({"key": "effective_accuracy_log_sampling_target", "value": sampling_target}) + "\n"
+    )
     (run / "mlperf_log_summary.txt").write_text("Result is : VALID\n")
 
 
 @pytest.mark.parametrize("right, passed", [(4, True), (2, False)])
-def test_test07_scores_the_compliance_set_and_writes_the_checker_folder(tmp_path, tokenizer, tokenizer_dir,
-                                                                         right, passed):
+def test_test07_scores_the_compliance_set_and_writes_the_checker_folder(
+    tmp_path, tokenizer, tokenizer_dir, right, passed
+):
     # 5 GPQA rows: 80% passes the 60.698 threshold, 40% does not.
     dataset = write_dataset(tmp_path / "acc_eval_compliance_gpqa.parquet", [("gpqa_diamond", "C")] * 5)
     outputs = [FINAL.format(analysis="x", final="C" if i < right else "A") for i in range(5)]
     run = tmp_path / "TEST07_run"
     _compliance_run(run, tokenizer, outputs, TEST07["audit_config"]["accuracy_log_sampling_target"])
     out = tmp_path / "TEST07"
-    assert verify_job("TEST07", str(run), "Offline", str(tokenizer_dir), TEST07, str(out),
-                      dataset_file=str(dataset), tokenizer_dir=str(tokenizer_dir),
-                      evaluator="gpt-oss-exact-match", accuracy_rules=FACTS.accuracy) is passed
+    assert (
+        verify_job(
+            "TEST07",
+            str(run),
+            "Offline",
+            str(tokenizer_dir),
+            TEST07,
+            str(out),
+            dataset_file=str(dataset),
+            tokenizer_dir=str(tokenizer_dir),
+            evaluator="gpt-oss-exact-match",
+            accuracy_rules=FACTS.accuracy,
+        )
+        is passed
+    )
     text = (out / TEST07["verify_file"]).read_text()
     assert f"'exact_match': {100.0 * right / 5}" in text
     assert f"Accuracy threshold: {TEST07['accuracy_threshold']}" in text
     assert text.splitlines()[-1] == ("TEST PASS" if passed else "TEST FAIL")
-    assert (out / "accuracy" / "mlperf_log_accuracy.json").read_bytes() == (run / "mlperf_log_accuracy.json").read_bytes()
-    assert sorted(p.name for p in (out / "performance" / "run_1").iterdir()) == ["mlperf_log_detail.txt",
-                                                                                  "mlperf_log_summary.txt"]
+    assert (out / "accuracy" / "mlperf_log_accuracy.json").read_bytes() == (
+        run / "mlperf_log_accuracy.json"
+    ).read_bytes()
+    assert sorted(p.name for p in (out / "performance" / "run_1").iterdir()) == [
+        "mlperf_log_detail.txt",
+        "mlperf_log_summary.txt",
+    ]
 
 
 def test_test07_refuses_a_run_without_the_audit_config(tmp_path, tokenizer, tokenizer_dir):
@@ -197,13 +253,23 @@ def test_test07_refuses_a_run_without_the_audit_config(tmp_path, tokenizer, toke
     run = tmp_path / "run"
     _compliance_run(run, tokenizer, [FINAL.format(analysis="x", final="C")], 0)
     with pytest.raises(UserError, match="audit.config"):
-        verify_job("TEST07", str(run), "Offline", str(tokenizer_dir), TEST07, str(tmp_path / "out"),
-                   dataset_file=str(dataset), tokenizer_dir=str(tokenizer_dir), evaluator="gpt-oss-exact-match",
-                   accuracy_rules=FACTS.accuracy)
+        verify_job(
+            "TEST07",
+            str(run),
+            "Offline",
+            str(tokenizer_dir),
+            TEST07,
+            str(tmp_path / "out"),
+            dataset_file=str(dataset),
+            tokenizer_dir=str(tokenizer_dir),
+            evaluator="gpt-oss-exact-match",
+            accuracy_rules=FACTS.accuracy,
+        )
 
 
 def test_example_config_runs_on_the_table_files_and_test_scale_counts():
     from conftest import REPO, SCHEMA
+
     from mlperf_repro.config import load_yaml, validate_config
     from mlperf_repro.plan import Plan
 
@@ -226,10 +292,15 @@ def test_example_config_runs_on_the_table_files_and_test_scale_counts():
 def test_stand_in_files_have_the_layout_and_exact_counts(tmp_path, tokenizer):
     from mlperf_repro.demo.gpt_oss_dataset import build_dataset
 
-    files = {"performance": "perf/p.parquet", "accuracy": "acc/a.parquet", "TEST07": "acc/c.parquet",
-             "TEST09": "perf/p.parquet"}
-    written = build_dataset(tmp_path, files, tokenizer, samples=30, seed=1, repeats=REPEATS,
-                            rows={"accuracy": 37, "TEST07": 12})
+    files = {
+        "performance": "perf/p.parquet",
+        "accuracy": "acc/a.parquet",
+        "TEST07": "acc/c.parquet",
+        "TEST09": "perf/p.parquet",
+    }
+    written = build_dataset(
+        tmp_path, files, tokenizer, samples=30, seed=1, repeats=REPEATS, rows={"accuracy": 37, "TEST07": 12}
+    )
     assert written == {"perf/p.parquet": 30, "acc/a.parquet": 37, "acc/c.parquet": 12}
     accuracy = pd.read_parquet(tmp_path / "acc/a.parquet")
     assert set(accuracy["dataset"]) == {"aime25", "gpqa_diamond"}
@@ -258,12 +329,21 @@ def test_test07_run_covers_a_compliance_set_smaller_than_the_performance_sample_
     from mlperf_repro.compliance import audit_config_text
 
     out = tmp_path / "TEST07"
-    env = dict(os.environ, HARNESS_MODEL="gpt-oss-120b",
-               HARNESS_CONF=f"gpt-oss-120b.{scenario}.performance_sample_count_override = 6396\n",
-               HARNESS_AUDIT=audit_config_text("TEST07", TEST07["audit_config"]))
+    env = dict(
+        os.environ,
+        HARNESS_MODEL="gpt-oss-120b",
+        HARNESS_CONF=f"gpt-oss-120b.{scenario}.performance_sample_count_override = 6396\n",
+        HARNESS_AUDIT=audit_config_text("TEST07", TEST07["audit_config"]),
+    )
     child = Path(__file__).with_name("harness_child.py")
-    result = subprocess.run([sys.executable, str(child), str(out), scenario, "performance", "5"], env=env,
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(child), str(out), scenario, "performance", "5"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     logged = [e["qsl_idx"] for e in json.loads((out / "mlperf_log_accuracy.json").read_text())]
     assert sorted(logged) == list(range(32))

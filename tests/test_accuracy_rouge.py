@@ -198,8 +198,16 @@ def test_read_accuracy_log_dedupes_like_reference(tmp_path: Path, monkeypatch: p
 
 @pytest.mark.parametrize(
     "text",
-    ["", "{}", '[{"qsl_idx": 0, "data": "00000000"}', '[{"qsl_idx": 0, "data": "000000"}]', "[1]",
-     '[{"qsl_idx": 0, "data": "zz"}]', '[{"data": "00000000"}]', "[] trailing"],
+    [
+        "",
+        "{}",
+        '[{"qsl_idx": 0, "data": "00000000"}',
+        '[{"qsl_idx": 0, "data": "000000"}]',
+        "[1]",
+        '[{"qsl_idx": 0, "data": "zz"}]',
+        '[{"data": "00000000"}]',
+        "[] trailing",
+    ],
 )
 def test_read_accuracy_log_rejects_bad_files(tmp_path: Path, text: str) -> None:
     log = tmp_path / "bad.json"
@@ -267,9 +275,7 @@ def test_evaluate_llama2_matches_reference(tmp_path: Path) -> None:
         "running runs ran cats cat U.S. economy grew 2.5 % in 1990 ? yes no maybe"
     ).split()
     n_targets = 70  # above the pool threshold, so workers=2 really uses processes
-    targets = [
-        " ".join(rng.choice(vocab[3:]) for _ in range(rng.randint(5, 60))) + " ." for _ in range(n_targets)
-    ]
+    targets = [" ".join(rng.choice(vocab[3:]) for _ in range(rng.randint(5, 60))) + " ." for _ in range(n_targets)]
     order = list(range(n_targets))
     rng.shuffle(order)
     entries: list[tuple[int, list[int]]] = []

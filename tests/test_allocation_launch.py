@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SCHEMA
+
 from mlperf_repro.backends.endpoints import serving
 from mlperf_repro.backends.servers import allocation_endpoints_on, place_on_screened_gpus, srun_server_step
 from mlperf_repro.config import allocation_endpoints, validate_config
@@ -24,9 +24,20 @@ def slurm_system(default_config: dict, **allocation) -> dict:
     system = next(iter(config["systems"].values()))
     system["engine"] = {
         "backend": "endpoints",
-        "endpoints": {"launch": "slurm", "served_model_name": "tiny",
-                      "allocation": dict({"nodes": 3, "servers_per_node": 2, "accelerator": "AMD Instinct MI355X",
-                                          "accelerator_count": 4, "base_port": 9000}, **allocation)},
+        "endpoints": {
+            "launch": "slurm",
+            "served_model_name": "tiny",
+            "allocation": dict(
+                {
+                    "nodes": 3,
+                    "servers_per_node": 2,
+                    "accelerator": "AMD Instinct MI355X",
+                    "accelerator_count": 4,
+                    "base_port": 9000,
+                },
+                **allocation,
+            ),
+        },
     }
     for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
         system["description"][key] = "auto"
@@ -38,9 +49,12 @@ def test_the_endpoint_list_is_generated_from_the_allocation(default_config):
     system = next(iter(config["systems"]))
     entries = config["systems"][system]["engine"]["endpoints"]["list"]
     assert [(e["name"], e["host"], e["port"], e["node"]) for e in entries] == [
-        ("node0-0", "slurm-node-0", 9000, "node0"), ("node0-1", "slurm-node-0", 9001, "node0"),
-        ("node1-0", "slurm-node-1", 9000, "node1"), ("node1-1", "slurm-node-1", 9001, "node1"),
-        ("node2-0", "slurm-node-2", 9000, "node2"), ("node2-1", "slurm-node-2", 9001, "node2"),
+        ("node0-0", "slurm-node-0", 9000, "node0"),
+        ("node0-1", "slurm-node-0", 9001, "node0"),
+        ("node1-0", "slurm-node-1", 9000, "node1"),
+        ("node1-1", "slurm-node-1", 9001, "node1"),
+        ("node2-0", "slurm-node-2", 9000, "node2"),
+        ("node2-1", "slurm-node-2", 9001, "node2"),
     ]
     plan = Plan(config)
     assert plan.nodes(system) == 3
@@ -49,13 +63,18 @@ def test_the_endpoint_list_is_generated_from_the_allocation(default_config):
     assert validate_config(config, SCHEMA)["systems"][system]["engine"]["endpoints"]["list"] == entries
 
 
-@pytest.mark.parametrize("change, fragment", [
-    (lambda ep: ep.pop("allocation"), "endpoints.allocation: launch: slurm starts the servers"),
-    (lambda ep: ep.update(launch="external", list=[{"name": "a", "host": "h", "port": 1}]),
-     "endpoints.allocation: only used with launch: slurm"),
-    (lambda ep: ep.update(list=[{"name": "a", "host": "h", "port": 1}]), "the list is generated from allocation"),
-    (lambda ep: ep["allocation"].update(nodes=0), "nodes"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (lambda ep: ep.pop("allocation"), "endpoints.allocation: launch: slurm starts the servers"),
+        (
+            lambda ep: ep.update(launch="external", list=[{"name": "a", "host": "h", "port": 1}]),
+            "endpoints.allocation: only used with launch: slurm",
+        ),
+        (lambda ep: ep.update(list=[{"name": "a", "host": "h", "port": 1}]), "the list is generated from allocation"),
+        (lambda ep: ep["allocation"].update(nodes=0), "nodes"),
+    ],
+)
 def test_bad_slurm_launch_settings_are_named(default_config, change, fragment):
     config = slurm_system(default_config)
     change(next(iter(config["systems"].values()))["engine"]["endpoints"])
@@ -68,27 +87,41 @@ def test_generated_hosts_become_the_allocations_hosts():
     entries = allocation_endpoints({"nodes": 2, "servers_per_node": 2})
     placed = allocation_endpoints_on(entries, ["gpu-a17", "gpu-b03"])
     assert [(e["host"], e["port"], e["node"]) for e in placed] == [
-        ("gpu-a17", 8000, "gpu-a17"), ("gpu-a17", 8001, "gpu-a17"), ("gpu-b03", 8000, "gpu-b03"),
-        ("gpu-b03", 8001, "gpu-b03")]
+        ("gpu-a17", 8000, "gpu-a17"),
+        ("gpu-a17", 8001, "gpu-a17"),
+        ("gpu-b03", 8000, "gpu-b03"),
+        ("gpu-b03", 8001, "gpu-b03"),
+    ]
     with pytest.raises(UserError, match=r"need 2 node\(s\) but the SLURM job has 1 \(gpu-a17\)"):
         allocation_endpoints_on(entries, ["gpu-a17"])
 
 
 def test_one_srun_step_per_node_with_a_task_per_server(tmp_path):
     args = srun_server_step("4711", "gpu-a17", [8000, 8001], ["python", "-m", "vllm"], tmp_path, ["--exclusive"])
-    assert args[:8] == ["srun", "--jobid=4711", "--overlap", "--nodes=1", "--ntasks=2", "--nodelist=gpu-a17",
-                        "--kill-on-bad-exit=0", "--job-name=vllm-serve-gpu-a17"]
+    assert args[:8] == [
+        "srun",
+        "--jobid=4711",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=2",
+        "--nodelist=gpu-a17",
+        "--kill-on-bad-exit=0",
+        "--job-name=vllm-serve-gpu-a17",
+    ]
     assert f"--output={tmp_path}/vllm-serve-gpu-a17-%t.log" in args and "--exclusive" in args
     assert args[-7:-5] == ["bash", "-c"] and args[-4:] == ["vllm-serve", "python", "-m", "vllm"]
     with pytest.raises(ValueError, match="consecutive"):
         srun_server_step("1", "h", [8000, 8002], ["x"], tmp_path)
 
 
-@pytest.mark.parametrize("local_id, groups, expected", [
-    ("1", None, "None ['--port', '8001']"),  # task 1 of the step listens on base + 1
-    ("1", "4,5;6,7", "6,7 ['--port', '8001']"),  # and, screened, sees its own GPU group
-    ("0", "4,5;6,7", "4,5 ['--port', '8000']"),
-])
+@pytest.mark.parametrize(
+    "local_id, groups, expected",
+    [
+        ("1", None, "None ['--port', '8001']"),  # task 1 of the step listens on base + 1
+        ("1", "4,5;6,7", "6,7 ['--port', '8001']"),  # and, screened, sees its own GPU group
+        ("0", "4,5;6,7", "4,5 ['--port', '8000']"),
+    ],
+)
 def test_the_task_launcher_picks_its_port_and_gpu_group(tmp_path, local_id, groups, expected):
     """The launcher each server task runs, executed for real: the port from SLURM_LOCALID and,
     with screened GPUs, the task's group exported before the server starts."""
@@ -96,8 +129,10 @@ def test_the_task_launcher_picks_its_port_and_gpu_group(tmp_path, local_id, grou
     args = srun_server_step("1", "h", [8000, 8001], probe, tmp_path)
     env = {"PATH": os.environ["PATH"], "SLURM_LOCALID": local_id}
     if groups:
-        env.update(MLPERF_REPRO_DEVICE_GROUPS=groups, MLPERF_REPRO_DEVICE_VARS="HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES")
-    done = subprocess.run(args[args.index("bash"):], env=env, capture_output=True, text=True, timeout=60)
+        env.update(
+            MLPERF_REPRO_DEVICE_GROUPS=groups, MLPERF_REPRO_DEVICE_VARS="HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES"
+        )
+    done = subprocess.run(args[args.index("bash") :], env=env, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == expected, done.stderr
 
 
@@ -105,15 +140,20 @@ def test_servers_get_the_healthy_gpus_of_their_node_and_the_rest_do_not_start():
     """Screened allocation (exclude): node a lost GPU 2, node b is whole. Two servers of 4 GPUs
     per node: a keeps one server (GPUs 0,1,3,4), b keeps both; SLURM had restricted node b to
     physical GPUs 8-15, so its indices map through that restriction."""
-    placed = allocation_endpoints_on(allocation_endpoints({"nodes": 2, "servers_per_node": 2, "accelerator_count": 4}),
-                                     ["a", "b"])
+    placed = allocation_endpoints_on(
+        allocation_endpoints({"nodes": 2, "servers_per_node": 2, "accelerator_count": 4}), ["a", "b"]
+    )
     decision = {"hosts": {"a": [0, 1, 3, 4, 5, 6, 7], "b": list(range(8))}}
-    measured = {"a": {"backend": "rocm", "visible_devices_env": {}},
-                "b": {"backend": "rocm", "visible_devices_env": {"HIP_VISIBLE_DEVICES": ",".join(map(str, range(8, 16)))}}}
+    measured = {
+        "a": {"backend": "rocm", "visible_devices_env": {}},
+        "b": {"backend": "rocm", "visible_devices_env": {"HIP_VISIBLE_DEVICES": ",".join(map(str, range(8, 16)))}},
+    }
     kept, step_env = place_on_screened_gpus(placed, decision, measured)
     assert [(e["host"], e["port"]) for e in kept] == [("a", 8000), ("b", 8000), ("b", 8001)]
-    assert step_env["a"] == {"MLPERF_REPRO_DEVICE_GROUPS": "0,1,3,4",
-                             "MLPERF_REPRO_DEVICE_VARS": "HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES"}
+    assert step_env["a"] == {
+        "MLPERF_REPRO_DEVICE_GROUPS": "0,1,3,4",
+        "MLPERF_REPRO_DEVICE_VARS": "HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES",
+    }
     assert step_env["b"]["MLPERF_REPRO_DEVICE_GROUPS"] == "8,9,10,11;12,13,14,15"
 
 
@@ -121,7 +161,9 @@ def test_launch_slurm_outside_a_slurm_job_is_a_clear_error(default_config, tmp_p
     config = validate_config(slurm_system(default_config), SCHEMA)
     engine = next(iter(config["systems"].values()))["engine"]
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    with pytest.raises(UserError, match="not inside a SLURM job; run the workflow with --workflow-profile profiles/slurm"):
+    with pytest.raises(
+        UserError, match="not inside a SLURM job; run the workflow with --workflow-profile profiles/slurm"
+    ):
         with serving(engine, "model", tmp_path):
             pass
 

@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tree_factory import BENCH, GOOD_ACCURACY, SUBMITTER, SYSTEM, build_tree, format_accuracy, make_runs, patch_detail
+from tree_factory import RULES as ROUND
 
 from mlperf_repro.check.tree import RULES, check_tree
-from tree_factory import BENCH, GOOD_ACCURACY, RULES as ROUND, SUBMITTER, SYSTEM, build_tree, format_accuracy, \
-    make_runs, patch_detail
 
 RESULTS = f"closed/{SUBMITTER}/results/{SYSTEM}/{BENCH}"
 
@@ -58,9 +58,25 @@ def test_good_trees_pass(good_tree, runs, tmp_path):
 
 
 def test_every_rule_is_covered_below():
-    tested = {"root-files", "required-files", "scenario-set", "system-description", "measurements", "loadgen-valid",
-              "loadgen-errors", "seeds", "scenario-match", "token-latencies", "latency", "run-length", "accuracy-log",
-              "accuracy-target", "compliance", "hygiene", "marking"}
+    tested = {
+        "root-files",
+        "required-files",
+        "scenario-set",
+        "system-description",
+        "measurements",
+        "loadgen-valid",
+        "loadgen-errors",
+        "seeds",
+        "scenario-match",
+        "token-latencies",
+        "latency",
+        "run-length",
+        "accuracy-log",
+        "accuracy-target",
+        "compliance",
+        "hygiene",
+        "marking",
+    }
     assert set(RULES) == tested
 
 
@@ -107,17 +123,21 @@ def test_measurements(tree):
 
 def test_loadgen_invalid_result_is_caught(tree):
     # The official modular checker accepts this; we do not.
-    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
-                 {"result_validity": "INVALID"})
+    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt", {"result_validity": "INVALID"})
     only_rule(tree, "loadgen-valid", "Offline/performance")
 
 
 def test_an_offline_run_shorter_than_min_duration_names_the_target_qps_to_set(tree):
     detail = tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt"
     patch_detail(detail, {"result_validity": "INVALID", "result_samples_per_second": 249.7})
-    record = {"key": "result_invalid_reason", "value": "Increase expected QPS so the loadgen pre-generates a "
-              "larger (coalesced) query. ", "time_ms": 1.0, "namespace": "mlperf::logging",
-              "event_type": "POINT_IN_TIME", "metadata": {"is_error": False, "is_warning": False}}
+    record = {
+        "key": "result_invalid_reason",
+        "value": "Increase expected QPS so the loadgen pre-generates a larger (coalesced) query. ",
+        "time_ms": 1.0,
+        "namespace": "mlperf::logging",
+        "event_type": "POINT_IN_TIME",
+        "metadata": {"is_error": False, "is_warning": False},
+    }
     with detail.open("a") as handle:
         handle.write(":::MLLOG " + json.dumps(record) + "\n")
     [finding] = only_rule(tree, "loadgen-valid", "Offline/performance")
@@ -126,56 +146,69 @@ def test_an_offline_run_shorter_than_min_duration_names_the_target_qps_to_set(tr
 
 def test_loadgen_errors_in_the_performance_log(tree):
     detail = tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt"
-    record = {"key": "error_runtime", "value": "QuerySamplesComplete called twice", "time_ms": 1.0,
-              "namespace": "mlperf::logging", "event_type": "POINT_IN_TIME",
-              "metadata": {"is_error": True, "is_warning": False}}
+    record = {
+        "key": "error_runtime",
+        "value": "QuerySamplesComplete called twice",
+        "time_ms": 1.0,
+        "namespace": "mlperf::logging",
+        "event_type": "POINT_IN_TIME",
+        "metadata": {"is_error": True, "is_warning": False},
+    }
     with detail.open("a") as handle:
         handle.write(":::MLLOG " + json.dumps(record) + "\n")
     only_rule(tree, "loadgen-errors", "Server/performance")
 
 
 def test_seeds(tree):
-    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
-                 {"effective_qsl_rng_seed": 2085463073848966840})  # v6.1's seed
+    patch_detail(
+        tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+        {"effective_qsl_rng_seed": 2085463073848966840},
+    )  # v6.1's seed
     assert "qsl_rng_seed" in only_rule(tree, "seeds", "Offline")[0].message
 
 
 def test_scenario_match(tree):
-    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt",
-                 {"effective_scenario": "Offline"})
+    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", {"effective_scenario": "Offline"})
     only_rule(tree, "scenario-match", "Server/performance")
 
 
 def test_token_latencies(tree):
-    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
-                 {"requested_use_token_latencies": False})
+    patch_detail(
+        tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt", {"requested_use_token_latencies": False}
+    )
     only_rule(tree, "token-latencies", "Offline")
 
 
 def test_interactive_is_judged_against_interactive_limits(tree):
     # 100 ms TPOT passes Server's 200 ms, which is what the official checker applies here.
-    patch_detail(tree / RESULTS / "Interactive/performance/run_1/mlperf_log_detail.txt",
-                 {"result_time_per_output_token_99.00_percentile_ns": 100_000_000})
+    patch_detail(
+        tree / RESULTS / "Interactive/performance/run_1/mlperf_log_detail.txt",
+        {"result_time_per_output_token_99.00_percentile_ns": 100_000_000},
+    )
     found = only_rule(tree, "latency", "Interactive")
     assert "40 ms" in found[0].message
 
 
 def test_interactive_run_under_the_server_model_name(tree):
-    patch_detail(tree / RESULTS / "Interactive/performance/run_1/mlperf_log_detail.txt",
-                 {"requested_server_ttft_latency": 2_000_000_000, "requested_server_tpot_latency": 200_000_000})
+    patch_detail(
+        tree / RESULTS / "Interactive/performance/run_1/mlperf_log_detail.txt",
+        {"requested_server_ttft_latency": 2_000_000_000, "requested_server_tpot_latency": 200_000_000},
+    )
     found = only_rule(tree, "latency", "Interactive")
     assert "llama2-70b-interactive" in found[0].message
 
 
 def test_run_length(tree):
-    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt",
-                 {"effective_min_duration_ms": 300000})
+    patch_detail(
+        tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", {"effective_min_duration_ms": 300000}
+    )
     only_rule(tree, "run-length", "Server")
 
 
 def test_offline_samples_per_query(tree):
-    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
-                 {"effective_samples_per_query": 2000})
+    patch_detail(
+        tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt", {"effective_samples_per_query": 2000}
+    )
     assert "samples_per_query" in only_rule(tree, "run-length", "Offline")[0].message
 
 
@@ -198,8 +231,10 @@ def test_accuracy_numpy_repr_is_unreadable(tree):
 
 
 def test_accuracy_run_not_covering_the_dataset(tree):
-    patch_detail(tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt",
-                 {"effective_accuracy_sample_count": 1000, "qsl_reported_total_count": 1000})
+    patch_detail(
+        tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt",
+        {"effective_accuracy_sample_count": 1000, "qsl_reported_total_count": 1000},
+    )
     only_rule(tree, "accuracy-log", "Offline/accuracy")
 
 
@@ -227,14 +262,17 @@ def test_compliance_failed(tree):
     only_rule(tree, "compliance", "Server/TEST06")
 
 
-@pytest.mark.parametrize("breakage, fragment", [
-    (lambda base: (base / ".DS_Store").write_text("x"), ".DS_Store"),
-    (lambda base: (base / "src" / "my notes.md").write_text("x"), "my notes.md"),
-    (lambda base: (base / "src" / "__pycache__").mkdir(), "__pycache__"),
-    (lambda base: (base / "src" / "empty").mkdir(), "src/empty"),
-    (lambda base: os.symlink(base / "nowhere", base / "src" / "link"), "src/link"),
-    (lambda base: (base / "src" / "big.bin").write_bytes(b"\0" * (50 * 2**20 + 1)), "big.bin"),
-])
+@pytest.mark.parametrize(
+    "breakage, fragment",
+    [
+        (lambda base: (base / ".DS_Store").write_text("x"), ".DS_Store"),
+        (lambda base: (base / "src" / "my notes.md").write_text("x"), "my notes.md"),
+        (lambda base: (base / "src" / "__pycache__").mkdir(), "__pycache__"),
+        (lambda base: (base / "src" / "empty").mkdir(), "src/empty"),
+        (lambda base: os.symlink(base / "nowhere", base / "src" / "link"), "src/link"),
+        (lambda base: (base / "src" / "big.bin").write_bytes(b"\0" * (50 * 2**20 + 1)), "big.bin"),
+    ],
+)
 def test_hygiene(tree, breakage, fragment):
     breakage(tree / "closed" / SUBMITTER)
     only_rule(tree, "hygiene", fragment)

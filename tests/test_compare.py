@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tree_factory import BENCH, PROVENANCE, SUBMITTER, SYSTEM, build_tree, make_runs, patch_detail
 
 from mlperf_repro.compare.render import to_csv, to_html, to_markdown
 from mlperf_repro.compare.report import compare_paths
-from tree_factory import BENCH, PROVENANCE, SUBMITTER, SYSTEM, build_tree, make_runs, patch_detail
 
 RESULTS = f"closed/{SUBMITTER}/results/{SYSTEM}/{BENCH}"
 
@@ -35,8 +34,9 @@ def reference(runs, tmp_path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlperf_repro", "compare", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlperf_repro", "compare", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_two_runs_of_the_same_setup_differ_only_in_timing(reference, other_runs, tmp_path):
@@ -130,9 +130,17 @@ def test_v5_layout_reads_like_v6(reference, runs, tmp_path):
     assert len(comparison.rows) == 3
     names = {c.name for row in comparison.rows for c in row.causes}
     # Only what v5.x trees cannot carry (provenance) differs; user.conf, measurements, compliance read the same.
-    assert names <= {"engine.backend", "engine.dtype", "engine.max_num_seqs", "engine.tensor_parallel_size",
-                     "env.VLLM_USE_AITER", "software.vllm", "software.mlcommons-loadgen", "inputs.model",
-                     "inputs.dataset"}, names
+    assert names <= {
+        "engine.backend",
+        "engine.dtype",
+        "engine.max_num_seqs",
+        "engine.tensor_parallel_size",
+        "env.VLLM_USE_AITER",
+        "software.vllm",
+        "software.mlcommons-loadgen",
+        "inputs.model",
+        "inputs.dataset",
+    }, names
     assert all(not n.startswith(("user.conf", "measurements", "compliance")) for n in names)
 
 
@@ -152,8 +160,11 @@ def test_cli_exit_status_and_outputs(reference, runs, tmp_path):
     write_tarball(reference, tmp_path / "vendor.tar.gz")
     same = cli(str(reference), str(tmp_path / "vendor.tar.gz"), "--out", str(tmp_path / "out"), "--quiet")
     assert same.returncode == 0, same.stderr
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["vendor_vs_vendor.csv", "vendor_vs_vendor.html",
-                                                                   "vendor_vs_vendor.md"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "vendor_vs_vendor.csv",
+        "vendor_vs_vendor.html",
+        "vendor_vs_vendor.md",
+    ]
     worse = build_tree(tmp_path / "worse", runs)
     detail = worse / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt"
     patch_detail(detail, {"result_tokens_per_second": 1.0})

@@ -15,8 +15,10 @@ from mlperf_repro.errors import UserError
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
-    return {p.relative_to(root).as_posix(): (p.is_symlink(), p.stat().st_size if p.is_file() else 0)
-            for p in sorted(root.rglob("*"))}
+    return {
+        p.relative_to(root).as_posix(): (p.is_symlink(), p.stat().st_size if p.is_file() else 0)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def add(tar: tarfile.TarFile, name: str, data: bytes = b"x", **attrs) -> None:
@@ -38,9 +40,10 @@ def build(path: Path, members) -> Path:
 MALICIOUS = {
     "absolute path": [dict(name="/tmp/mlperf-evil-absolute")],
     "dot-dot": [dict(name="submission/../../outside/evil.txt")],
-    "symlink outside then write through it": [dict(name="submission/link", type=tarfile.SYMTYPE,
-                                                   linkname="../../outside"),
-                                              dict(name="submission/link/evil.txt")],
+    "symlink outside then write through it": [
+        dict(name="submission/link", type=tarfile.SYMTYPE, linkname="../../outside"),
+        dict(name="submission/link/evil.txt"),
+    ],
     "absolute symlink": [dict(name="submission/passwd", type=tarfile.SYMTYPE, linkname="/etc/passwd")],
     "hardlink outside": [dict(name="submission/hard", type=tarfile.LNKTYPE, linkname="../outside/target.txt")],
     "character device": [dict(name="submission/dev", type=tarfile.CHRTYPE, devmajor=1, devminor=3)],
@@ -86,8 +89,13 @@ def test_file_count_limit(sandbox):
 
 
 def test_a_clean_archive_extracts_without_executable_bits(sandbox):
-    archive = build(sandbox / "ok.tar.gz", [dict(name="submission/run.sh", mode=0o755),
-                                            dict(name="submission/inner", type=tarfile.SYMTYPE, linkname="run.sh")])
+    archive = build(
+        sandbox / "ok.tar.gz",
+        [
+            dict(name="submission/run.sh", mode=0o755),
+            dict(name="submission/inner", type=tarfile.SYMTYPE, linkname="run.sh"),
+        ],
+    )
     out = extract(archive, sandbox / "scratch")
     assert (out / "submission" / "run.sh").read_text() == "x"
     assert not os.access(out / "submission" / "run.sh", os.X_OK)

@@ -9,8 +9,14 @@ import pytest
 
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.compliance import audit_config_text
-from mlperf_repro.compliance.verify import (trailing_eos, verify_test04, verify_test06, verify_test07,
-                                            verify_test09, write_verdict)
+from mlperf_repro.compliance.verify import (
+    trailing_eos,
+    verify_test04,
+    verify_test06,
+    verify_test07,
+    verify_test09,
+    write_verdict,
+)
 from mlperf_repro.errors import UserError
 
 ROUND = load_round("v6.0")
@@ -20,8 +26,12 @@ def write_log(path, outputs, first_tokens=None, counts=None):
     entries = []
     for i, tokens in enumerate(outputs):
         data = np.asarray(tokens, dtype=np.int32)
-        entry = {"seq_id": i, "qsl_idx": i, "data": data.tobytes().hex().upper(),
-                 "token_count": len(tokens) if counts is None else counts[i]}
+        entry = {
+            "seq_id": i,
+            "qsl_idx": i,
+            "data": data.tobytes().hex().upper(),
+            "token_count": len(tokens) if counts is None else counts[i],
+        }
         first = tokens[:1] if first_tokens is None else [first_tokens[i]]
         entry["token_data"] = np.asarray(first, dtype=np.int32).tobytes().hex().upper()
         entries.append(entry)
@@ -32,9 +42,14 @@ def write_log(path, outputs, first_tokens=None, counts=None):
 def test_audit_config_uses_wildcard_keys_from_the_table():
     text = audit_config_text("TEST06", ROUND.compliance_test("TEST06")["audit_config"])
     lines = [l for l in text.splitlines() if not l.startswith("#")]
-    assert lines == ["*.*.mode = 2", "*.*.accuracy_log_sampling_target = 100", "*.*.min_query_count = 100",
-                     "*.*.min_duration = 0", "*.*.sample_concatenate_permutation = 0",
-                     "*.*.accuracy_log_rng_seed = 720381539243781796"]
+    assert lines == [
+        "*.*.mode = 2",
+        "*.*.accuracy_log_sampling_target = 100",
+        "*.*.min_query_count = 100",
+        "*.*.min_duration = 0",
+        "*.*.sample_concatenate_permutation = 0",
+        "*.*.accuracy_log_rng_seed = 720381539243781796",
+    ]
 
 
 def test_test06_passes_and_writes_the_checker_files(tmp_path):
@@ -43,8 +58,11 @@ def test_test06_passes_and_writes_the_checker_files(tmp_path):
     assert verdict.passed
     write_verdict(verdict, tmp_path / "TEST06", "verify_accuracy.txt", log)
     assert (tmp_path / "TEST06" / "verify_accuracy.txt").read_text().splitlines() == [
-        "First token check pass: True", "EOS check pass: True", "Sample length check pass: True",
-        "TEST06 verification complete"]
+        "First token check pass: True",
+        "EOS check pass: True",
+        "Sample length check pass: True",
+        "TEST06 verification complete",
+    ]
     assert (tmp_path / "TEST06" / "accuracy" / "mlperf_log_accuracy.json").read_bytes() == log.read_bytes()
 
 
@@ -55,10 +73,13 @@ def test_test06_offline_skips_the_first_token_check(tmp_path):
     assert not verify_test06(log, "Interactive", eos_token_id=2).passed
 
 
-@pytest.mark.parametrize("outputs, counts, failing_line", [
-    ([[5, 6, 2, 2]], None, "EOS check pass: False"),  # the EOS exploit: padding with EOS
-    ([[5, 6, 7]], [4], "Sample length check pass: False"),  # n_tokens does not match the data
-])
+@pytest.mark.parametrize(
+    "outputs, counts, failing_line",
+    [
+        ([[5, 6, 2, 2]], None, "EOS check pass: False"),  # the EOS exploit: padding with EOS
+        ([[5, 6, 7]], [4], "Sample length check pass: False"),  # n_tokens does not match the data
+    ],
+)
 def test_test06_failures(tmp_path, outputs, counts, failing_line):
     verdict = verify_test06(write_log(tmp_path / "log.json", outputs, counts=counts), "Server", eos_token_id=2)
     assert not verdict.passed
@@ -121,17 +142,27 @@ def test_test09_at_test_scale_scales_the_band_to_the_models_own_performance_run(
     run = tmp_path / "TEST09_run"
     run.mkdir()
     write_log(run / "mlperf_log_accuracy.json", [[1] * 20, [1] * 24])  # mean 22 tokens
-    (run / "mlperf_log_detail.txt").write_text(":::MLLOG " + json.dumps(
-        {"key": "effective_accuracy_log_sampling_target", "value": rules["audit_config"]["accuracy_log_sampling_target"]}))
+    (run / "mlperf_log_detail.txt").write_text(
+        ":::MLLOG "
+        + json.dumps(
+            {
+                "key": "effective_accuracy_log_sampling_target",
+                "value": rules["audit_config"]["accuracy_log_sampling_target"],
+            }
+        )
+    )
     perf = tmp_path / "performance"
     perf.mkdir()
     # The normal run averaged 21 tokens: the band is 0.9 x 21 .. 1.1 x 21 (scaled from 1278.2).
     (perf / "run_record.json").write_text(json.dumps({"generated_tokens": 2100, "completed_samples": 100}))
-    assert verify_job("TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "ok"), performance_run=str(perf))
+    assert verify_job(
+        "TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "ok"), performance_run=str(perf)
+    )
     text = (tmp_path / "ok" / rules["verify_file"]).read_text()
     assert text.startswith("TEST SCALE") and "NOT SUBMITTABLE" in text and text.splitlines()[-1] == "TEST PASS"
     # Without the scaling (a submission) the same short outputs fail the reference band.
     assert not verify_job("TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "full"))
     (perf / "run_record.json").write_text(json.dumps({"generated_tokens": 3000, "completed_samples": 100}))
-    assert not verify_job("TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "long"),
-                          performance_run=str(perf))
+    assert not verify_job(
+        "TEST09", str(run), "Offline", str(tmp_path), rules, str(tmp_path / "long"), performance_run=str(perf)
+    )

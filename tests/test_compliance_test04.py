@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from sim_endpoints import free_ports, simulated_endpoints
 
 from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.compliance.stage import verify_job
 from mlperf_repro.loadgen_logs import read_detail
-from sim_endpoints import free_ports, simulated_endpoints
 
 pytestmark = pytest.mark.slow
 CHILD = Path(__file__).with_name("endpoint_child.py")
@@ -29,27 +29,43 @@ RULES = load_round("v6.0").compliance_test("TEST04")
 SLOTS = 4
 # Every answer is 32 tokens at a fixed rate and the head keeps exactly SLOTS in flight, so
 # a run's samples/s depends neither on which sample is issued nor on how many.
-USER_CONF = ("llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min_duration = 0\n"
-             "llama2-70b.Offline.target_qps = 30\n")
+USER_CONF = (
+    "llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min_duration = 0\nllama2-70b.Offline.target_qps = 30\n"
+)
 
 
 def loadgen_run(work: Path, tmp: Path, port: int, name: str, audit: bool) -> Path:
     """One LoadGen Offline performance run through the endpoint backend, in its own process."""
     out = tmp / name
     (tmp / f"{name}.user.conf").write_text(USER_CONF)
-    engine = {"backend": "endpoints", "env": {},
-              "endpoints": {"launch": "external", "served_model_name": "sim",
-                            "list": [{"name": "sim", "host": "127.0.0.1", "port": port, "max_concurrency": SLOTS}]},
-              "dispatch": {"stall_timeout_s": 20, "down_grace_s": 20, "max_prompts_per_request": 1}}
-    args = dict(model_dir=str(work / MODEL), dataset_dir=str(work / DATASET_DIR),
-                dataset_file=str(work / DATASET_DIR / "open_orca_synthetic.pkl"),
-                user_conf=str(tmp / f"{name}.user.conf"), out_dir=str(out), loadgen_model="llama2-70b",
-                loadgen_scenario="Offline", mode="performance", performance_sample_count=64,
-                generation={"max_new_tokens": 32, "min_new_tokens": 1, "greedy": True}, engine=engine,
-                audit_config=audit_config_text("TEST04", RULES["audit_config"]) if audit else None)
+    engine = {
+        "backend": "endpoints",
+        "env": {},
+        "endpoints": {
+            "launch": "external",
+            "served_model_name": "sim",
+            "list": [{"name": "sim", "host": "127.0.0.1", "port": port, "max_concurrency": SLOTS}],
+        },
+        "dispatch": {"stall_timeout_s": 20, "down_grace_s": 20, "max_prompts_per_request": 1},
+    }
+    args = dict(
+        model_dir=str(work / MODEL),
+        dataset_dir=str(work / DATASET_DIR),
+        dataset_file=str(work / DATASET_DIR / "open_orca_synthetic.pkl"),
+        user_conf=str(tmp / f"{name}.user.conf"),
+        out_dir=str(out),
+        loadgen_model="llama2-70b",
+        loadgen_scenario="Offline",
+        mode="performance",
+        performance_sample_count=64,
+        generation={"max_new_tokens": 32, "min_new_tokens": 1, "greedy": True},
+        engine=engine,
+        audit_config=audit_config_text("TEST04", RULES["audit_config"]) if audit else None,
+    )
     (tmp / f"{name}.json").write_text(json.dumps(args))
-    result = subprocess.run([sys.executable, str(CHILD), str(tmp / f"{name}.json")], capture_output=True,
-                            text=True, cwd=tmp, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(CHILD), str(tmp / f"{name}.json")], capture_output=True, text=True, cwd=tmp, timeout=300
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return out
 
@@ -57,8 +73,7 @@ def loadgen_run(work: Path, tmp: Path, port: int, name: str, audit: bool) -> Pat
 @pytest.mark.parametrize("fault, passes", [("none", True), ("cache_results", False)])
 def test_test04_passes_a_fair_server_and_fails_a_caching_one(e2e_workdir, tmp_path, fault, passes):
     port = free_ports(1)[0]
-    spec = SimulatedEndpointSpec(port=port, slots=SLOTS, tokens_per_s=320, ttft_s=0.01, output_tokens=32,
-                                 fault=fault)
+    spec = SimulatedEndpointSpec(port=port, slots=SLOTS, tokens_per_s=320, ttft_s=0.01, output_tokens=32, fault=fault)
     with simulated_endpoints([spec]):
         performance = loadgen_run(e2e_workdir, tmp_path, port, "performance", audit=False)
         audited = loadgen_run(e2e_workdir, tmp_path, port, "TEST04", audit=True)
@@ -67,8 +82,18 @@ def test_test04_passes_a_fair_server_and_fails_a_caching_one(e2e_workdir, tmp_pa
     assert not (audited / "audit.config").exists()  # never left behind to audit a later run
 
     out = tmp_path / "compliance" / "TEST04"
-    assert verify_job("TEST04", str(audited), "Offline", str(e2e_workdir / MODEL), RULES, str(out),
-                      performance_run=str(performance)) is passes
+    assert (
+        verify_job(
+            "TEST04",
+            str(audited),
+            "Offline",
+            str(e2e_workdir / MODEL),
+            RULES,
+            str(out),
+            performance_run=str(performance),
+        )
+        is passes
+    )
     verdict = json.loads((out / "verdict.json").read_text())["details"]
     lines = (out / RULES["verify_file"]).read_text().splitlines()
     assert ("TEST PASS" in lines) is passes
@@ -76,5 +101,7 @@ def test_test04_passes_a_fair_server_and_fails_a_caching_one(e2e_workdir, tmp_pa
         assert 0.9 < verdict["speedup"] < RULES["max_speedup"]["Offline"]
     else:  # answers from the cache: far faster than generating them
         assert verdict["speedup"] > 2
-    assert sorted(p.name for p in (out / "performance" / "run_1").iterdir()) == ["mlperf_log_detail.txt",
-                                                                                  "mlperf_log_summary.txt"]
+    assert sorted(p.name for p in (out / "performance" / "run_1").iterdir()) == [
+        "mlperf_log_detail.txt",
+        "mlperf_log_summary.txt",
+    ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from conftest import SCHEMA, make_workdir, run_snakemake
+
 from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
 
@@ -43,48 +43,89 @@ BAD_CONFIGS = {
     "unknown round": (lambda c: _set(c, "round", "v5.9"), ["round", "no rules table", "v6.0"]),
     "round not a version": (lambda c: _set(c, "round", "latest"), ["round", "'latest'", "v6.0"]),
     "submitter with a space": (lambda c: _set(c, "submitter", "My Org"), ["submitter", "'My Org'", "spaces"]),
-    "target_qps is text": (lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "fast"),
-                           [f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "number", "'fast'"]),
-    "target_qps is zero": (lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Server.target_qps", 0),
-                           ["Server.target_qps", "must be > 0"]),
-    "misspelt scenario": (lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Ofline", {"target_qps": 1}),
-                          ["tiny-llama-mxfp4", "'Ofline'", "Offline, Server, Interactive"]),
-    "missing target_qps": (lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Server", {}),
-                           ["Server.target_qps", "required key is missing"]),
-    "unknown quantization scheme": (lambda c: _set(c, "quantization.mxfp4-w4a16.scheme", "nvfp5"),
-                                    ["quantization.mxfp4-w4a16.scheme", "mxfp4, mxfp4_weight_only"]),
-    "hidden size not a multiple of 32": (lambda c: _set(c, "models.tiny-llama.builtin.hidden_size", 100),
-                                         ["models.tiny-llama.builtin.hidden_size", "multiple of 32"]),
-    "bad source scheme": (lambda c: _set(c, "models.tiny-llama.source", "ftp://x/y"),
-                          ["models.tiny-llama.source", "ftp://x/y", "hf://"]),
-    "bad sha256": (lambda c: (_set(c, "models.tiny-llama.source", "file:///data/m"),
-                              _set(c, "models.tiny-llama.sha256", {"config.json": "abc"})),
-                   ["models.tiny-llama.sha256.config.json", "'abc'"]),
-    "benchmark names unknown model": (lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.model", "llama-7b"),
-                                      ["benchmarks.tiny-llama-mxfp4.model", "'llama-7b'", "tiny-llama"]),
-    "unknown mlperf benchmark": (lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.mlperf_benchmark", "llama3-70b"),
-                                 ["benchmarks.tiny-llama-mxfp4.mlperf_benchmark", "llama2-70b-99"]),
+    "target_qps is text": (
+        lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "fast"),
+        [f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "number", "'fast'"],
+    ),
+    "target_qps is zero": (
+        lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Server.target_qps", 0),
+        ["Server.target_qps", "must be > 0"],
+    ),
+    "misspelt scenario": (
+        lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Ofline", {"target_qps": 1}),
+        ["tiny-llama-mxfp4", "'Ofline'", "Offline, Server, Interactive"],
+    ),
+    "missing target_qps": (
+        lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Server", {}),
+        ["Server.target_qps", "required key is missing"],
+    ),
+    "unknown quantization scheme": (
+        lambda c: _set(c, "quantization.mxfp4-w4a16.scheme", "nvfp5"),
+        ["quantization.mxfp4-w4a16.scheme", "mxfp4, mxfp4_weight_only"],
+    ),
+    "hidden size not a multiple of 32": (
+        lambda c: _set(c, "models.tiny-llama.builtin.hidden_size", 100),
+        ["models.tiny-llama.builtin.hidden_size", "multiple of 32"],
+    ),
+    "bad source scheme": (
+        lambda c: _set(c, "models.tiny-llama.source", "ftp://x/y"),
+        ["models.tiny-llama.source", "ftp://x/y", "hf://"],
+    ),
+    "bad sha256": (
+        lambda c: (
+            _set(c, "models.tiny-llama.source", "file:///data/m"),
+            _set(c, "models.tiny-llama.sha256", {"config.json": "abc"}),
+        ),
+        ["models.tiny-llama.sha256.config.json", "'abc'"],
+    ),
+    "benchmark names unknown model": (
+        lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.model", "llama-7b"),
+        ["benchmarks.tiny-llama-mxfp4.model", "'llama-7b'", "tiny-llama"],
+    ),
+    "unknown mlperf benchmark": (
+        lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.mlperf_benchmark", "llama3-70b"),
+        ["benchmarks.tiny-llama-mxfp4.mlperf_benchmark", "llama2-70b-99"],
+    ),
     "scenario the benchmark lacks": (
         lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.SingleStream", {"target_qps": 1}),
-        [f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.SingleStream", "llama2-70b-99 has no SingleStream",
-         "Offline, Server, Interactive"]),
-    "fetched model without checksums": (lambda c: (_set(c, "models.tiny-llama.source", "https://example.org/m"),
-                                                   _delete(c, "models.tiny-llama.builtin")),
-                                        ["models.tiny-llama", "no checksums", "sha256"]),
-    "unpinned hub revision": (lambda c: (_set(c, "models.tiny-llama.source", "hf://meta-llama/Llama-2-70b-chat-hf"),
-                                         _set(c, "models.tiny-llama.allow_unverified", True),
-                                         _delete(c, "models.tiny-llama.builtin")),
-                              ["models.tiny-llama.source", "revision"]),
-    "closed division with test scale": (lambda c: _set(c, "division", "closed"),
-                                        ["test_scale.enabled", "closed"]),
-    "missing system description field": (lambda c: _delete(c, f"{SYSTEM}.description.status"),
-                                         [f"{SYSTEM}.description.status", "required key is missing"]),
-    "number_of_nodes as text": (lambda c: _set(c, f"{SYSTEM}.description.number_of_nodes", "two"),
-                                [f"{SYSTEM}.description.number_of_nodes", "a positive integer or 'auto'"]),
-    "unknown engine backend": (lambda c: _set(c, f"{SYSTEM}.engine.backend", "tgi"),
-                               [f"{SYSTEM}.engine.backend", "vllm"]),
-    "measured target without quantization": (lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.quantization", None),
-                                             ["benchmarks.tiny-llama-mxfp4.accuracy_target", "reference"]),
+        [
+            f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.SingleStream",
+            "llama2-70b-99 has no SingleStream",
+            "Offline, Server, Interactive",
+        ],
+    ),
+    "fetched model without checksums": (
+        lambda c: (
+            _set(c, "models.tiny-llama.source", "https://example.org/m"),
+            _delete(c, "models.tiny-llama.builtin"),
+        ),
+        ["models.tiny-llama", "no checksums", "sha256"],
+    ),
+    "unpinned hub revision": (
+        lambda c: (
+            _set(c, "models.tiny-llama.source", "hf://meta-llama/Llama-2-70b-chat-hf"),
+            _set(c, "models.tiny-llama.allow_unverified", True),
+            _delete(c, "models.tiny-llama.builtin"),
+        ),
+        ["models.tiny-llama.source", "revision"],
+    ),
+    "closed division with test scale": (lambda c: _set(c, "division", "closed"), ["test_scale.enabled", "closed"]),
+    "missing system description field": (
+        lambda c: _delete(c, f"{SYSTEM}.description.status"),
+        [f"{SYSTEM}.description.status", "required key is missing"],
+    ),
+    "number_of_nodes as text": (
+        lambda c: _set(c, f"{SYSTEM}.description.number_of_nodes", "two"),
+        [f"{SYSTEM}.description.number_of_nodes", "a positive integer or 'auto'"],
+    ),
+    "unknown engine backend": (
+        lambda c: _set(c, f"{SYSTEM}.engine.backend", "tgi"),
+        [f"{SYSTEM}.engine.backend", "vllm"],
+    ),
+    "measured target without quantization": (
+        lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.quantization", None),
+        ["benchmarks.tiny-llama-mxfp4.accuracy_target", "reference"],
+    ),
 }
 
 
@@ -108,11 +149,16 @@ def test_all_problems_are_listed_at_once(default_config):
     assert "2 problems" in str(caught.value)
 
 
-@pytest.mark.parametrize("mutation, fragment", [
-    (lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "fast"),
-     f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps"),
-    (lambda c: _set(c, "division", "closd"), "division: 'closd' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "mutation, fragment",
+    [
+        (
+            lambda c: _set(c, f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps", "fast"),
+            f"{SYSTEM}.benchmarks.tiny-llama-mxfp4.Offline.target_qps",
+        ),
+        (lambda c: _set(c, "division", "closd"), "division: 'closd' is not allowed"),
+    ],
+)
 def test_snakemake_reports_bad_config_without_traceback(tmp_path, default_config, mutation, fragment):
     work = make_workdir(tmp_path)
     mutation(default_config)

@@ -6,7 +6,6 @@ import re
 
 import pytest
 import yaml
-
 from conftest import REPO, make_workdir, run_snakemake
 
 
@@ -48,11 +47,17 @@ def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
     """A second system with two scenarios and an unquantized benchmark."""
     config = default_config
     second = dict(config["systems"]["cpu-2c-vllm"])
-    second["benchmarks"] = {"tiny-llama-mxfp4": {"Offline": {"target_qps": 1}, "Server": {"target_qps": 1}},
-                            "tiny-llama-bf16": {"Offline": {"target_qps": 1}}}
+    second["benchmarks"] = {
+        "tiny-llama-mxfp4": {"Offline": {"target_qps": 1}, "Server": {"target_qps": 1}},
+        "tiny-llama-bf16": {"Offline": {"target_qps": 1}},
+    }
     config["systems"]["second-host"] = second
-    config["benchmarks"]["tiny-llama-bf16"] = {"mlperf_benchmark": "llama2-70b-99", "model": "tiny-llama",
-                                               "dataset": "openorca-synthetic", "quantization": None}
+    config["benchmarks"]["tiny-llama-bf16"] = {
+        "mlperf_benchmark": "llama2-70b-99",
+        "model": "tiny-llama",
+        "dataset": "openorca-synthetic",
+        "quantization": None,
+    }
     work = make_workdir(tmp_path)
     (work / "two.yaml").write_text(yaml.safe_dump(config))
     result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "two.yaml", timeout=120)
@@ -69,8 +74,10 @@ def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
 
 
 def test_compare_from_the_config(tmp_path, default_config):
-    default_config["compare"] = {"reference": "/data/vendor.tar.gz", "partners": [["runs/a", "runs/b"],
-                                                                                  "results/package/submission"]}
+    default_config["compare"] = {
+        "reference": "/data/vendor.tar.gz",
+        "partners": [["runs/a", "runs/b"], "results/package/submission"],
+    }
     work = make_workdir(tmp_path)
     (work / "cmp.yaml").write_text(yaml.safe_dump(default_config))
     result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "cmp.yaml", timeout=120)

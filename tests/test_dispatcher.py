@@ -9,12 +9,12 @@ import time
 from collections import defaultdict
 
 import pytest
+from sim_endpoints import SimProcess, free_ports, simulated_endpoints
 
 from mlperf_repro.backends import GenerationSettings, Request
-from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointSpec, EndpointsLost
+from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointsLost, EndpointSpec
 from mlperf_repro.backends.endpoints import EndpointBackend
 from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec, output_token_ids
-from sim_endpoints import SimProcess, free_ports, simulated_endpoints
 
 MAX_NEW = 64
 
@@ -31,8 +31,18 @@ class Outcome:
         self.stats: dict = {}
 
 
-def drive(ports, requests, *, settings=None, specs=None, stream=True, interval_s=0.0, midway=None,
-          timeout_s=60.0, at_once=False) -> Outcome:
+def drive(
+    ports,
+    requests,
+    *,
+    settings=None,
+    specs=None,
+    stream=True,
+    interval_s=0.0,
+    midway=None,
+    timeout_s=60.0,
+    at_once=False,
+) -> Outcome:
     """Issue ``requests`` from another thread (as LoadGen does) and serve until all are answered."""
     outcome = Outcome()
     specs = specs or [EndpointSpec(f"ep{i}", "127.0.0.1", port) for i, port in enumerate(ports)]
@@ -133,8 +143,10 @@ def test_arrivals_are_split_by_capacity_not_round_robin(policy, low, high):
     half the work; the capacity policy about a quarter (its share of the capacity)."""
     ports = free_ports(2)
     requests = make_requests(500)
-    specs = [EndpointSpec("ep0", "127.0.0.1", ports[0], capacity=1, max_concurrency=1000),
-             EndpointSpec("ep1", "127.0.0.1", ports[1], capacity=3, max_concurrency=1000)]
+    specs = [
+        EndpointSpec("ep0", "127.0.0.1", ports[0], capacity=1, max_concurrency=1000),
+        EndpointSpec("ep1", "127.0.0.1", ports[1], capacity=3, max_concurrency=1000),
+    ]
     settings = DispatchSettings(model="sim", policy=policy, capacity_window_s=0.25)
     with simulated_endpoints([sim(ports[0], slots=4, tokens_per_s=200), sim(ports[1], slots=12, tokens_per_s=200)]):
         outcome = drive(ports, requests, specs=specs, settings=settings, interval_s=0.01)
@@ -220,8 +232,9 @@ def test_a_keep_alive_connection_the_server_just_dropped_is_retried_not_failed()
     connections to the same endpoint: nothing is resent elsewhere, nothing taken out."""
     ports = free_ports(1)
     requests = make_requests(120)
-    settings = DispatchSettings(model="sim", max_idle_connection_s=30, warm_connections=0,
-                                stall_timeout_s=5, down_grace_s=5)
+    settings = DispatchSettings(
+        model="sim", max_idle_connection_s=30, warm_connections=0, stall_timeout_s=5, down_grace_s=5
+    )
     pause = threading.Event()
 
     def midway() -> None:
@@ -259,14 +272,20 @@ def test_waiting_queries_share_a_request_and_each_is_answered_alone():
 def test_the_echoed_prompt_ids_are_cut_out_only_where_they_are_plain():
     from mlperf_repro.backends.dispatcher import _decode_chunk, _without_prompt_ids
 
-    first = (b'{"id":"c","choices":[{"index":2,"text":"","finish_reason":null,"prompt_token_ids":[1,2,3],'
-             b'"token_ids":[9]}]}')
-    assert _without_prompt_ids(first) == b'{"id":"c","choices":[{"index":2,"text":"","finish_reason":null,"token_ids":[9]}]}'
+    first = (
+        b'{"id":"c","choices":[{"index":2,"text":"","finish_reason":null,"prompt_token_ids":[1,2,3],"token_ids":[9]}]}'
+    )
+    assert (
+        _without_prompt_ids(first)
+        == b'{"id":"c","choices":[{"index":2,"text":"","finish_reason":null,"token_ids":[9]}]}'
+    )
     choice = _decode_chunk(_without_prompt_ids(first)).choices[0]
     assert (choice.index, choice.token_ids, choice.finish_reason) == (2, [9], None)
-    for other in (b'{"choices":[{"prompt_token_ids":[1,2],"token_ids":[4]}]}',  # first key: no comma
-                  b'{"choices":[{"index":0,"prompt_token_ids": [1, 2],"token_ids":[4]}]}',  # spaces
-                  b'{"choices":[{"index":0,"prompt_token_ids":null,"token_ids":[4]}]}'):
+    for other in (
+        b'{"choices":[{"prompt_token_ids":[1,2],"token_ids":[4]}]}',  # first key: no comma
+        b'{"choices":[{"index":0,"prompt_token_ids": [1, 2],"token_ids":[4]}]}',  # spaces
+        b'{"choices":[{"index":0,"prompt_token_ids":null,"token_ids":[4]}]}',
+    ):
         assert _without_prompt_ids(other) == other
         assert _decode_chunk(other).choices[0].token_ids == [4]
 
@@ -280,8 +299,9 @@ def test_the_hot_path_leaves_no_reference_cycles_for_the_gc():
 
     ports = free_ports(2)
     requests = make_requests(600)
-    settings = DispatchSettings(model="sim", warm_connections=4, max_idle_connection_s=0.05,
-                                stall_timeout_s=5, down_grace_s=5)
+    settings = DispatchSettings(
+        model="sim", warm_connections=4, max_idle_connection_s=0.05, stall_timeout_s=5, down_grace_s=5
+    )
 
     def pause() -> None:  # long enough for every idle connection to be retired
         time.sleep(0.3)
@@ -314,9 +334,14 @@ def test_the_gc_valve_collects_only_when_tracked_objects_pile_up(monkeypatch):
 
     from mlperf_repro.backends import endpoints
 
-    backend = EndpointBackend(endpoints=[EndpointSpec("ep0", "127.0.0.1", 9)], dispatch=DispatchSettings(model="m"),
-                              generation=GenerationSettings(max_new_tokens=4), stream=False,
-                              on_first_token=None, on_complete=lambda i, t: None)
+    backend = EndpointBackend(
+        endpoints=[EndpointSpec("ep0", "127.0.0.1", 9)],
+        dispatch=DispatchSettings(model="m"),
+        generation=GenerationSettings(max_new_tokens=4),
+        stream=False,
+        on_first_token=None,
+        on_complete=lambda i, t: None,
+    )
     try:
         backend._gc_valve()
         assert backend.gc_valve_collections == 0

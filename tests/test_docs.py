@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from conftest import REPO, SCHEMA
+
 from mlperf_repro.config import load_yaml
 
 

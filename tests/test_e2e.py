@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -17,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from conftest import REPO, run_snakemake
+from test_dag import job_counts
+
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
-from test_dag import job_counts
 
 pytestmark = pytest.mark.slow
 CONFIG = REPO / "tests" / "configs" / "e2e.yaml"
@@ -47,25 +46,43 @@ def test_tree_layout_and_not_submittable_marking(workdir):
     root = workdir / "results" / "package" / "submission"
     assert sorted(p.name for p in root.iterdir()) == ["NOT_SUBMITTABLE.md", "open"]
     base = tree(workdir)
-    assert sorted(p.name for p in base.iterdir()) == ["documentation", "model_mapping.json", "results", "src", "systems"]
+    assert sorted(p.name for p in base.iterdir()) == [
+        "documentation",
+        "model_mapping.json",
+        "results",
+        "src",
+        "systems",
+    ]
     assert json.loads((base / "model_mapping.json").read_text()) == {BENCH: "llama2-70b-99"}
     for scenario in SCENARIOS:
         folder = scenario_dir(workdir, scenario)
         names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
         assert names == [
-            "README.md", "TEST06/accuracy/mlperf_log_accuracy.json", "TEST06/verify_accuracy.txt",
-            "accuracy/accuracy.txt", "accuracy/mlperf_log_accuracy.json",
-            "accuracy/mlperf_log_detail.txt", "accuracy/mlperf_log_summary.txt", "measurements.json",
-            "performance/run_1/mlperf_log_accuracy.json", "performance/run_1/mlperf_log_detail.txt",
-            "performance/run_1/mlperf_log_summary.txt", "provenance.json", "user.conf",
+            "README.md",
+            "TEST06/accuracy/mlperf_log_accuracy.json",
+            "TEST06/verify_accuracy.txt",
+            "accuracy/accuracy.txt",
+            "accuracy/mlperf_log_accuracy.json",
+            "accuracy/mlperf_log_detail.txt",
+            "accuracy/mlperf_log_summary.txt",
+            "measurements.json",
+            "performance/run_1/mlperf_log_accuracy.json",
+            "performance/run_1/mlperf_log_detail.txt",
+            "performance/run_1/mlperf_log_summary.txt",
+            "provenance.json",
+            "user.conf",
         ]
         provenance = json.loads((folder / "provenance.json").read_text())
         assert provenance["performance"]["engine"]["engine_args"]["dtype"] == "float32"
         assert provenance["quantization"]["scheme"] == "mxfp4_weight_only"
         verify = (folder / "TEST06" / "verify_accuracy.txt").read_text().splitlines()
         first = "Skipped" if scenario == "Offline" else "True"
-        assert verify == [f"First token check pass: {first}", "EOS check pass: True",
-                          "Sample length check pass: True", "TEST06 verification complete"]
+        assert verify == [
+            f"First token check pass: {first}",
+            "EOS check pass: True",
+            "Sample length check pass: True",
+            "TEST06 verification complete",
+        ]
         assert len(json.loads((folder / "TEST06/accuracy/mlperf_log_accuracy.json").read_text())) == 100
         assert "NOT SUBMITTABLE" in (folder / "README.md").read_text()
         assert json.loads((folder / "measurements.json").read_text())["weight_data_types"] == "mxfp4"
@@ -193,9 +210,19 @@ def test_an_engine_setting_change_reruns_every_run_and_nothing_upstream(workdir)
     (workdir / "e2e-changed.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     result = run_snakemake(workdir, "-n", "--cores", "2", "--configfile", "e2e-changed.yaml", timeout=300)
     assert result.returncode == 0, result.stderr
-    assert job_counts(result.stdout) == {"loadgen_run": 6, "compliance_run": 3, "reference_accuracy": 1,
-                                         "compliance_verify": 3, "accuracy_eval": 3, "package": 1, "tarball": 1,
-                                         "check_submission": 1, "summary": 1, "official_summary": 1, "all": 1}
+    assert job_counts(result.stdout) == {
+        "loadgen_run": 6,
+        "compliance_run": 3,
+        "reference_accuracy": 1,
+        "compliance_verify": 3,
+        "accuracy_eval": 3,
+        "package": 1,
+        "tarball": 1,
+        "check_submission": 1,
+        "summary": 1,
+        "official_summary": 1,
+        "all": 1,
+    }
 
 
 def test_rerun_does_nothing_and_one_scenario_reruns_alone(workdir):
@@ -204,6 +231,16 @@ def test_rerun_does_nothing_and_one_scenario_reruns_alone(workdir):
     shutil.rmtree(workdir / "results" / "runs" / SYSTEM / BENCH / "Server")
     result = run_snakemake(workdir, "-n", "--cores", "2", "--configfile", "e2e.yaml", timeout=300)
     assert result.returncode == 0, result.stderr
-    assert job_counts(result.stdout) == {"user_conf": 1, "loadgen_run": 2, "compliance_run": 1,
-                                         "compliance_verify": 1, "accuracy_eval": 1, "package": 1, "tarball": 1,
-                                         "check_submission": 1, "summary": 1, "official_summary": 1, "all": 1}
+    assert job_counts(result.stdout) == {
+        "user_conf": 1,
+        "loadgen_run": 2,
+        "compliance_run": 1,
+        "compliance_verify": 1,
+        "accuracy_eval": 1,
+        "package": 1,
+        "tarball": 1,
+        "check_submission": 1,
+        "summary": 1,
+        "official_summary": 1,
+        "all": 1,
+    }

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sim_endpoints import free_ports
 
 from mlperf_repro.backends.servers import local_vllm_servers
 from mlperf_repro.loadgen_logs import read_detail
-from sim_endpoints import free_ports
 
 pytestmark = pytest.mark.slow
 CHILD = Path(__file__).with_name("endpoint_child.py")
@@ -41,31 +40,67 @@ def servers(e2e_workdir, tmp_path_factory):
     # Two servers share 2 cores: one compute thread each; a small KV cache each.
     env.update(OMP_NUM_THREADS="1", VLLM_CPU_KVCACHE_SPACE="1")
     logs = tmp_path_factory.mktemp("servers")
-    with local_vllm_servers(str(e2e_workdir / MODEL), SERVED, ports, record["engine"]["engine_args"], logs,
-                            env=env, startup_timeout_s=600) as procs:
-        yield {"ports": ports, "procs": procs, "logs": logs, "engine_args": record["engine"]["engine_args"],
-               "env": env, "generation": record["generation"]}
+    with local_vllm_servers(
+        str(e2e_workdir / MODEL), SERVED, ports, record["engine"]["engine_args"], logs, env=env, startup_timeout_s=600
+    ) as procs:
+        yield {
+            "ports": ports,
+            "procs": procs,
+            "logs": logs,
+            "engine_args": record["engine"]["engine_args"],
+            "env": env,
+            "generation": record["generation"],
+        }
 
 
-def run_child(work: Path, tmp: Path, servers: dict, scenario: str, mode: str, conf: str, *,
-              env=None, dispatch=None, endpoints=None) -> tuple[subprocess.CompletedProcess, Path]:
+def run_child(
+    work: Path,
+    tmp: Path,
+    servers: dict,
+    scenario: str,
+    mode: str,
+    conf: str,
+    *,
+    env=None,
+    dispatch=None,
+    endpoints=None,
+) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp / f"{scenario}-{mode}"
     user_conf = tmp / f"{scenario}-{mode}.user.conf"
     user_conf.write_text(conf)
-    endpoints = endpoints or [{"name": f"srv{i}", "host": "127.0.0.1", "port": p, "max_concurrency": 32}
-                              for i, p in enumerate(servers["ports"])]
-    engine = {"backend": "endpoints", "env": {},
-              "endpoints": {"launch": "external", "served_model_name": SERVED, "list": endpoints},
-              "dispatch": dispatch or {"stall_timeout_s": 20, "probe_interval_s": 1, "down_grace_s": 30}}
-    args = dict(model_dir=str(work / MODEL), dataset_dir=str(work / DATASET_DIR),
-                dataset_file=str(work / DATASET_DIR / "open_orca_synthetic.pkl"), user_conf=str(user_conf),
-                out_dir=str(out), loadgen_model="llama2-70b" if scenario != "Interactive" else "llama2-70b-interactive",
-                loadgen_scenario=scenario, mode=mode, performance_sample_count=64,
-                generation=servers["generation"], engine=engine)
+    endpoints = endpoints or [
+        {"name": f"srv{i}", "host": "127.0.0.1", "port": p, "max_concurrency": 32}
+        for i, p in enumerate(servers["ports"])
+    ]
+    engine = {
+        "backend": "endpoints",
+        "env": {},
+        "endpoints": {"launch": "external", "served_model_name": SERVED, "list": endpoints},
+        "dispatch": dispatch or {"stall_timeout_s": 20, "probe_interval_s": 1, "down_grace_s": 30},
+    }
+    args = dict(
+        model_dir=str(work / MODEL),
+        dataset_dir=str(work / DATASET_DIR),
+        dataset_file=str(work / DATASET_DIR / "open_orca_synthetic.pkl"),
+        user_conf=str(user_conf),
+        out_dir=str(out),
+        loadgen_model="llama2-70b" if scenario != "Interactive" else "llama2-70b-interactive",
+        loadgen_scenario=scenario,
+        mode=mode,
+        performance_sample_count=64,
+        generation=servers["generation"],
+        engine=engine,
+    )
     args_file = tmp / f"{scenario}-{mode}.json"
     args_file.write_text(json.dumps(args))
-    result = subprocess.run([sys.executable, str(CHILD), str(args_file)], capture_output=True, text=True, cwd=tmp,
-                            env=dict(os.environ, **(env or {})), timeout=900)
+    result = subprocess.run(
+        [sys.executable, str(CHILD), str(args_file)],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=dict(os.environ, **(env or {})),
+        timeout=900,
+    )
     return result, out
 
 
@@ -75,8 +110,10 @@ def record_of(result: subprocess.CompletedProcess) -> dict:
 
 
 def token_lists(accuracy_log: Path) -> dict[int, list[int]]:
-    return {e["qsl_idx"]: np.frombuffer(bytes.fromhex(e["data"]), np.int32).tolist()
-            for e in json.loads(accuracy_log.read_text())}
+    return {
+        e["qsl_idx"]: np.frombuffer(bytes.fromhex(e["data"]), np.int32).tolist()
+        for e in json.loads(accuracy_log.read_text())
+    }
 
 
 def test_accuracy_run_across_two_servers_matches_the_in_process_engine(e2e_workdir, servers, tmp_path):
@@ -100,7 +137,11 @@ def restart(servers: dict, index: int) -> None:
     log = open(servers["logs"] / f"restart-{port}.log", "w")
     servers["procs"][index] = subprocess.Popen(
         serve_command(servers["model"], SERVED, "127.0.0.1", port, servers["engine_args"]),
-        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **servers["env"]), start_new_session=True)
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, **servers["env"]),
+        start_new_session=True,
+    )
     from mlperf_repro.backends.servers import _healthy
 
     deadline = time.monotonic() + 600
@@ -114,8 +155,10 @@ def test_a_server_killed_mid_run_loses_no_query(e2e_workdir, servers, tmp_path, 
     servers["model"] = str(e2e_workdir / MODEL)
     if servers["procs"][1].poll() is not None:
         restart(servers, 1)
-    conf = (f"llama2-70b.{scenario}.min_query_count = 300\nllama2-70b.{scenario}.min_duration = 5000\n"
-            f"llama2-70b.{scenario}.target_qps = {20 if scenario == 'Offline' else 16}\n")
+    conf = (
+        f"llama2-70b.{scenario}.min_query_count = 300\nllama2-70b.{scenario}.min_duration = 5000\n"
+        f"llama2-70b.{scenario}.target_qps = {20 if scenario == 'Offline' else 16}\n"
+    )
     # SIGKILL server 1 after the 40th answer: mid-run, with queries in flight on it.
     kill = {"KILL_PGID": str(servers["procs"][1].pid), "KILL_AFTER": "40"}
     result, out = run_child(e2e_workdir, tmp_path, servers, scenario, "performance", conf, env=kill)

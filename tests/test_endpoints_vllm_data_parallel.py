@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from sim_endpoints import free_ports
+from test_endpoints_vllm import BENCH, MODEL, SERVED, SYSTEM, engine_record, record_of, run_child, token_lists
 
 from mlperf_repro.backends.servers import local_vllm_servers
-from sim_endpoints import free_ports
-from test_endpoints_vllm import MODEL, SERVED, SYSTEM, BENCH, engine_record, record_of, run_child, token_lists
 
 pytestmark = pytest.mark.slow
 DATA_PARALLEL = 2
@@ -28,18 +28,26 @@ def data_parallel_server(e2e_workdir, tmp_path_factory):
     env.update(OMP_NUM_THREADS="1", VLLM_CPU_KVCACHE_SPACE="1")  # two engines share 2 cores
     engine_args = dict(record["engine"]["engine_args"], data_parallel_size=DATA_PARALLEL)
     logs = tmp_path_factory.mktemp("dp-server")
-    with local_vllm_servers(str(e2e_workdir / MODEL), SERVED, [port], engine_args, logs, env=env,
-                            startup_timeout_s=600):
+    with local_vllm_servers(
+        str(e2e_workdir / MODEL), SERVED, [port], engine_args, logs, env=env, startup_timeout_s=600
+    ):
         yield {"ports": [port], "logs": logs, "generation": record["generation"]}
 
 
-def test_a_data_parallel_front_end_is_one_endpoint_with_the_engines_answers(e2e_workdir, data_parallel_server,
-                                                                             tmp_path):
+def test_a_data_parallel_front_end_is_one_endpoint_with_the_engines_answers(
+    e2e_workdir, data_parallel_server, tmp_path
+):
     conf = "llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min_duration = 0\n"
-    endpoint = {"name": "dp-front-end", "host": "127.0.0.1", "port": data_parallel_server["ports"][0],
-                "accelerator_count": DATA_PARALLEL, "max_concurrency": 64}
-    record = record_of(run_child(e2e_workdir, tmp_path, data_parallel_server, "Offline", "accuracy", conf,
-                                 endpoints=[endpoint])[0])
+    endpoint = {
+        "name": "dp-front-end",
+        "host": "127.0.0.1",
+        "port": data_parallel_server["ports"][0],
+        "accelerator_count": DATA_PARALLEL,
+        "max_concurrency": 64,
+    }
+    record = record_of(
+        run_child(e2e_workdir, tmp_path, data_parallel_server, "Offline", "accuracy", conf, endpoints=[endpoint])[0]
+    )
     ours = token_lists(tmp_path / "Offline-accuracy" / "mlperf_log_accuracy.json")
     engine = token_lists(e2e_workdir / "results/runs" / SYSTEM / BENCH / "Offline/accuracy/mlperf_log_accuracy.json")
     assert record["completed_samples"] == len(engine) and record["loadgen_errors"] == []

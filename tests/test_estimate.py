@@ -8,13 +8,13 @@ import json
 
 import pytest
 import yaml
-
 from conftest import DEFAULT_CONFIG, REPO, SCHEMA, make_workdir, run_snakemake
+from test_dag import job_counts
+
 from mlperf_repro.cli import main as cli_main
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.estimate import estimate_file, estimate_plan
-from test_dag import job_counts
 
 EXAMPLES = sorted((REPO / "config" / "examples").glob("*.yaml"))
 MI355X = REPO / "config" / "examples" / "mi355x-llama2-70b.yaml"
@@ -69,12 +69,35 @@ def test_default_config_by_hand():
     total = est.total
     assert total["jobs"] == 27
     assert total["gpu_hours"] == 0  # a CPU system
-    expected_wall = (55 + 3_443_328 / 50e6 + 3 * 5  # acquire, quantize, user.conf
-                     + 41 + 256 / 400 + 30 + 500 / 30 + 30 + 256 / 30 + 30 + 55 + 256 / 20 + 30  # runs: 254.64
-                     + 53.32 + 113.58333 + 25)  # accuracy, compliance, package
+    expected_wall = (
+        55
+        + 3_443_328 / 50e6
+        + 3 * 5  # acquire, quantize, user.conf
+        + 41
+        + 256 / 400
+        + 30
+        + 500 / 30
+        + 30
+        + 256 / 30
+        + 30
+        + 55
+        + 256 / 20
+        + 30  # runs: 254.64
+        + 53.32
+        + 113.58333
+        + 25
+    )  # accuracy, compliance, package
     assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~516.6 s
-    expected_disk = (3_443_328 + 4_194_304 + 1_494_144 + 3_443_328 + 3 * 100_000 + 3 * (100_000 + 630_681.6)
-                     + 3 * (100_000 + 246_360) + 3 * 600_000)
+    expected_disk = (
+        3_443_328
+        + 4_194_304
+        + 1_494_144
+        + 3_443_328
+        + 3 * 100_000
+        + 3 * (100_000 + 630_681.6)
+        + 3 * (100_000 + 246_360)
+        + 3 * 600_000
+    )
     assert total["disk_bytes"] == pytest.approx(expected_disk)
 
 
@@ -124,12 +147,29 @@ def test_mi355x_llama2_70b_by_hand():
     screen_seconds = 0
     total = est.total
     assert total["gpu_hours"] == pytest.approx((run_seconds + compliance_seconds + screen_seconds) * 8 / 3600)
-    expected_wall = (1379.53316864 + 4.02653184 + 2759.06633728 + 15 + run_seconds + 752.28
-                     + compliance_seconds + 15 + 25 + screen_seconds)
+    expected_wall = (
+        1379.53316864
+        + 4.02653184
+        + 2759.06633728
+        + 15
+        + run_seconds
+        + 752.28
+        + compliance_seconds
+        + 15
+        + 25
+        + screen_seconds
+    )
     assert total["wall_s"] == pytest.approx(expected_wall)  # 8822.1 s, ~2.45 h
     assert total["disk_bytes"] == pytest.approx(
-        137_953_316_864 + 402_653_184 + 37_415_829_504 + 137_953_316_864
-        + 3 * 100_000 + 3 * (100_000 + 60_545_433.6) + 3 * (100_000 + 246_360) + 3 * 600_000)
+        137_953_316_864
+        + 402_653_184
+        + 37_415_829_504
+        + 137_953_316_864
+        + 3 * 100_000
+        + 3 * (100_000 + 60_545_433.6)
+        + 3 * (100_000 + 246_360)
+        + 3 * 600_000
+    )
 
 
 @pytest.mark.parametrize("path", [DEFAULT_CONFIG, *EXAMPLES], ids=lambda p: p.name)

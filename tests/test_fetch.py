@@ -7,8 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
-
 from fetch_servers import HubStandIn, LoopbackServer, self_signed_tls, static_files
+
 from mlperf_repro.errors import UserError
 from mlperf_repro.fetch import MANIFEST_NAME, RECORD_NAME, acquire, read_manifest, verify_dir
 from mlperf_repro.hashing import sha256_bytes
@@ -215,16 +215,26 @@ def test_https_untrusted_certificate_is_explained(https_server: LoopbackServer, 
 
 def test_https_404_names_url_and_status(https_server: LoopbackServer, tls, tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"/single/missing.onnx answered HTTP 404"):
-        acquire(f"{https_server.url}/single/missing.onnx", tmp_path / "d", sha256={"missing.onnx": "a" * 64},
-                ca_bundle=tls[1], log=print)
+        acquire(
+            f"{https_server.url}/single/missing.onnx",
+            tmp_path / "d",
+            sha256={"missing.onnx": "a" * 64},
+            ca_bundle=tls[1],
+            log=print,
+        )
     assert not (tmp_path / "d").exists()
 
 
 def test_https_corrupted_payload_is_quarantined(https_server: LoopbackServer, tls, tmp_path: Path) -> None:
     dest = tmp_path / "dl" / "onnx"
     with pytest.raises(UserError, match="checksum mismatch for 'model.onnx'"):
-        acquire(f"{https_server.url}/single/model.onnx", dest, sha256={"model.onnx": sha256_bytes(b"the real model")},
-                ca_bundle=tls[1], log=print)
+        acquire(
+            f"{https_server.url}/single/model.onnx",
+            dest,
+            sha256={"model.onnx": sha256_bytes(b"the real model")},
+            ca_bundle=tls[1],
+            log=print,
+        )
     assert (tmp_path / "dl" / "quarantine" / "onnx" / "model.onnx").read_bytes() == b"onnx-bytes"
     assert not dest.exists()
 
@@ -233,8 +243,13 @@ def test_https_credentials_are_used_but_never_stored(https_server: LoopbackServe
     host = https_server.url.removeprefix("https://")
     logs: list[str] = []
     dest = tmp_path / "d"
-    record = acquire(f"https://alice:pw-Z9q7x@{host}/single/model.onnx?token=sig-Q3k8&v=1", dest,
-                     sha256={"model.onnx": sha256_bytes(b"onnx-bytes")}, ca_bundle=tls[1], log=logs.append)
+    record = acquire(
+        f"https://alice:pw-Z9q7x@{host}/single/model.onnx?token=sig-Q3k8&v=1",
+        dest,
+        sha256={"model.onnx": sha256_bytes(b"onnx-bytes")},
+        ca_bundle=tls[1],
+        log=logs.append,
+    )
     assert record["source"] == f"https://{host}/single/model.onnx?token=REDACTED&v=1"
     assert https_server.requests[-1].headers["authorization"].startswith("Basic ")
     written = b"".join(body for _, body in all_bytes_under(tmp_path))
@@ -247,8 +262,13 @@ def test_plain_http_needs_explicit_opt_in(tmp_path: Path) -> None:
         with pytest.raises(UserError, match="refusing plain-http"):
             acquire(f"{server.url}/f.txt", tmp_path / "d", allow_unverified=True, log=print)
         assert server.requests == []
-        acquire(f"{server.url}/f.txt", tmp_path / "d", sha256={"f.txt": sha256_bytes(b"hello")},
-                allow_insecure_http=True, log=print)
+        acquire(
+            f"{server.url}/f.txt",
+            tmp_path / "d",
+            sha256={"f.txt": sha256_bytes(b"hello")},
+            allow_insecure_http=True,
+            log=print,
+        )
     assert_acquired(tmp_path / "d", {"f.txt": b"hello"})
 
 

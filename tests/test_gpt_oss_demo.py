@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import REPO, make_workdir, run_snakemake
+
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
 
@@ -77,8 +76,11 @@ def test_test07_scores_the_whole_compliance_set(workdir):
     rules = RULES.compliance_test("TEST07")
     folder = scenario_dir(workdir) / "TEST07"
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
-        "accuracy/mlperf_log_accuracy.json", "performance/run_1/mlperf_log_detail.txt",
-        "performance/run_1/mlperf_log_summary.txt", "verify_accuracy.txt"]
+        "accuracy/mlperf_log_accuracy.json",
+        "performance/run_1/mlperf_log_detail.txt",
+        "performance/run_1/mlperf_log_summary.txt",
+        "verify_accuracy.txt",
+    ]
     verify = (folder / "verify_accuracy.txt").read_text()
     assert verify.splitlines()[-1] == "TEST PASS"
     assert metric(verify, "exact_match") >= rules["accuracy_threshold"]

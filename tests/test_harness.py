@@ -18,8 +18,13 @@ CHILD = Path(__file__).with_name("harness_child.py")
 
 def run_child(tmp_path: Path, scenario: str, mode: str, tokens: int = 5) -> tuple[dict, Path]:
     out = tmp_path / f"{scenario}-{mode}"
-    result = subprocess.run([sys.executable, str(CHILD), str(out), scenario, mode, str(tokens)],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(CHILD), str(out), scenario, mode, str(tokens)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(l for l in result.stdout.splitlines() if l.startswith("RECORD "))
     return json.loads(line[7:]), out
@@ -68,8 +73,13 @@ def test_a_stray_audit_config_elsewhere_does_not_turn_the_run_into_an_audit(tmp_
 @pytest.mark.parametrize("scenario", ["Offline", "Server"])
 def test_an_engine_failure_ends_the_test_instead_of_hanging(tmp_path, scenario):
     out = tmp_path / "crash"
-    result = subprocess.run([sys.executable, str(CHILD), str(out), scenario, "performance", "5", "fail"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(CHILD), str(out), scenario, "performance", "5", "fail"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "CRASHED scripted engine failure" in result.stdout
     assert (out / "mlperf_log_summary.txt").is_file()  # LoadGen finished and wrote its logs

@@ -12,16 +12,19 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import REPO, SCHEMA, make_workdir, run_snakemake
+from test_dag import job_counts
+
 from mlperf_repro.cluster.kubernetes import render, validate_manifest
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.plan import Plan
-from test_dag import job_counts
 
 PROFILE = "profiles/kubernetes"
 MI355X = "config/examples/mi355x-llama2-70b.yaml"
-CONFIGS = ["config/config.yaml", *sorted(f"config/examples/{p.name}" for p in (REPO / "config/examples").glob("*.yaml"))]
+CONFIGS = [
+    "config/config.yaml",
+    *sorted(f"config/examples/{p.name}" for p in (REPO / "config/examples").glob("*.yaml")),
+]
 GPU_RULES = {"loadgen_run", "compliance_run", "reference_accuracy", "scaling_run", "screen_gpus"}
 IMAGE_RULES = GPU_RULES | {"quantize"}
 CUDA = "docker://vllm/vllm-openai@sha256:" + "b2" * 32
@@ -94,7 +97,8 @@ def test_gpu_jobs_request_the_configured_gpus_and_carry_the_image(workdir):
         assert _tolerations(job) == {"amd.com/gpu"}
         # Node selection comes from the profile, never from a rule.
         assert job.pod_spec["nodeSelector"] == {
-            "node.kubernetes.io/instance-type": profile["set-resources"][job.rule]["machine_type"]}
+            "node.kubernetes.io/instance-type": profile["set-resources"][job.rule]["machine_type"]
+        }
         assert job.container["resources"]["requests"]["cpu"] == f"{int(profile['set-threads'][job.rule] * 950)}m"
     for job in jobs:
         expected = plan.container(system) if job.rule in IMAGE_RULES else None
@@ -137,7 +141,8 @@ def test_nvidia_vendor_maps_to_nvidia_gpus(workdir):
         assert _tolerations(job) == {"nvidia.com/gpu"}
         assert job.apptainer_image == CUDA
         assert job.pod_spec["nodeSelector"] == {
-            "node.kubernetes.io/instance-type": profile["set-resources"][job.rule]["machine_type"]}
+            "node.kubernetes.io/instance-type": profile["set-resources"][job.rule]["machine_type"]
+        }
         assert validate_manifest(job.manifest) == []
 
 
@@ -165,17 +170,20 @@ def _resources(manifest: dict) -> dict:
     return manifest["spec"]["template"]["spec"]["containers"][0]["resources"]
 
 
-@pytest.mark.parametrize("breakage, message", [
-    (lambda m: _resources(m)["limits"].update(memory="-16000M"), "must not be negative"),
-    (lambda m: _resources(m)["requests"].update(memory="lots"), "is not a Kubernetes quantity"),
-    (lambda m: _resources(m)["requests"].update({"amd.com/gpu": "4"}), "request and limit must be equal"),
-    (lambda m: _resources(m)["limits"].update({"amd.com/gpu": "0.5"}), "must be a whole number"),
-    (lambda m: _resources(m)["requests"].update(cpu="128"), "exceeds the limit"),
-    (lambda m: m["spec"]["template"]["spec"].update(restartPolicy="Always"), "Never or OnFailure"),
-    (lambda m: m["metadata"].update(name="Snakejob_1"), "is not a DNS label"),
-    (lambda m: m["spec"]["template"]["spec"]["containers"][0].update(gpus=8), "'gpus' was unexpected"),
-    (lambda m: m["spec"].update(backoffLimit="none"), "is not of type"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (lambda m: _resources(m)["limits"].update(memory="-16000M"), "must not be negative"),
+        (lambda m: _resources(m)["requests"].update(memory="lots"), "is not a Kubernetes quantity"),
+        (lambda m: _resources(m)["requests"].update({"amd.com/gpu": "4"}), "request and limit must be equal"),
+        (lambda m: _resources(m)["limits"].update({"amd.com/gpu": "0.5"}), "must be a whole number"),
+        (lambda m: _resources(m)["requests"].update(cpu="128"), "exceeds the limit"),
+        (lambda m: m["spec"]["template"]["spec"].update(restartPolicy="Always"), "Never or OnFailure"),
+        (lambda m: m["metadata"].update(name="Snakejob_1"), "is not a DNS label"),
+        (lambda m: m["spec"]["template"]["spec"]["containers"][0].update(gpus=8), "'gpus' was unexpected"),
+        (lambda m: m["spec"].update(backoffLimit="none"), "is not of type"),
+    ],
+)
 def test_the_validator_rejects_broken_manifests(workdir, breakage, message):
     manifest = _a_gpu_manifest(workdir)
     assert validate_manifest(manifest) == []
@@ -186,8 +194,23 @@ def test_the_validator_rejects_broken_manifests(workdir, breakage, message):
 
 def test_cli_writes_one_manifest_per_job(workdir, tmp_path):
     out = tmp_path / "jobs"
-    result = subprocess.run([sys.executable, "-m", "mlperf_repro", "k8s-render", "--configfile", MI355X,
-                             "--workdir", str(workdir), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_repro",
+            "k8s-render",
+            "--configfile",
+            MI355X,
+            "--workdir",
+            str(workdir),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     files = sorted(out.glob("*.yaml"))
     assert len(files) == len(rendered(workdir, MI355X))
@@ -212,8 +235,23 @@ K8S_LAUNCH = "config/examples/mi355x-multinode-kubernetes.yaml"
 
 def test_cli_renders_the_server_objects_of_a_kubernetes_launch(workdir, tmp_path):
     out = tmp_path / "k8s"
-    result = subprocess.run([sys.executable, "-m", "mlperf_repro", "k8s-render", "--configfile", K8S_LAUNCH,
-                             "--workdir", str(workdir), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_repro",
+            "k8s-render",
+            "--configfile",
+            K8S_LAUNCH,
+            "--workdir",
+            str(workdir),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "and 2 server manifests (1 server set(s))" in result.stdout and "all valid" in result.stdout
     stem = "servers-mi355x-11x8-rocm-vllm-k8s-llama2-70b-99"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import http.server
-import os
 import signal
 import subprocess
 import sys
@@ -19,14 +18,22 @@ import threading
 
 import pytest
 import yaml
-
 from conftest import REPO, SCHEMA
+
 from mlperf_repro.backends.endpoints import serving
 from mlperf_repro.backends.servers import _healthy, wait_until_healthy
 from mlperf_repro.cluster.kubernetes import render_servers, validate_manifest
 from mlperf_repro.cluster.kubernetes_servers import (
-    Teardown, endpoints_on_pods, failing_containers, model_path_on_claim, placement, pod_report, server_manifests,
-    server_set_from_config, sigterm_unwinds)
+    Teardown,
+    endpoints_on_pods,
+    failing_containers,
+    model_path_on_claim,
+    placement,
+    pod_report,
+    server_manifests,
+    server_set_from_config,
+    sigterm_unwinds,
+)
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.estimate import estimate_file
@@ -44,10 +51,21 @@ def k8s_system(default_config: dict, **allocation) -> dict:
     system["software"] = {"container": IMAGE}
     system["engine"] = {
         "backend": "endpoints",
-        "endpoints": {"launch": "kubernetes", "served_model_name": "tiny",
-                      "allocation": dict({"nodes": 3, "servers_per_node": 2, "accelerator": "AMD Instinct MI355X",
-                                          "accelerator_count": 1, "base_port": 9000}, **allocation),
-                      "kubernetes": {"model_volume": {"claim": "mlperf-data", "mount_path": "/data"}}},
+        "endpoints": {
+            "launch": "kubernetes",
+            "served_model_name": "tiny",
+            "allocation": dict(
+                {
+                    "nodes": 3,
+                    "servers_per_node": 2,
+                    "accelerator": "AMD Instinct MI355X",
+                    "accelerator_count": 1,
+                    "base_port": 9000,
+                },
+                **allocation,
+            ),
+            "kubernetes": {"model_volume": {"claim": "mlperf-data", "mount_path": "/data"}},
+        },
     }
     for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
         system["description"][key] = "auto"
@@ -64,8 +82,12 @@ def example() -> tuple[dict, dict]:
 
 def example_servers(**changes):
     config, engine = example()
-    servers = server_set_from_config(engine, name="mlperf-vllm-0123abcd", namespace="mlperf",
-                                     model_path="/data/mlperf-repro/results/models/llama2-70b-chat-mxfp4")
+    servers = server_set_from_config(
+        engine,
+        name="mlperf-vllm-0123abcd",
+        namespace="mlperf",
+        model_path="/data/mlperf-repro/results/models/llama2-70b-chat-mxfp4",
+    )
     for key, value in changes.items():
         setattr(servers, key, value)
     return engine, servers
@@ -77,9 +99,13 @@ def test_the_endpoint_list_names_server_pods_and_the_plan_counts_their_gpus(defa
     system = next(iter(config["systems"]))
     endpoints = config["systems"][system]["engine"]["endpoints"]
     assert [(e["name"], e["host"], e["port"], e["node"]) for e in endpoints["list"]] == [
-        ("node0-0", "k8s-server-pod-0", 9000, "node0"), ("node0-1", "k8s-server-pod-0", 9001, "node0"),
-        ("node1-0", "k8s-server-pod-1", 9000, "node1"), ("node1-1", "k8s-server-pod-1", 9001, "node1"),
-        ("node2-0", "k8s-server-pod-2", 9000, "node2"), ("node2-1", "k8s-server-pod-2", 9001, "node2")]
+        ("node0-0", "k8s-server-pod-0", 9000, "node0"),
+        ("node0-1", "k8s-server-pod-0", 9001, "node0"),
+        ("node1-0", "k8s-server-pod-1", 9000, "node1"),
+        ("node1-1", "k8s-server-pod-1", 9001, "node1"),
+        ("node2-0", "k8s-server-pod-2", 9000, "node2"),
+        ("node2-1", "k8s-server-pod-2", 9001, "node2"),
+    ]
     # The image comes from software.container.
     assert endpoints["kubernetes"]["image"] == IMAGE
     plan = Plan(config)
@@ -92,25 +118,48 @@ def test_the_endpoint_list_names_server_pods_and_the_plan_counts_their_gpus(defa
     assert validate_config(config, SCHEMA)["systems"][system]["engine"]["endpoints"]["list"] == endpoints["list"]
 
 
-@pytest.mark.parametrize("change, fragment", [
-    (lambda s: s["engine"]["endpoints"].pop("kubernetes"), "launch: kubernetes needs kubernetes.model_volume"),
-    (lambda s: s["engine"]["endpoints"].update(launch="slurm"), "endpoints.kubernetes: only used with launch: kubernetes"),
-    (lambda s: s["engine"]["endpoints"].pop("allocation"), "launch: kubernetes starts the servers"),
-    (lambda s: s["engine"]["endpoints"]["allocation"].update(srun_args=["--exclusive"]),
-     "allocation.srun_args: only used with launch: slurm"),
-    (lambda s: s.pop("software"), "software.container: launch: kubernetes runs the servers in this image"),
-    (lambda s: s["software"].update(container="oras://ghcr.io/x/vllm@sha256:" + "ab" * 32), "needs a docker:// reference"),
-    (lambda s: s["engine"]["endpoints"]["kubernetes"].update(image="docker://rocm/vllm:latest"), "not pinned by digest"),
-    (lambda s: s["engine"]["endpoints"]["allocation"].update(accelerator="Intel Gaudi 3"),
-     "cannot tell the GPU resource from accelerator 'Intel Gaudi 3'"),
-    (lambda s: s["engine"].update(engine_args={"tensor_parallel_size": 2}),
-     "tensor_parallel_size x pipeline_parallel_size = 2"),
-    (lambda s: s.update(gpu_screening={"enabled": True}), "GPU screening is not implemented for launch: kubernetes"),
-    (lambda s: s["engine"]["endpoints"]["kubernetes"].update(memory="lots"), "kubernetes.memory"),
-    (lambda s: s["engine"]["endpoints"]["kubernetes"]["model_volume"].update(mount_path="data"), "mount_path"),
-    (lambda s: s["engine"]["endpoints"].update(list=[{"name": "a", "host": "h", "port": 1}]),
-     "with launch: kubernetes the list is generated from allocation"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (lambda s: s["engine"]["endpoints"].pop("kubernetes"), "launch: kubernetes needs kubernetes.model_volume"),
+        (
+            lambda s: s["engine"]["endpoints"].update(launch="slurm"),
+            "endpoints.kubernetes: only used with launch: kubernetes",
+        ),
+        (lambda s: s["engine"]["endpoints"].pop("allocation"), "launch: kubernetes starts the servers"),
+        (
+            lambda s: s["engine"]["endpoints"]["allocation"].update(srun_args=["--exclusive"]),
+            "allocation.srun_args: only used with launch: slurm",
+        ),
+        (lambda s: s.pop("software"), "software.container: launch: kubernetes runs the servers in this image"),
+        (
+            lambda s: s["software"].update(container="oras://ghcr.io/x/vllm@sha256:" + "ab" * 32),
+            "needs a docker:// reference",
+        ),
+        (
+            lambda s: s["engine"]["endpoints"]["kubernetes"].update(image="docker://rocm/vllm:latest"),
+            "not pinned by digest",
+        ),
+        (
+            lambda s: s["engine"]["endpoints"]["allocation"].update(accelerator="Intel Gaudi 3"),
+            "cannot tell the GPU resource from accelerator 'Intel Gaudi 3'",
+        ),
+        (
+            lambda s: s["engine"].update(engine_args={"tensor_parallel_size": 2}),
+            "tensor_parallel_size x pipeline_parallel_size = 2",
+        ),
+        (
+            lambda s: s.update(gpu_screening={"enabled": True}),
+            "GPU screening is not implemented for launch: kubernetes",
+        ),
+        (lambda s: s["engine"]["endpoints"]["kubernetes"].update(memory="lots"), "kubernetes.memory"),
+        (lambda s: s["engine"]["endpoints"]["kubernetes"]["model_volume"].update(mount_path="data"), "mount_path"),
+        (
+            lambda s: s["engine"]["endpoints"].update(list=[{"name": "a", "host": "h", "port": 1}]),
+            "with launch: kubernetes the list is generated from allocation",
+        ),
+    ],
+)
 def test_bad_kubernetes_launch_settings_are_named(default_config, change, fragment):
     config = k8s_system(default_config)
     change(next(iter(config["systems"].values())))
@@ -168,7 +217,9 @@ def test_server_manifests_are_valid_and_carry_gpus_ports_probes_image_one_pod_pe
         assert {"name": "VLLM_USE_V1", "value": "1"} in container["env"]
         assert {m["mountPath"] for m in container["volumeMounts"]} == {"/data", "/dev/shm"}
     assert {v["name"]: v for v in pod["volumes"]}["models"]["persistentVolumeClaim"] == {
-        "claimName": "mlperf-data", "readOnly": True}
+        "claimName": "mlperf-data",
+        "readOnly": True,
+    }
     assert {v["name"]: v for v in pod["volumes"]}["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
     # The headless Service selects exactly these pods, on every server port.
     assert service["spec"]["clusterIP"] == "None" and service["metadata"]["name"] == spec["serviceName"]
@@ -183,8 +234,11 @@ def test_the_endpoint_list_is_the_pods_dns_names_and_ports():
     name, namespace = statefulset["metadata"]["name"], statefulset["metadata"]["namespace"]
     serving_ports = [c["ports"][0]["containerPort"] for c in statefulset["spec"]["template"]["spec"]["containers"]]
     # StatefulSet pod i is <name>-i; the headless Service <name> gives it <pod>.<service>.<ns>.svc.<domain>.
-    expected = {(f"{name}-{i}.{statefulset['spec']['serviceName']}.{namespace}.svc.cluster.local", port)
-                for i in range(statefulset["spec"]["replicas"]) for port in serving_ports}
+    expected = {
+        (f"{name}-{i}.{statefulset['spec']['serviceName']}.{namespace}.svc.cluster.local", port)
+        for i in range(statefulset["spec"]["replicas"])
+        for port in serving_ports
+    }
     assert {(e["host"], e["port"]) for e in placed} == expected and len(placed) == 88
     assert placed[9]["pod"] == f"{name}-1" and placed[9]["name"] == "node1-1"
 
@@ -213,17 +267,28 @@ def test_servers_without_accelerators_request_no_gpus(default_config):
     assert "tolerations" not in pod and all("resources" not in c for c in pod["containers"])
 
 
-@pytest.mark.parametrize("breakage, message", [
-    (lambda m: m["spec"]["selector"]["matchLabels"].update({"mlperf-repro/server-set": "other"}),
-     "does not select the template's labels"),
-    (lambda m: m["spec"]["template"]["spec"]["containers"][1]["ports"][0].update(containerPort=8000),
-     "both use port 8000"),
-    (lambda m: m["metadata"].update(name="mlperf-vllm-" + "a" * 45), "longer than 52 characters"),
-    (lambda m: m["spec"]["template"]["spec"].update(restartPolicy="Never"), "need Always"),
-    (lambda m: m["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update({"amd.com/gpu": "2"}),
-     "request and limit must be equal"),
-    (lambda m: m["spec"].update(replicas="11"), "is not of type"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (
+            lambda m: m["spec"]["selector"]["matchLabels"].update({"mlperf-repro/server-set": "other"}),
+            "does not select the template's labels",
+        ),
+        (
+            lambda m: m["spec"]["template"]["spec"]["containers"][1]["ports"][0].update(containerPort=8000),
+            "both use port 8000",
+        ),
+        (lambda m: m["metadata"].update(name="mlperf-vllm-" + "a" * 45), "longer than 52 characters"),
+        (lambda m: m["spec"]["template"]["spec"].update(restartPolicy="Never"), "need Always"),
+        (
+            lambda m: m["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update(
+                {"amd.com/gpu": "2"}
+            ),
+            "request and limit must be equal",
+        ),
+        (lambda m: m["spec"].update(replicas="11"), "is not of type"),
+    ],
+)
 def test_the_validator_rejects_broken_server_sets(breakage, message):
     _, servers = example_servers()
     _, statefulset = server_manifests(servers)
@@ -242,19 +307,29 @@ def test_the_rbac_manifests_are_valid():
     profile = load_yaml(REPO / "profiles/kubernetes/config.yaml")
     assert profile["kubernetes-service-account-name"] == documents[0]["metadata"]["name"]
     verbs = {(r["resources"][0], v) for r in documents[1]["rules"] for v in r["verbs"]}
-    assert {("statefulsets", "create"), ("statefulsets", "delete"), ("services", "create"), ("services", "delete"),
-            ("pods", "list"), ("pods", "get")} <= verbs
+    assert {
+        ("statefulsets", "create"),
+        ("statefulsets", "delete"),
+        ("services", "create"),
+        ("services", "delete"),
+        ("pods", "list"),
+        ("pods", "get"),
+    } <= verbs
 
 
 def test_render_servers_follows_the_profile_and_names_disagreements(tmp_path):
     sets = render_servers(EXAMPLE.relative_to(REPO), "profiles/kubernetes", workdir=REPO)
     assert [(s.system, s.benchmark, s.problems) for s in sets] == [(SYSTEM, "llama2-70b-99", [])]
     service, statefulset = sets[0].manifests
-    assert statefulset["metadata"]["namespace"] == load_yaml(REPO / "profiles/kubernetes/config.yaml")[
-        "kubernetes-namespace"]
+    assert (
+        statefulset["metadata"]["namespace"]
+        == load_yaml(REPO / "profiles/kubernetes/config.yaml")["kubernetes-namespace"]
+    )
     # The model is read where fs storage keeps it on the claim.
-    assert statefulset["spec"]["template"]["spec"]["containers"][0]["command"][2] == \
-        "/data/mlperf-repro/results/models/llama2-70b-chat-mxfp4"
+    assert (
+        statefulset["spec"]["template"]["spec"]["containers"][0]["command"][2]
+        == "/data/mlperf-repro/results/models/llama2-70b-chat-mxfp4"
+    )
     profile = load_yaml(REPO / "profiles/kubernetes/config.yaml")
     profile["kubernetes-persistent-volumes"] = ["other-claim:/data"]
     profile.pop("kubernetes-service-account-name")
@@ -264,8 +339,9 @@ def test_render_servers_follows_the_profile_and_names_disagreements(tmp_path):
     (tmp_path / "p/config.yaml").write_text(yaml.safe_dump(profile))
     (tmp_path / "c.yaml").write_text(EXAMPLE.read_text())
     (bad,) = render_servers("c.yaml", "p", workdir=tmp_path)
-    assert any("claim mlperf-data at /data is not among the profile's kubernetes-persistent-volumes" in p
-               for p in bad.problems), bad.problems
+    assert any(
+        "claim mlperf-data at /data is not among the profile's kubernetes-persistent-volumes" in p for p in bad.problems
+    ), bad.problems
     assert any("kubernetes-service-account-name is unset" in p for p in bad.problems), bad.problems
 
 
@@ -337,8 +413,13 @@ def test_the_wait_times_out_naming_the_servers_and_their_pods(health_servers):
     up, never = health_servers(True), health_servers(False)
     endpoints = [("127.0.0.1", up.server_port), ("127.0.0.1", never.server_port)]
     with pytest.raises(UserError) as err:
-        wait_until_healthy(endpoints, 0.3, probe=_healthy, poll_s=0.05,
-                           describe=lambda waiting: f"pods not ready: {sorted(p for _, p in waiting)}")
+        wait_until_healthy(
+            endpoints,
+            0.3,
+            probe=_healthy,
+            poll_s=0.05,
+            describe=lambda waiting: f"pods not ready: {sorted(p for _, p in waiting)}",
+        )
     message = str(err.value)
     assert f"127.0.0.1:{never.server_port}" in message and f"127.0.0.1:{up.server_port}" not in message
     assert f"pods not ready: [{never.server_port}]" in message
@@ -346,10 +427,22 @@ def test_the_wait_times_out_naming_the_servers_and_their_pods(health_servers):
 
 def test_a_pod_that_cannot_start_ends_the_wait_at_once(health_servers):
     never = health_servers(False)
-    pods = [{"metadata": {"name": "set-0"}, "spec": {"nodeName": "gpu-a17"},
-             "status": {"phase": "Pending", "containerStatuses": [
-                 {"name": "vllm-0", "ready": False,
-                  "state": {"waiting": {"reason": "ImagePullBackOff", "message": "manifest unknown"}}}]}}]
+    pods = [
+        {
+            "metadata": {"name": "set-0"},
+            "spec": {"nodeName": "gpu-a17"},
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "name": "vllm-0",
+                        "ready": False,
+                        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "manifest unknown"}},
+                    }
+                ],
+            },
+        }
+    ]
 
     def check(waiting):
         fatal, _ = pod_report(pods, ["set-0"])
@@ -362,26 +455,71 @@ def test_a_pod_that_cannot_start_ends_the_wait_at_once(health_servers):
 
 def test_the_pod_report_says_why_each_pod_is_not_serving():
     pods = [
-        {"metadata": {"name": "s-0"}, "spec": {}, "status": {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-             "message": "0/11 nodes are available: 11 Insufficient amd.com/gpu."}]}},
-        {"metadata": {"name": "s-1"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running", "containerStatuses": [
-            {"name": "vllm-0", "ready": False, "restartCount": 3,
-             "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}}},
-            {"name": "vllm-1", "ready": False, "state": {"running": {}}}]}},
-        {"metadata": {"name": "s-2"}, "spec": {"nodeName": "n2"}, "status": {"phase": "Running", "containerStatuses": [
-            {"name": "vllm-0", "ready": True, "state": {"running": {}}, "imageID": "docker.io/rocm/vllm@sha256:ab"}]}},
+        {
+            "metadata": {"name": "s-0"},
+            "spec": {},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/11 nodes are available: 11 Insufficient amd.com/gpu.",
+                    }
+                ],
+            },
+        },
+        {
+            "metadata": {"name": "s-1"},
+            "spec": {"nodeName": "n1"},
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "vllm-0",
+                        "ready": False,
+                        "restartCount": 3,
+                        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                    },
+                    {"name": "vllm-1", "ready": False, "state": {"running": {}}},
+                ],
+            },
+        },
+        {
+            "metadata": {"name": "s-2"},
+            "spec": {"nodeName": "n2"},
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "vllm-0",
+                        "ready": True,
+                        "state": {"running": {}},
+                        "imageID": "docker.io/rocm/vllm@sha256:ab",
+                    }
+                ],
+            },
+        },
     ]
     fatal, waiting = pod_report(pods, ["s-0", "s-1", "s-2", "s-3"])
     assert fatal == ["s-1 (Running on n1: vllm-0: CrashLoopBackOff (back-off 40s); vllm-1: running, not ready)"]
-    assert waiting == ["s-0 (Pending: Unschedulable: 0/11 nodes are available: 11 Insufficient amd.com/gpu.)",
-                       "s-2 (Running on n2)", "s-3 (not created)"]
+    assert waiting == [
+        "s-0 (Pending: Unschedulable: 0/11 nodes are available: 11 Insufficient amd.com/gpu.)",
+        "s-2 (Running on n2)",
+        "s-3 (not created)",
+    ]
     assert pod_report(pods, ["s-0", "s-1"], only={"s-0"}) == ([], [waiting[0]])
     # Whose log goes into the error: the crash-looping container's previous run.
     assert failing_containers(pods) == [("s-1", "vllm-0", True)]
     assert failing_containers(pods, only={"s-0"}) == []
-    assert placement(pods)[2] == {"pod": "s-2", "node": "n2", "host_ip": None, "pod_ip": None,
-                                  "image_ids": ["docker.io/rocm/vllm@sha256:ab"]}
+    assert placement(pods)[2] == {
+        "pod": "s-2",
+        "node": "n2",
+        "host_ip": None,
+        "pod_ip": None,
+        "image_ids": ["docker.io/rocm/vllm@sha256:ab"],
+    }
 
 
 # -- teardown ----------------------------------------------------------------------------------
@@ -457,11 +595,18 @@ def test_an_unreachable_api_server_is_a_clear_error(default_config, tmp_path, mo
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again below: nothing listens there
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "here",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "none"}}],
-        "contexts": [{"name": "here", "context": {"cluster": "c", "user": "u"}}]}))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "here",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "none"}}],
+                "contexts": [{"name": "here", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     claim = tmp_path / "claim"
@@ -470,8 +615,11 @@ def test_an_unreachable_api_server_is_a_clear_error(default_config, tmp_path, mo
     endpoints = next(iter(config["systems"].values()))["engine"]["endpoints"]
     endpoints["kubernetes"].update(namespace="mlperf", model_volume={"claim": "mlperf-data", "mount_path": str(claim)})
     engine = next(iter(validate_config(config, SCHEMA)["systems"].values()))["engine"]
-    with pytest.raises(UserError, match=r"Kubernetes API: creating Service mlperf/mlperf-vllm-[0-9a-f]{8} failed: "
-                                        r"no answer from the API server"):
+    with pytest.raises(
+        UserError,
+        match=r"Kubernetes API: creating Service mlperf/mlperf-vllm-[0-9a-f]{8} failed: "
+        r"no answer from the API server",
+    ):
         with serving(engine, str(claim / "models/tiny"), tmp_path / "servers"):
             pass
     # The teardown still tried every step (a create whose answer is lost may have happened)

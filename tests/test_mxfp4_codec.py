@@ -45,8 +45,7 @@ def test_codec_version_is_a_string():
 def test_e2m1_value_set_is_exact():
     values = e2m1_decode(ALL_CODES)
     assert values.dtype == torch.float32
-    assert set(values.tolist()) == {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
-                                    -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0}
+    assert set(values.tolist()) == {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0}
     assert values[:8].tolist() == MAGNITUDES
     assert (values[8:] == -values[:8]).all()
     assert math.copysign(1.0, values[8].item()) == -1.0  # code 8 is -0.0
@@ -177,8 +176,25 @@ def _bit_trick_even_exponent(amax: float) -> int:
 
 def test_even_scale_rule_matches_bit_level_formulation():
     gen = torch.Generator().manual_seed(3)
-    edge = [0.0, 1e-45, 1e-40, 2.0**-126, 1.0, 1.5, 1.74, 1.75, 1.76, 1.999, 2.0, 6.0, 7.0, 7.5,
-            8.0, 2.0**100 * 1.75, 1.5e38]
+    edge = [
+        0.0,
+        1e-45,
+        1e-40,
+        2.0**-126,
+        1.0,
+        1.5,
+        1.74,
+        1.75,
+        1.76,
+        1.999,
+        2.0,
+        6.0,
+        7.0,
+        7.5,
+        8.0,
+        2.0**100 * 1.75,
+        1.5e38,
+    ]
     binades = torch.pow(2.0, torch.randint(-140, 120, (3000,), generator=gen).float())
     rand = (torch.rand(3000, generator=gen) * binades).tolist()  # incl. float32 subnormals
     amax = torch.tensor(edge + rand, dtype=torch.float32)
@@ -202,7 +218,7 @@ def test_scale_mode_changes_exponent_for_block_max_7_5():
     p_even, s_even = quantize_mxfp4(block, "even")
     p_floor, s_floor = quantize_mxfp4(block, "floor")
     assert s_floor.item() == 127  # 2**(floor(log2 7.5) - 2) = 1, 7.5 saturates to 6
-    assert s_even.item() == 128   # 7.5 rounds to 8 at one mantissa bit -> X = 2
+    assert s_even.item() == 128  # 7.5 rounds to 8 at one mantissa bit -> X = 2
     d_even = dequantize_mxfp4(p_even, s_even)
     d_floor = dequantize_mxfp4(p_floor, s_floor)
     assert d_floor[0, 0].item() == 6.0 and d_floor[0, 1].item() == 1.0

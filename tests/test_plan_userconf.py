@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from conftest import SCHEMA
+
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.config import validate_config
 from mlperf_repro.plan import Plan
@@ -63,8 +64,11 @@ def test_plan_paths_and_serving(default_config):
     assert plan.loadgen_scenario("Interactive") == "Server"
     generation = plan.generation(BENCH)
     assert generation.max_new_tokens == 1024 and generation.greedy
-    assert plan.accuracy_targets(BENCH) == {"kind": "measured", "fraction": 0.99,
-                                            "metrics": ["rouge1", "rouge2", "rougeL"]}
+    assert plan.accuracy_targets(BENCH) == {
+        "kind": "measured",
+        "fraction": 0.99,
+        "metrics": ["rouge1", "rouge2", "rougeL"],
+    }
 
 
 def test_reference_targets_come_from_the_table():
@@ -86,9 +90,15 @@ def test_a_new_round_is_a_new_table(tmp_path, monkeypatch, default_config):
 
     table = yaml.safe_load((benchmarks.ROUNDS_DIR / "v6.0.yaml").read_text())
     table["round"] = "v6.1"
-    table["loadgen"].update(pip_requirement="mlcommons-loadgen==6.0.17", versions=["6.0.17"],
-                            seeds={"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 2747215439041700203,
-                                   "schedule_rng_seed": 16159082839903944936})
+    table["loadgen"].update(
+        pip_requirement="mlcommons-loadgen==6.0.17",
+        versions=["6.0.17"],
+        seeds={
+            "qsl_rng_seed": 2085463073848966840,
+            "sample_index_rng_seed": 2747215439041700203,
+            "schedule_rng_seed": 16159082839903944936,
+        },
+    )
     for name in list(benchmarks.ROUNDS_DIR.glob("*.yaml")):
         (tmp_path / name.name).write_text(name.read_text())
     (tmp_path / "v6.1.yaml").write_text(yaml.safe_dump(table))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from conftest import SCHEMA
+from conftest import REPO, SCHEMA
+
 from mlperf_repro.check.preflight import estimated_bytes, preflight
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.plan import Plan
-
-from conftest import REPO
 
 SYSTEM, BENCH = "cpu-2c-vllm", "tiny-llama-mxfp4"
 
@@ -82,8 +81,10 @@ def test_gpt_oss_evaluator_and_compliance_tests_are_supported(tmp_path, default_
 
 
 def test_disk_estimate_for_a_hub_model(tmp_path, default_config):
-    default_config["models"]["tiny-llama"] = {"source": "hf://meta-llama/Llama-2-70b-chat-hf@" + "0" * 40,
-                                              "allow_unverified": True}
+    default_config["models"]["tiny-llama"] = {
+        "source": "hf://meta-llama/Llama-2-70b-chat-hf@" + "0" * 40,
+        "allow_unverified": True,
+    }
     default_config["datasets"]["openorca-synthetic"]["builtin"]["model"] = "tiny-llama"
     plan = Plan(validate_config(default_config, SCHEMA))
     needed = estimated_bytes(plan, tmp_path)

@@ -69,9 +69,7 @@ def src_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def w4a16(src_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("w4a16")
-    manifest = quantize_checkpoint(
-        src_dir, out / "quark", out / "emulated", manifest_path=out / "manifest.json"
-    )
+    manifest = quantize_checkpoint(src_dir, out / "quark", out / "emulated", manifest_path=out / "manifest.json")
     return out, manifest
 
 
@@ -223,9 +221,7 @@ def test_manifest_is_deterministic(src_dir, w4a16, tmp_path):
 
 def test_regex_exclude_keeps_layers_unquantized(src_dir, tmp_path):
     exclude = ["lm_head", r"re:model\.layers\.1\.mlp\."]
-    manifest = quantize_checkpoint(
-        src_dir, tmp_path / "q", tmp_path / "e", exclude=exclude, evaluate=False
-    )
+    manifest = quantize_checkpoint(src_dir, tmp_path / "q", tmp_path / "e", exclude=exclude, evaluate=False)
     assert manifest["logit_error"] is None
     assert manifest["quantized_tensors"]["count"] == 7 * N_LAYERS - 3
     quark = _read_tensors(tmp_path / "q")
@@ -325,9 +321,7 @@ def test_vllm_quark_parser_accepts_config(w4a16, w4a4, src_dir, tmp_path):
                 assert (w_key, a_key) == (kMxfp4Static, act_key)
                 w_key, a_key, scheme_cls = cfg.get_scheme_cls(cls, prefix)
                 assert scheme_cls is QuarkOCP_MX
-                scheme = cfg.init_scheme(
-                    scheme_cls, weight_quant_key=w_key, activation_quant_key=a_key
-                )
+                scheme = cfg.init_scheme(scheme_cls, weight_quant_key=w_key, activation_quant_key=a_key)
                 assert scheme.weight_dtype == "mxfp4" and scheme.packed_factor == 2
                 assert scheme.input_dtype == ("mxfp4" if act_key else None)
         assert cfg.get_quant_method_target("lm_head", RowParallelLinear)[2] is UnquantizedLinearMethod
@@ -341,6 +335,7 @@ def test_vllm_quark_parser_accepts_config(w4a16, w4a4, src_dir, tmp_path):
         evaluate=False,
     )
     cfg = parse(tmp_path / "q")
+
     def method(prefix: str) -> type:
         return cfg.get_quant_method_target(prefix, MergedColumnParallelLinear)[2]
 

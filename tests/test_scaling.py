@@ -7,18 +7,17 @@ import copy
 import csv
 import io
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
+from conftest import E2E_CONFIG, make_workdir, run_snakemake
+from sim_endpoints import free_ports, simulated_endpoints
+from test_dag import job_counts
 
-from conftest import E2E_CONFIG, REPO, make_workdir, run_snakemake
 from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
 from mlperf_repro.config import check_references
 from mlperf_repro.plan import Plan
 from mlperf_repro.report.scaling import ScalingPoint, to_csv, to_markdown, to_svg, with_efficiency
-from sim_endpoints import free_ports, simulated_endpoints
-from test_dag import job_counts
 
 SYSTEM = "sim-head"
 BENCH = "tiny-llama-mxfp4"
@@ -29,11 +28,23 @@ def point(scenario: str, n: int, throughput: float) -> ScalingPoint:
 
 
 def test_efficiency_is_relative_to_the_smallest_count():
-    points = with_efficiency([point("Offline", 4, 380.0), point("Offline", 1, 100.0), point("Offline", 2, 196.0),
-                              point("Server", 2, 90.0), point("Server", 8, 342.0)])
+    points = with_efficiency(
+        [
+            point("Offline", 4, 380.0),
+            point("Offline", 1, 100.0),
+            point("Offline", 2, 196.0),
+            point("Server", 2, 90.0),
+            point("Server", 8, 342.0),
+        ]
+    )
     eff = {(p.scenario, p.endpoints): round(p.efficiency, 4) for p in points}
-    assert eff == {("Offline", 1): 1.0, ("Offline", 2): 0.98, ("Offline", 4): 0.95,
-                   ("Server", 2): 1.0, ("Server", 8): 0.95}
+    assert eff == {
+        ("Offline", 1): 1.0,
+        ("Offline", 2): 0.98,
+        ("Offline", 4): 0.95,
+        ("Server", 2): 1.0,
+        ("Server", 8): 0.95,
+    }
     rows = list(csv.DictReader(io.StringIO(to_csv(points))))
     assert rows[2]["scaling_efficiency"] == "0.9500" and rows[2]["per_endpoint_tokens_per_s"].startswith("ep0=95.0")
     assert "| Offline | 4 | 380.00 Tokens/s | 95.0% |" in to_markdown(points, "t")
@@ -47,13 +58,29 @@ def scaling_config(ports: list[int]) -> dict:
     config = yaml.safe_load(E2E_CONFIG.read_text())
     base = next(iter(config["systems"].values()))
     head = copy.deepcopy(base)
-    head["description"].update(number_of_nodes="auto", accelerators_per_node="auto", accelerator_model_name="auto",
-                               system_name="LoadGen head with simulated endpoints")
+    head["description"].update(
+        number_of_nodes="auto",
+        accelerators_per_node="auto",
+        accelerator_model_name="auto",
+        system_name="LoadGen head with simulated endpoints",
+    )
     head["engine"] = {
         "backend": "endpoints",
-        "endpoints": {"launch": "external", "served_model_name": "sim",
-                      "list": [{"name": f"sim{i}", "host": "127.0.0.1", "port": p, "node": f"node{i}",
-                                "accelerator": "simulated", "max_concurrency": 16} for i, p in enumerate(ports)]},
+        "endpoints": {
+            "launch": "external",
+            "served_model_name": "sim",
+            "list": [
+                {
+                    "name": f"sim{i}",
+                    "host": "127.0.0.1",
+                    "port": p,
+                    "node": f"node{i}",
+                    "accelerator": "simulated",
+                    "max_concurrency": 16,
+                }
+                for i, p in enumerate(ports)
+            ],
+        },
         "dispatch": {"stall_timeout_s": 10, "down_grace_s": 10},
     }
     head["benchmarks"] = {BENCH: {"Offline": {"target_qps": 60}, "Server": {"target_qps": 40}}}
@@ -79,8 +106,16 @@ def test_plan_and_config_rules_of_the_study():
 def test_dry_run_plans_one_run_per_scenario_and_count(tmp_path):
     work = make_workdir(tmp_path)
     (work / "scaling.yaml").write_text(yaml.safe_dump(scaling_config([8001, 8002])))
-    result = run_snakemake(work, f"results/scaling/{SYSTEM}/{BENCH}/scaling.md", "-n", "--cores", "2",
-                           "--configfile", "scaling.yaml", timeout=120)
+    result = run_snakemake(
+        work,
+        f"results/scaling/{SYSTEM}/{BENCH}/scaling.md",
+        "-n",
+        "--cores",
+        "2",
+        "--configfile",
+        "scaling.yaml",
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout)
     assert counts["scaling_run"] == 4 and counts["scaling_user_conf"] == 4 and counts["scaling_report"] == 1
@@ -104,12 +139,17 @@ def test_the_study_runs_through_the_workflow(e2e_workdir, tmp_path):
     sims = [SimulatedEndpointSpec(port=p, slots=8, tokens_per_s=1000, ttft_s=0.01, output_tokens=32) for p in ports]
     target = f"results/scaling/{SYSTEM}/{BENCH}/scaling.csv"
     with simulated_endpoints(sims):
-        result = run_snakemake(work, target, "--cores", "2", "--rerun-triggers", "mtime",
-                               "--configfile", "scaling.yaml", timeout=900)
+        result = run_snakemake(
+            work, target, "--cores", "2", "--rerun-triggers", "mtime", "--configfile", "scaling.yaml", timeout=900
+        )
     assert result.returncode == 0, result.stderr[-5000:]
     rows = list(csv.DictReader((work / target).open()))
-    assert [(r["scenario"], r["endpoints"]) for r in rows] == [("Offline", "1"), ("Offline", "2"),
-                                                               ("Server", "1"), ("Server", "2")]
+    assert [(r["scenario"], r["endpoints"]) for r in rows] == [
+        ("Offline", "1"),
+        ("Offline", "2"),
+        ("Server", "1"),
+        ("Server", "2"),
+    ]
     for row in rows:
         assert float(row["throughput"]) > 0 and row["unit"] == "Tokens/s" and row["resent_queries"] == "0"
         assert len(row["per_endpoint_tokens_per_s"].split()) == int(row["endpoints"])

@@ -13,14 +13,14 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import REPO, SCHEMA, make_workdir, run_snakemake
+from test_dag import job_counts
+
 from mlperf_repro.cluster import screen
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
-from mlperf_repro.plan import Plan
 from mlperf_repro.estimate import estimate_plan
-from test_dag import job_counts
+from mlperf_repro.plan import Plan
 
 GIB = 1024**3
 
@@ -28,8 +28,13 @@ GIB = 1024**3
 def device(index, tflops=1000.0, total_gib=288, free_gib=286, name="AMD Instinct MI355X", error=None):
     if error:
         return {"index": index, "name": name, "error": error}
-    return {"index": index, "name": name, "tflops": tflops, "memory_total_bytes": int(total_gib * GIB),
-            "memory_free_bytes": int(free_gib * GIB)}
+    return {
+        "index": index,
+        "name": name,
+        "tflops": tflops,
+        "memory_total_bytes": int(total_gib * GIB),
+        "memory_free_bytes": int(free_gib * GIB),
+    }
 
 
 def node(*devices, host="node07", backend="rocm", env=None):
@@ -49,13 +54,18 @@ def test_a_healthy_node():
 
 
 def test_each_kind_of_unhealthy_gpu():
-    measured = node(device(0), device(1), device(2, tflops=850),  # 0.85 x the median 1000
-                    device(3, total_gib=256),  # less than 0.95 x 288 GiB
-                    device(4, free_gib=200),  # another process holds 88 GiB
-                    device(5, error="RuntimeError: HIP error: an illegal memory access was encountered"),
-                    device(6, tflops=910))  # 0.91 x median: still healthy
-    judged = screen.judge(measured, expected_count=8, expected_memory_gib=288, min_relative_speed=0.9,
-                          min_memory_fraction=0.95)
+    measured = node(
+        device(0),
+        device(1),
+        device(2, tflops=850),  # 0.85 x the median 1000
+        device(3, total_gib=256),  # less than 0.95 x 288 GiB
+        device(4, free_gib=200),  # another process holds 88 GiB
+        device(5, error="RuntimeError: HIP error: an illegal memory access was encountered"),
+        device(6, tflops=910),
+    )  # 0.91 x median: still healthy
+    judged = screen.judge(
+        measured, expected_count=8, expected_memory_gib=288, min_relative_speed=0.9, min_memory_fraction=0.95
+    )
     found = verdicts(judged)
     assert found[0] == ("healthy", "ok") and found[1][0] == "healthy" and found[6][0] == "healthy"
     assert found[2][0] == "unhealthy" and "matmul 850.0 TFLOP/s < 0.9 x the host's median 1000.0" in found[2][1]
@@ -69,8 +79,14 @@ def test_each_kind_of_unhealthy_gpu():
 
 
 def test_memory_against_the_host_median_when_no_expectation():
-    judged = screen.judge(node(device(0, total_gib=192, free_gib=191), device(1, total_gib=192, free_gib=191),
-                               device(2, total_gib=128, free_gib=127)), expected_count=3)
+    judged = screen.judge(
+        node(
+            device(0, total_gib=192, free_gib=191),
+            device(1, total_gib=192, free_gib=191),
+            device(2, total_gib=128, free_gib=127),
+        ),
+        expected_count=3,
+    )
     assert verdicts(judged)[2] == ("unhealthy", "memory 128.0 GiB < 0.95 x 192.0 GiB (the host's median)")
     assert judged["healthy"] == [0, 1]
 
@@ -87,8 +103,9 @@ def test_refuse_names_the_device():
 
 def test_exclude_runs_on_the_healthy_ones():
     """The vendor's case: one bad GPU of eight on a node, the run goes on with seven."""
-    judged = screen.judge(node(*(device(i) for i in range(5)), device(5, error="ECC errors"), device(6), device(7)),
-                          expected_count=8)
+    judged = screen.judge(
+        node(*(device(i) for i in range(5)), device(5, error="ECC errors"), device(6), device(7)), expected_count=8
+    )
     decision = screen.decide(judged, policy="exclude", system="mi355x")
     assert decision["use"] == [0, 1, 2, 3, 4, 6, 7] and decision["used"] == 7
     assert decision["note"] == "ran on 7 of 8 GPUs; excluded: GPU 5 (AMD Instinct MI355X): ECC errors"
@@ -96,8 +113,9 @@ def test_exclude_runs_on_the_healthy_ones():
     missing_one = screen.judge(node(*(device(i) for i in range(7))), expected_count=8)
     assert screen.decide(missing_one, policy="exclude", system="s")["used"] == 7
     # Too few healthy for the default minimum (all but one) or a configured one.
-    two_bad = screen.judge(node(*(device(i) for i in range(6)), device(6, tflops=10), device(7, tflops=10)),
-                           expected_count=8)
+    two_bad = screen.judge(
+        node(*(device(i) for i in range(6)), device(6, tflops=10), device(7, tflops=10)), expected_count=8
+    )
     with pytest.raises(UserError, match=r"only 6 healthy GPU\(s\), fewer than the 7"):
         screen.decide(two_bad, policy="exclude", system="s")
     assert screen.decide(two_bad, policy="exclude", min_devices=6, system="s")["used"] == 6
@@ -111,8 +129,10 @@ def test_nothing_to_screen():
 
 def test_visible_devices_follow_the_backend_and_an_inherited_restriction():
     assert screen.visible_devices_env([0, 2, 3], node(backend="cuda")) == {"CUDA_VISIBLE_DEVICES": "0,2,3"}
-    assert screen.visible_devices_env([1], node(backend="rocm")) == {"HIP_VISIBLE_DEVICES": "1",
-                                                                    "CUDA_VISIBLE_DEVICES": "1"}
+    assert screen.visible_devices_env([1], node(backend="rocm")) == {
+        "HIP_VISIBLE_DEVICES": "1",
+        "CUDA_VISIBLE_DEVICES": "1",
+    }
     # The screen ran inside an allocation that gave it GPUs 4-7: index 1 is GPU 5.
     inherited = node(backend="cuda", env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"})
     assert screen.visible_devices_env([0, 1, 3], inherited) == {"CUDA_VISIBLE_DEVICES": "4,5,7"}
@@ -125,13 +145,18 @@ def test_real_enumeration_on_this_host():
     assert measured["backend"] == "none" and measured["devices"] == []
     child = screen.measure_in_child(64, 1, timeout_s=120)
     assert child["devices"] == [] and "error" not in child
-    done = subprocess.run([sys.executable, "-m", "mlperf_repro.cluster.screen", "--json"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "mlperf_repro.cluster.screen", "--json"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["devices"] == []
     # Expecting a GPU that is not there: one missing device, exit 1.
-    done = subprocess.run([sys.executable, "-m", "mlperf_repro.cluster.screen", "--expected", "1"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "mlperf_repro.cluster.screen", "--expected", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and "missing: 0 of 1 expected devices visible" in done.stdout
 
 
@@ -146,12 +171,14 @@ def test_a_hung_check_is_killed_and_fails_the_screen():
 
 def test_screen_job_writes_the_record(tmp_path, capsys):
     out = tmp_path / "screen" / "cpu.json"
-    result = screen.screen_job(out_path=str(out), screening={"enabled": True, "repeats": 1, "matmul_size": 64},
-                               expected_count=0, system="cpu")
+    result = screen.screen_job(
+        out_path=str(out), screening={"enabled": True, "repeats": 1, "matmul_size": 64}, expected_count=0, system="cpu"
+    )
     assert json.loads(out.read_text())["devices"] == [] == result["devices"]
     with pytest.raises(UserError, match="policy refuse"):
-        screen.screen_job(out_path=str(out), screening={"enabled": True, "policy": "refuse"}, expected_count=8,
-                          system="gpu-node")
+        screen.screen_job(
+            out_path=str(out), screening={"enabled": True, "policy": "refuse"}, expected_count=8, system="gpu-node"
+        )
     assert json.loads(out.read_text())["missing"] == 8  # written before it refuses: the record stays
     assert "missing: 0 of 8 expected devices visible" in capsys.readouterr().out  # and the log has the table
 
@@ -166,26 +193,42 @@ def clean_visible_env(monkeypatch):
 
 
 def test_a_run_applies_the_screen(tmp_path, clean_visible_env):
-    screened = screen.judge(node(*(device(i) for i in range(3)), device(3, tflops=1), host=socket.gethostname(),
-                                 backend="cuda"), expected_count=4)
+    screened = screen.judge(
+        node(*(device(i) for i in range(3)), device(3, tflops=1), host=socket.gethostname(), backend="cuda"),
+        expected_count=4,
+    )
     path = tmp_path / "s.json"
     path.write_text(json.dumps(screened))
-    record = screen.prepare_run(path, {"enabled": True, "policy": "exclude", "min_devices": 2}, system="s",
-                                expected_count=4, engine={"engine_args": {"tensor_parallel_size": 1}})
+    record = screen.prepare_run(
+        path,
+        {"enabled": True, "policy": "exclude", "min_devices": 2},
+        system="s",
+        expected_count=4,
+        engine={"engine_args": {"tensor_parallel_size": 1}},
+    )
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2"
     assert record["used"] == 3 and record["expected"] == 4 and record["devices"] == [0, 1, 2]
     assert "ran on 3 of 4 GPUs" in record["note"] and record["rescreened"] is None
     del os.environ["CUDA_VISIBLE_DEVICES"]  # a fresh run process
     with pytest.raises(UserError, match="3 healthy GPU\\(s\\) but the engine needs 4"):
-        screen.prepare_run(path, {"enabled": True, "policy": "exclude", "min_devices": 2}, system="s",
-                           expected_count=4, engine={"engine_args": {"tensor_parallel_size": 4}})
+        screen.prepare_run(
+            path,
+            {"enabled": True, "policy": "exclude", "min_devices": 2},
+            system="s",
+            expected_count=4,
+            engine={"engine_args": {"tensor_parallel_size": 4}},
+        )
     assert screen.prepare_run(None, None, system="s", expected_count=0)["enabled"] is False
 
 
 def test_a_run_given_other_gpus_screens_again(tmp_path, clean_visible_env, monkeypatch):
     """Same node, but the scheduler gave the run GPUs 4-7 while the screen saw 0-3: screen again."""
-    measured = node(*(device(i) for i in range(4)), host=socket.gethostname(), backend="cuda",
-                    env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    measured = node(
+        *(device(i) for i in range(4)),
+        host=socket.gethostname(),
+        backend="cuda",
+        env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"},
+    )
     path = tmp_path / "s.json"
     path.write_text(json.dumps(screen.judge(measured, expected_count=4)))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
@@ -199,8 +242,9 @@ def test_a_run_on_another_host_screens_again(tmp_path, clean_visible_env):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(screen.judge(node(*(device(i) for i in range(8))), expected_count=8)))
     with pytest.raises(UserError, match="0 of 8 expected devices visible"):
-        screen.prepare_run(path, {"enabled": True, "policy": "refuse", "repeats": 1, "matmul_size": 64}, system="s",
-                           expected_count=8)
+        screen.prepare_run(
+            path, {"enabled": True, "policy": "refuse", "repeats": 1, "matmul_size": 64}, system="s", expected_count=8
+        )
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
@@ -209,14 +253,28 @@ def test_system_description_notes_the_gpus_used():
     from mlperf_repro.package.systems import system_description
 
     desc = load_yaml(REPO / "config/examples/mi355x-llama2-70b.yaml")["systems"]["mi355x-8x-rocm-vllm"]["description"]
-    provenance = {"gpu_screening": {"enabled": True, "policy": "exclude", "host": "node07",
-                                    "note": "ran on 7 of 8 GPUs; excluded: GPU 5 (AMD Instinct MI355X): ECC errors"}}
-    merged = system_description(desc, rules=load_round("v6.0"), division="closed", submitter="X",
-                                provenance=provenance, test_scale=False)
-    assert merged["hw_notes"].endswith("GPU screening (exclude) on node07: ran on 7 of 8 GPUs; excluded: GPU 5 "
-                                       "(AMD Instinct MI355X): ECC errors.")
-    plain = system_description(desc, rules=load_round("v6.0"), division="closed", submitter="X",
-                               provenance={"gpu_screening": {"enabled": False}}, test_scale=False)
+    provenance = {
+        "gpu_screening": {
+            "enabled": True,
+            "policy": "exclude",
+            "host": "node07",
+            "note": "ran on 7 of 8 GPUs; excluded: GPU 5 (AMD Instinct MI355X): ECC errors",
+        }
+    }
+    merged = system_description(
+        desc, rules=load_round("v6.0"), division="closed", submitter="X", provenance=provenance, test_scale=False
+    )
+    assert merged["hw_notes"].endswith(
+        "GPU screening (exclude) on node07: ran on 7 of 8 GPUs; excluded: GPU 5 (AMD Instinct MI355X): ECC errors."
+    )
+    plain = system_description(
+        desc,
+        rules=load_round("v6.0"),
+        division="closed",
+        submitter="X",
+        provenance={"gpu_screening": {"enabled": False}},
+        test_scale=False,
+    )
     assert "GPU screening" not in plain["hw_notes"]
 
 
@@ -244,9 +302,17 @@ def test_config_cross_checks(default_config):
     # must not bind GPUs to the server tasks.
     slurm = mi355x()
     slurm["systems"]["mi355x-8x-rocm-vllm"]["engine"] = {
-        "backend": "endpoints", "endpoints": {"launch": "slurm", "allocation": {
-            "nodes": 11, "accelerator": "AMD Instinct MI355X", "accelerator_count": 8,
-            "srun_args": ["--gpus-per-task=8", "--exclusive"]}}}
+        "backend": "endpoints",
+        "endpoints": {
+            "launch": "slurm",
+            "allocation": {
+                "nodes": 11,
+                "accelerator": "AMD Instinct MI355X",
+                "accelerator_count": 8,
+                "srun_args": ["--gpus-per-task=8", "--exclusive"],
+            },
+        },
+    }
     with pytest.raises(UserError, match=r"srun_args: --gpus-per-task=8 lets SLURM hand out the GPUs"):
         validate_config(copy.deepcopy(slurm), SCHEMA)
     slurm["systems"]["mi355x-8x-rocm-vllm"]["engine"]["endpoints"]["allocation"]["srun_args"] = ["--exclusive"]
@@ -266,8 +332,19 @@ def test_screen_in_the_dag(tmp_path):
     assert counts["screen_gpus"] == 1
     counts.pop("all")
     assert estimate_plan(validate_config(copy.deepcopy(config), SCHEMA)).rule_counts() == counts
-    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "screened.yaml", "-p", "--forceall",
-                           "--rerun-triggers", "mtime", timeout=120)
+    result = run_snakemake(
+        work,
+        "-n",
+        "--cores",
+        "2",
+        "--configfile",
+        "screened.yaml",
+        "-p",
+        "--forceall",
+        "--rerun-triggers",
+        "mtime",
+        timeout=120,
+    )
     jobs = result.stdout.split("\nrule ")
     runs = [j for j in jobs if j.startswith(("loadgen_run", "compliance_run"))]
     assert runs and all("results/screen/mi355x-8x-rocm-vllm.json" in j.split("output:")[0] for j in runs)
@@ -275,10 +352,10 @@ def test_screen_in_the_dag(tmp_path):
 
 def test_decide_allocation_counts_over_nodes():
     """Eleven nodes of eight, one GPU bad on one node: the run goes on with 87 of 88."""
-    nodes = [screen.judge(node(*(device(i) for i in range(8)), host=f"n{k:02d}"), expected_count=8)
-             for k in range(10)]
-    nodes.append(screen.judge(node(*(device(i) for i in range(7)), device(7, tflops=500), host="n10"),
-                              expected_count=8))
+    nodes = [screen.judge(node(*(device(i) for i in range(8)), host=f"n{k:02d}"), expected_count=8) for k in range(10)]
+    nodes.append(
+        screen.judge(node(*(device(i) for i in range(7)), device(7, tflops=500), host="n10"), expected_count=8)
+    )
     decision = screen.decide_allocation(nodes, policy="exclude", system="mi355x-11-nodes")
     assert decision["used"] == 87 and decision["expected"] == 88
     assert decision["hosts"]["n10"] == list(range(7)) and decision["hosts"]["n00"] == list(range(8))

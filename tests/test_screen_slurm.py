@@ -20,4 +20,3 @@ def test_every_node_of_a_slurm_allocation(slurm_cluster):
     nodes = screen.screen_allocation({"repeats": 1, "matmul_size": 64}, expected_per_node=8, timeout_s=180, srun=srun)
     with pytest.raises(UserError, match=f"on {socket.gethostname()} .*0 of 8 expected devices visible"):
         screen.decide_allocation(nodes, policy="refuse", system="mi355x-11-nodes")
-

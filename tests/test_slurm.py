@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from cluster import slurm
 from conftest import DEFAULT_CONFIG, REPO, make_workdir
 
@@ -27,14 +26,34 @@ SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 
 def snakemake_cmd(work: Path, snakefile: Path, args: list[str], limit: int) -> list[str]:
     # timeout -s KILL: Snakemake can ignore TERM for minutes while it waits on the cluster.
-    return ["timeout", "-k", "10", "-s", "KILL", str(limit), sys.executable, "-m", "snakemake",
-            "--directory", str(work), "--snakefile", str(snakefile), *args]
+    return [
+        "timeout",
+        "-k",
+        "10",
+        "-s",
+        "KILL",
+        str(limit),
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--directory",
+        str(work),
+        "--snakefile",
+        str(snakefile),
+        *args,
+    ]
 
 
 def run_snakemake(work: Path, snakefile: Path, args: list[str], limit: int) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    result = subprocess.run(snakemake_cmd(work, snakefile, args, limit), cwd=work, capture_output=True,
-                            text=True, env=env, timeout=limit + 30)
+    result = subprocess.run(
+        snakemake_cmd(work, snakefile, args, limit),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=limit + 30,
+    )
     (work / f"snakemake-{time.monotonic_ns()}.out").write_text(result.stdout + result.stderr)
     return result
 
@@ -49,8 +68,10 @@ def submitted_jobs(output: str) -> list[tuple[str, str]]:
 
 
 def failure_text(result: subprocess.CompletedProcess, work: Path) -> str:
-    logs = "\n".join(f"== {p}\n{p.read_text(errors='replace')[-2000:]}"
-                     for p in sorted((work / ".snakemake" / "slurm_logs").rglob("*.log")))
+    logs = "\n".join(
+        f"== {p}\n{p.read_text(errors='replace')[-2000:]}"
+        for p in sorted((work / ".snakemake" / "slurm_logs").rglob("*.log"))
+    )
     return f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}\n{logs}"
 
 
@@ -67,8 +88,11 @@ def granted_memory_mb(fields: dict[str, str]) -> int:
 
 
 def tree_hashes(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.startswith(".snakemake")}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.startswith(".snakemake")
+    }
 
 
 # The demo's first stages at the smallest size that still exercises them: the builtin model is
@@ -85,9 +109,18 @@ REDUCED_TARGETS = [
 def reduced_config() -> dict:
     config = yaml.safe_load(DEFAULT_CONFIG.read_text())
     config["models"]["tiny-llama"]["builtin"].update(
-        train_steps=2, batch_size=4, eval_examples=2, train_examples=64, vocab_size=300, hidden_size=64,
-        intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-        max_position_embeddings=512)
+        train_steps=2,
+        batch_size=4,
+        eval_examples=2,
+        train_examples=64,
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
     config["datasets"]["openorca-synthetic"]["builtin"]["samples"] = 16
     config["systems"]["cpu-2c-vllm"]["engine"]["engine_args"]["max_model_len"] = 512
     return config
@@ -113,9 +146,15 @@ def time_limit_run(slurm_cluster, tmp_path_factory):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with out_file.open("w") as out:
         proc = subprocess.Popen(
-            snakemake_cmd(work, TINY_SNAKEFILE, ["outlast.txt", "--workflow-profile", "profiles/slurm"],
-                          TIME_LIMIT_RUN_SECONDS),
-            cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            snakemake_cmd(
+                work, TINY_SNAKEFILE, ["outlast.txt", "--workflow-profile", "profiles/slurm"], TIME_LIMIT_RUN_SECONDS
+            ),
+            cwd=work,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     yield work, proc, out_file
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -132,14 +171,34 @@ def test_reduced_demo_on_slurm_matches_local_run(slurm_cluster, tmp_path):
     # The local reference runs alongside: its jobs and the SLURM jobs share the two cores.
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     local_run = subprocess.Popen(
-        snakemake_cmd(local, local / "Snakefile",
-                      [*REDUCED_TARGETS, "--workflow-profile", "profiles/local", "--configfile", "reduced.yaml"], 600),
-        cwd=local, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        snakemake_cmd(
+            local,
+            local / "Snakefile",
+            [*REDUCED_TARGETS, "--workflow-profile", "profiles/local", "--configfile", "reduced.yaml"],
+            600,
+        ),
+        cwd=local,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         # This test cluster's node has 2 CPUs: a site sets such sizes with set-threads.
-        result = run_snakemake(on_slurm, on_slurm / "Snakefile",
-                               [*REDUCED_TARGETS, "--workflow-profile", "profiles/slurm", "--set-threads", "quantize=2",
-                                "--configfile", "reduced.yaml"], 600)
+        result = run_snakemake(
+            on_slurm,
+            on_slurm / "Snakefile",
+            [
+                *REDUCED_TARGETS,
+                "--workflow-profile",
+                "profiles/slurm",
+                "--set-threads",
+                "quantize=2",
+                "--configfile",
+                "reduced.yaml",
+            ],
+            600,
+        )
         local_out, _ = local_run.communicate(timeout=630)
     finally:
         if local_run.poll() is None:
@@ -155,15 +214,20 @@ def test_reduced_demo_on_slurm_matches_local_run(slurm_cluster, tmp_path):
         fields = slurm.job_fields(job_id)
         assert fields["JobState"] == "COMPLETED", (rule, fields)
         cpus, mem_mb, minutes = expected[rule]
-        assert (int(fields["NumCPUs"]), granted_memory_mb(fields), time_limit_minutes(fields)) == (cpus, mem_mb, minutes), (
-            rule, fields)
+        assert (int(fields["NumCPUs"]), granted_memory_mb(fields), time_limit_minutes(fields)) == (
+            cpus,
+            mem_mb,
+            minutes,
+        ), (rule, fields)
         assert fields["Partition"] == slurm_cluster.partition
 
     # Same bytes as the local run: model and dataset manifests, the whole quantized
     # checkpoint (with its quant_manifest.json hashes), and the generated user.conf.
-    for manifest in ("resources/models/tiny-llama/manifest.sha256",
-                     "resources/datasets/openorca-synthetic/manifest.sha256",
-                     "results/runs/cpu-2c-vllm/tiny-llama-mxfp4/Offline/user.conf"):
+    for manifest in (
+        "resources/models/tiny-llama/manifest.sha256",
+        "resources/datasets/openorca-synthetic/manifest.sha256",
+        "results/runs/cpu-2c-vllm/tiny-llama-mxfp4/Offline/user.conf",
+    ):
         assert (on_slurm / manifest).read_text() == (local / manifest).read_text(), manifest
     for folder in ("results/models/tiny-llama-mxfp4-w4a16", "results/models/tiny-llama-mxfp4-w4a16-emulated"):
         slurm_tree = tree_hashes(on_slurm / folder)
@@ -211,8 +275,14 @@ def test_cancelled_job_is_redone_not_trusted(slurm_cluster, tmp_path):
     work = tiny_workdir(tmp_path)
     args = ["written.txt", "--workflow-profile", "profiles/slurm", "--config", "writer_seconds=12"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    outage = subprocess.Popen(snakemake_cmd(work, TINY_SNAKEFILE, args, 240), cwd=work, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    outage = subprocess.Popen(
+        snakemake_cmd(work, TINY_SNAKEFILE, args, 240),
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: (work / "written.txt").exists(), 150, "the slow writer's first half")
         job_ids = wait_for(lambda: running_job_ids(work), 30, "the slow writer's SLURM job")

@@ -10,9 +10,8 @@ import subprocess
 
 import pytest
 import yaml
-
 from cluster import slurm
-from conftest import E2E_CONFIG, REPO
+from conftest import E2E_CONFIG
 from test_endpoints_vllm import BENCH, SYSTEM, engine_record, token_lists
 from test_slurm import failure_text, run_snakemake, submitted_jobs, workdir_with_profiles
 
@@ -32,8 +31,12 @@ def slurm_launch_config(e2e_workdir) -> dict:
         "engine_args": record["engine"]["engine_args"],
         "env": env,
         "serve_quantized_as": system["engine"].get("serve_quantized_as", "emulated"),
-        "endpoints": {"launch": "slurm", "served_model_name": "tiny-llama", "startup_timeout_s": 600,
-                      "allocation": {"nodes": 1, "servers_per_node": 2, "base_port": 18600, "max_concurrency": 32}},
+        "endpoints": {
+            "launch": "slurm",
+            "served_model_name": "tiny-llama",
+            "startup_timeout_s": 600,
+            "allocation": {"nodes": 1, "servers_per_node": 2, "base_port": 18600, "max_concurrency": 32},
+        },
         "dispatch": {"stall_timeout_s": 60, "down_grace_s": 60},
     }
     for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
@@ -48,13 +51,26 @@ def test_run_job_starts_its_servers_in_the_allocation(slurm_cluster, e2e_workdir
     shutil.copytree(e2e_workdir / "resources", work / "resources")
     shutil.copytree(e2e_workdir / "results" / "models", work / "results" / "models")
 
-    result = run_snakemake(work, work / "Snakefile", [
-        TARGET, "--workflow-profile", "profiles/slurm", "--configfile", "slurm.yaml",
-        # This test node has 2 CPUs: one per server task (a site sets this in its profile).
-        "--set-threads", "loadgen_run=1", "--set-resources", "loadgen_run:mem_mb=8000"], limit=1500)
+    result = run_snakemake(
+        work,
+        work / "Snakefile",
+        [
+            TARGET,
+            "--workflow-profile",
+            "profiles/slurm",
+            "--configfile",
+            "slurm.yaml",
+            # This test node has 2 CPUs: one per server task (a site sets this in its profile).
+            "--set-threads",
+            "loadgen_run=1",
+            "--set-resources",
+            "loadgen_run:mem_mb=8000",
+        ],
+        limit=1500,
+    )
     assert result.returncode == 0, failure_text(result, work)
 
-    (job_id, rule), = [j for j in submitted_jobs(result.stdout + result.stderr) if j[1] == "loadgen_run"]
+    ((job_id, rule),) = [j for j in submitted_jobs(result.stdout + result.stderr) if j[1] == "loadgen_run"]
     fields = slurm.job_fields(job_id)
     assert fields["NumNodes"] == "1" and fields["NumTasks"] == "2", fields
     # Both servers ran as tasks 0 and 1 of one srun step, each on its own port.
@@ -70,5 +86,9 @@ def test_run_job_starts_its_servers_in_the_allocation(slurm_cluster, e2e_workdir
     assert ours == reference
     # Stopped afterwards: nothing listens on the servers' ports any more.
     for port in (18600, 18601):
-        assert subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"], capture_output=True,
-                              timeout=10).returncode != 0
+        assert (
+            subprocess.run(
+                ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"], capture_output=True, timeout=10
+            ).returncode
+            != 0
+        )

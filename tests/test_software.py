@@ -6,14 +6,14 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from conftest import REPO, SCHEMA
+from tree_factory import PROVENANCE, build_tree, make_runs
+
 from mlperf_repro import provenance
 from mlperf_repro.compare.report import compare_paths
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.plan import Plan
-from tree_factory import PROVENANCE, build_tree, make_runs
 
 MI355X = REPO / "config" / "examples" / "mi355x-llama2-70b.yaml"
 ROCM = "docker://rocm/vllm@sha256:" + "1" * 64
@@ -27,12 +27,15 @@ def _with_image(config: dict, image: str) -> dict:
     return config
 
 
-@pytest.mark.parametrize("image, expected", [
-    ("docker://rocm/vllm:latest", "is not pinned by digest"),
-    ("docker://rocm/vllm:v0.10.1", "is not pinned by digest"),
-    ("docker://rocm/vllm@sha256:abc", "is not pinned by digest"),
-    ("rocm/vllm@sha256:" + "a" * 64, "needs a scheme apptainer pulls from"),
-])
+@pytest.mark.parametrize(
+    "image, expected",
+    [
+        ("docker://rocm/vllm:latest", "is not pinned by digest"),
+        ("docker://rocm/vllm:v0.10.1", "is not pinned by digest"),
+        ("docker://rocm/vllm@sha256:abc", "is not pinned by digest"),
+        ("rocm/vllm@sha256:" + "a" * 64, "needs a scheme apptainer pulls from"),
+    ],
+)
 def test_an_image_without_a_digest_is_rejected(default_config, image, expected):
     with pytest.raises(UserError) as err:
         validate_config(_with_image(default_config, image), SCHEMA)
@@ -93,7 +96,9 @@ def _provenance_with_image(image: str | None) -> dict:
 def test_compare_reports_a_different_image_as_a_software_difference(runs, tmp_path):
     reference = build_tree(tmp_path / "vendor", runs, provenance=_provenance_with_image(ROCM))
     same = build_tree(tmp_path / "same", runs, provenance=_provenance_with_image(ROCM))
-    other = build_tree(tmp_path / "other", runs, provenance=_provenance_with_image("docker://rocm/vllm@sha256:" + "3" * 64))
+    other = build_tree(
+        tmp_path / "other", runs, provenance=_provenance_with_image("docker://rocm/vllm@sha256:" + "3" * 64)
+    )
     (identical,) = compare_paths(str(reference), [str(same)])
     assert all(row.causes == [] for row in identical.rows)
     (comparison,) = compare_paths(str(reference), [str(other)])
@@ -115,15 +120,24 @@ def test_quantization_records_the_image_it_ran_in(tmp_path, monkeypatch):
     from mlperf_repro.quant.stage import MANIFEST_NAME, quantize_job
 
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
-                         num_key_value_heads=2, vocab_size=128, max_position_embeddings=64, tie_word_embeddings=False)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+    )
     LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(tmp_path / "src")
     acquire(f"file://{tmp_path / 'src'}", tmp_path / "model", allow_unverified=True, log=lambda _: None)
     recipe = {"scheme": "mxfp4_weight_only"}
     for name in provenance.CONTAINER_MARKERS:
         monkeypatch.delenv(name, raising=False)
-    outside = quantize_job(str(tmp_path / "model"), str(tmp_path / "q1"), str(tmp_path / "e1"), recipe,
-                           container_image=ROCM)
+    outside = quantize_job(
+        str(tmp_path / "model"), str(tmp_path / "q1"), str(tmp_path / "e1"), recipe, container_image=ROCM
+    )
     assert "container" not in outside["software"]
     monkeypatch.setenv("APPTAINER_CONTAINER", "/cache/0a1b.simg")
     quantize_job(str(tmp_path / "model"), str(tmp_path / "q2"), str(tmp_path / "e2"), recipe, container_image=ROCM)

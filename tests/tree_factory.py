@@ -28,17 +28,41 @@ BENCH = "llama2-70b-99"
 SYSTEM = "sys1"
 SUBMITTER = "TestOrg"
 SCENARIOS = ("Offline", "Server", "Interactive")
-GOOD_ACCURACY = {"rouge1": 44.5, "rouge2": 22.1, "rougeL": 28.7, "rougeLsum": 41.2, "gen_len": 123456,
-                 "gen_num": 32, "gen_tok_len": 9440, "tokens_per_sample": 295.0}
+GOOD_ACCURACY = {
+    "rouge1": 44.5,
+    "rouge2": 22.1,
+    "rougeL": 28.7,
+    "rougeLsum": 41.2,
+    "gen_len": 123456,
+    "gen_num": 32,
+    "gen_tok_len": 9440,
+    "tokens_per_sample": 295.0,
+}
 DESCRIPTION = {
-    "system_name": "Test system", "system_type": "datacenter", "status": "available", "number_of_nodes": 1,
-    "host_processors_per_node": 2, "host_processor_model_name": "Test CPU", "host_processor_core_count": 64,
-    "host_memory_capacity": "1 TB", "host_memory_configuration": "16x64GB", "host_storage_type": "NVMe",
-    "host_storage_capacity": "8 TB", "host_networking": "2x 100GbE", "host_network_card_count": "2",
-    "host_networking_topology": "star", "accelerators_per_node": 8, "accelerator_model_name": "Test GPU",
-    "accelerator_memory_capacity": "288 GB", "accelerator_memory_configuration": "HBM3E",
-    "accelerator_host_interconnect": "PCIe Gen5 x16", "accelerator_interconnect": "XGMI", "cooling": "air",
-    "framework": "vLLM", "operating_system": "Linux", "other_software_stack": "ROCm",
+    "system_name": "Test system",
+    "system_type": "datacenter",
+    "status": "available",
+    "number_of_nodes": 1,
+    "host_processors_per_node": 2,
+    "host_processor_model_name": "Test CPU",
+    "host_processor_core_count": 64,
+    "host_memory_capacity": "1 TB",
+    "host_memory_configuration": "16x64GB",
+    "host_storage_type": "NVMe",
+    "host_storage_capacity": "8 TB",
+    "host_networking": "2x 100GbE",
+    "host_network_card_count": "2",
+    "host_networking_topology": "star",
+    "accelerators_per_node": 8,
+    "accelerator_model_name": "Test GPU",
+    "accelerator_memory_capacity": "288 GB",
+    "accelerator_memory_configuration": "HBM3E",
+    "accelerator_host_interconnect": "PCIe Gen5 x16",
+    "accelerator_interconnect": "XGMI",
+    "cooling": "air",
+    "framework": "vLLM",
+    "operating_system": "Linux",
+    "other_software_stack": "ROCm",
 }
 
 
@@ -46,8 +70,14 @@ def _run(out: Path, scenario: str, mode: str, model: str, audit: str | None = No
     env = dict(os.environ, HARNESS_MODEL=model, HARNESS_CONF=conf)
     if audit:
         env["HARNESS_AUDIT"] = audit
-    result = subprocess.run([sys.executable, str(CHILD), str(out), scenario, mode, "6"], capture_output=True,
-                            text=True, timeout=180, env=env, cwd=out.parent)
+    result = subprocess.run(
+        [sys.executable, str(CHILD), str(out), scenario, mode, "6"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=out.parent,
+    )
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-3000:])
     return out
@@ -63,13 +93,21 @@ def make_runs(cache: Path) -> dict[tuple[str, str], Path]:
         # Enough queries for early stopping, quickly.
         # Enough Server queries for early stopping, quickly; an instant Offline run meets no
         # duration floor, so it gets none.
-        conf = (f"{model}.{lg_scenario}.min_query_count = 600\n{model}.{lg_scenario}.target_qps = 1000\n"
-                if lg_scenario == "Server" else f"{model}.{lg_scenario}.min_duration = 0\n")
+        conf = (
+            f"{model}.{lg_scenario}.min_query_count = 600\n{model}.{lg_scenario}.target_qps = 1000\n"
+            if lg_scenario == "Server"
+            else f"{model}.{lg_scenario}.min_duration = 0\n"
+        )
         for mode in ("performance", "accuracy"):
             runs[(scenario, mode)] = _run(cache / f"{scenario}-{mode}", lg_scenario, mode, model, conf=conf)
-        runs[(scenario, "TEST06")] = _run(cache / f"{scenario}-TEST06", lg_scenario, "performance", model,
-                                          audit=audit_config_text("TEST06", RULES.compliance_test("TEST06")["audit_config"]),
-                                          conf=conf)
+        runs[(scenario, "TEST06")] = _run(
+            cache / f"{scenario}-TEST06",
+            lg_scenario,
+            "performance",
+            model,
+            audit=audit_config_text("TEST06", RULES.compliance_test("TEST06")["audit_config"]),
+            conf=conf,
+        )
     return runs
 
 
@@ -78,7 +116,7 @@ def patch_detail(path: Path, values: dict) -> None:
     lines = []
     for line in path.read_text().splitlines():
         if line.startswith(":::MLLOG"):
-            record = json.loads(line[len(":::MLLOG"):])
+            record = json.loads(line[len(":::MLLOG") :])
             if record.get("key") in values:
                 record["value"] = values[record["key"]]
                 line = ":::MLLOG " + json.dumps(record)
@@ -92,22 +130,37 @@ def format_accuracy(values: dict) -> str:
     return format_accuracy_txt(values)
 
 
-PROVENANCE = {"performance": {"engine": {"backend": "vllm", "engine_args": {"dtype": "bfloat16", "max_num_seqs": 256,
-                                                                            "tensor_parallel_size": 8}},
-                               "environment": {"VLLM_USE_AITER": "1"},
-                               "packages": {"vllm": "0.32.0", "mlcommons-loadgen": "6.0.15"},
-                               "model_manifest_sha256": "a" * 64, "dataset_manifest_sha256": "b" * 64}}
+PROVENANCE = {
+    "performance": {
+        "engine": {
+            "backend": "vllm",
+            "engine_args": {"dtype": "bfloat16", "max_num_seqs": 256, "tensor_parallel_size": 8},
+        },
+        "environment": {"VLLM_USE_AITER": "1"},
+        "packages": {"vllm": "0.32.0", "mlcommons-loadgen": "6.0.15"},
+        "model_manifest_sha256": "a" * 64,
+        "dataset_manifest_sha256": "b" * 64,
+    }
+}
 
 
-def build_tree(dest: Path, runs: dict, *, division: str = "closed", full_scale: bool = True,
-               accuracy: dict | None = None, provenance: dict | None = None) -> Path:
+def build_tree(
+    dest: Path,
+    runs: dict,
+    *,
+    division: str = "closed",
+    full_scale: bool = True,
+    accuracy: dict | None = None,
+    provenance: dict | None = None,
+) -> Path:
     """dest/<division>/TestOrg/... ; returns the tree root (dest)."""
     base = dest / division / SUBMITTER
     (base / "src").mkdir(parents=True)
     (base / "src" / "README.md").write_text("code\n")
     (base / "systems").mkdir()
-    desc = system_description(DESCRIPTION, rules=RULES, division=division, submitter=SUBMITTER, provenance={},
-                              test_scale=not full_scale)
+    desc = system_description(
+        DESCRIPTION, rules=RULES, division=division, submitter=SUBMITTER, provenance={}, test_scale=not full_scale
+    )
     (base / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc, indent=2))
     if not full_scale:
         (dest / "NOT_SUBMITTABLE.md").write_text("# NOT SUBMITTABLE\n")
@@ -122,25 +175,47 @@ def build_tree(dest: Path, runs: dict, *, division: str = "closed", full_scale: 
         for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt"):
             shutil.copyfile(acc / name, folder / "accuracy" / name)
         digest = write_truncated_log(acc / "mlperf_log_accuracy.json", folder / "accuracy" / "mlperf_log_accuracy.json")
-        (folder / "accuracy" / "accuracy.txt").write_text(format_accuracy(accuracy or GOOD_ACCURACY) + hash_line(digest))
-        (folder / "user.conf").write_text(f"{facts.loadgen_model(scenario)}.{RULES.loadgen_scenario(scenario)}"
-                                          ".target_qps = 100\n")
+        (folder / "accuracy" / "accuracy.txt").write_text(
+            format_accuracy(accuracy or GOOD_ACCURACY) + hash_line(digest)
+        )
+        (folder / "user.conf").write_text(
+            f"{facts.loadgen_model(scenario)}.{RULES.loadgen_scenario(scenario)}.target_qps = 100\n"
+        )
         (folder / "README.md").write_text("how to reproduce\n")
         (folder / "provenance.json").write_text(json.dumps(provenance or PROVENANCE))
-        (folder / "measurements.json").write_text(json.dumps({
-            "input_data_types": "int32", "retraining": "No", "starting_weights_filename": "llama2-70b",
-            "weight_data_types": "mxfp4", "weight_transformations": "quantization"}))
+        (folder / "measurements.json").write_text(
+            json.dumps(
+                {
+                    "input_data_types": "int32",
+                    "retraining": "No",
+                    "starting_weights_filename": "llama2-70b",
+                    "weight_data_types": "mxfp4",
+                    "weight_transformations": "quantization",
+                }
+            )
+        )
         verdict = verify_test06(runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json", scenario, eos_token_id=2)
-        write_verdict(verdict, folder / "TEST06", RULES.compliance_test("TEST06")["verify_file"],
-                      runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json")
+        write_verdict(
+            verdict,
+            folder / "TEST06",
+            RULES.compliance_test("TEST06")["verify_file"],
+            runs[(scenario, "TEST06")] / "mlperf_log_accuracy.json",
+        )
         (folder / "TEST06" / "verdict.json").unlink()
         if full_scale:
-            patch_detail(folder / "performance/run_1/mlperf_log_detail.txt", {
-                "effective_min_duration_ms": RULES.min_duration_ms,
-                "effective_performance_sample_count": facts.facts["performance_sample_count"],
-                "effective_samples_per_query": facts.facts["offline_min_samples_per_query"],
-            })
-            patch_detail(folder / "accuracy/mlperf_log_detail.txt",
-                         {"effective_accuracy_sample_count": facts.facts["accuracy_sample_count"],
-                          "qsl_reported_total_count": facts.facts["accuracy_sample_count"]})
+            patch_detail(
+                folder / "performance/run_1/mlperf_log_detail.txt",
+                {
+                    "effective_min_duration_ms": RULES.min_duration_ms,
+                    "effective_performance_sample_count": facts.facts["performance_sample_count"],
+                    "effective_samples_per_query": facts.facts["offline_min_samples_per_query"],
+                },
+            )
+            patch_detail(
+                folder / "accuracy/mlperf_log_detail.txt",
+                {
+                    "effective_accuracy_sample_count": facts.facts["accuracy_sample_count"],
+                    "qsl_reported_total_count": facts.facts["accuracy_sample_count"],
+                },
+            )
     return dest

@@ -8,7 +8,7 @@ means adding a YAML file; no code change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ def available_rounds() -> list[str]:
     return sorted(p.stem for p in ROUNDS_DIR.glob("*.yaml"))
 
 
-@lru_cache(maxsize=None)
-def load_round(round_name: str) -> "Round":
+@cache
+def load_round(round_name: str) -> Round:
     path = ROUNDS_DIR / f"{round_name}.yaml"
     if not path.is_file():
         raise UserError(

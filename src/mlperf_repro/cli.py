@@ -15,31 +15,47 @@ from .errors import UserError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mlperf-repro", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="mlperf-repro", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     from .compare import cli as compare_cli
 
-    compare_parser = commands.add_parser("compare", help="compare partners' submissions with a reference",
-                                         description=compare_cli.__doc__,
-                                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    compare_parser = commands.add_parser(
+        "compare",
+        help="compare partners' submissions with a reference",
+        description=compare_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     compare_cli.add_arguments(compare_parser)
-    plan_parser = commands.add_parser("plan", help="estimate jobs, wall time, GPU-hours and disk per stage",
-                                      description="Estimate, from the config alone, what the workflow will run: per "
-                                                  "stage the jobs, wall time, GPU-hours and disk, and the total, with "
-                                                  "every assumption named.")
-    plan_parser.add_argument("--configfile", default="config/config.yaml",
-                             help="the workflow config (default: %(default)s)")
-    plan_parser.add_argument("--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)")
+    plan_parser = commands.add_parser(
+        "plan",
+        help="estimate jobs, wall time, GPU-hours and disk per stage",
+        description="Estimate, from the config alone, what the workflow will run: per "
+        "stage the jobs, wall time, GPU-hours and disk, and the total, with "
+        "every assumption named.",
+    )
+    plan_parser.add_argument(
+        "--configfile", default="config/config.yaml", help="the workflow config (default: %(default)s)"
+    )
+    plan_parser.add_argument(
+        "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
+    )
     plan_parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     render_parser = commands.add_parser(
-        "k8s-render", help="write and validate the Kubernetes Job of every job (no cluster needed)",
+        "k8s-render",
+        help="write and validate the Kubernetes Job of every job (no cluster needed)",
         description="Plan the workflow with a Kubernetes profile and write the batch/v1 Job the executor plugin "
-                    "would submit for each job, one YAML file per job plus index.json, and the server StatefulSet and "
-                    "Service of every launch: kubernetes system; every manifest is checked against the Kubernetes "
-                    "schema and the API server's rules. Exit 1 if one is invalid.")
-    render_parser.add_argument("--configfile", default="config/config.yaml", help="the workflow config (default: %(default)s)")
-    render_parser.add_argument("--profile", default="profiles/kubernetes", help="the Kubernetes profile (default: %(default)s)")
+        "would submit for each job, one YAML file per job plus index.json, and the server StatefulSet and "
+        "Service of every launch: kubernetes system; every manifest is checked against the Kubernetes "
+        "schema and the API server's rules. Exit 1 if one is invalid.",
+    )
+    render_parser.add_argument(
+        "--configfile", default="config/config.yaml", help="the workflow config (default: %(default)s)"
+    )
+    render_parser.add_argument(
+        "--profile", default="profiles/kubernetes", help="the Kubernetes profile (default: %(default)s)"
+    )
     render_parser.add_argument("--out", required=True, help="folder for the manifests")
     render_parser.add_argument("--workdir", default=".", help="the workflow's root, where a run starts (default: .)")
     args = parser.parse_args(argv)
@@ -64,16 +80,17 @@ def run_plan(args: argparse.Namespace) -> int:
     from .estimate import estimate_file
 
     if not Path(args.schema).is_file():
-        raise UserError(f"schema {args.schema} not found; pass --schema workflow/schemas/config.schema.yaml "
-                        f"from the workflow checkout")
+        raise UserError(
+            f"schema {args.schema} not found; pass --schema workflow/schemas/config.schema.yaml "
+            f"from the workflow checkout"
+        )
     estimate = estimate_file(args.configfile, args.schema)
     sys.stdout.write(estimate.to_json() if args.json else estimate.render())
     return 0
 
 
 def run_k8s_render(args: argparse.Namespace) -> int:
-    from .cluster.kubernetes import (render, render_servers, validate_manifest, write_manifests,
-                                     write_server_manifests)
+    from .cluster.kubernetes import render, render_servers, validate_manifest, write_manifests, write_server_manifests
 
     jobs = render(args.configfile, args.profile, workdir=args.workdir)
     paths = write_manifests(jobs, args.out)
@@ -95,10 +112,15 @@ def run_k8s_render(args: argparse.Namespace) -> int:
                 print(f"{path}: {problem}", file=sys.stderr)
                 invalid += 1
     gpu_jobs = sum(1 for job in jobs if any(v not in ("0", 0) for v in job.gpu_limits().values()))
-    servers = (f" and {sum(len(e.manifests) for e in server_sets)} server manifests "
-               f"({len(server_sets)} server set(s))" if server_sets else "")
-    print(f"{len(paths)} Job manifests ({gpu_jobs} with GPUs){servers} in {args.out}; "
-          + (f"{invalid} problem(s)" if invalid else "all valid"))
+    servers = (
+        f" and {sum(len(e.manifests) for e in server_sets)} server manifests ({len(server_sets)} server set(s))"
+        if server_sets
+        else ""
+    )
+    print(
+        f"{len(paths)} Job manifests ({gpu_jobs} with GPUs){servers} in {args.out}; "
+        + (f"{invalid} problem(s)" if invalid else "all valid")
+    )
     return 1 if invalid else 0
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -97,8 +98,15 @@ def _describe(error) -> str:
         expected = error.validator_value
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         return f"{where}: must be of type {expected}, got {type(value).__name__} {value!r}"
-    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minLength",
-                "minProperties"):
+    if kind in (
+        "minimum",
+        "exclusiveMinimum",
+        "maximum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "minProperties",
+    ):
         text = {
             "minimum": f"must be >= {error.validator_value}",
             "exclusiveMinimum": f"must be > {error.validator_value}",
@@ -144,17 +152,24 @@ def check_references(config: dict) -> list[str]:
     test_scale = (config.get("test_scale") or {}).get("enabled", False)
     closed = config["division"] == "closed"
 
-    for kind, entries, builtins in (("models", models, BUILTIN_MODEL_KINDS), ("datasets", datasets, BUILTIN_DATASET_KINDS)):
+    for kind, entries, builtins in (
+        ("models", models, BUILTIN_MODEL_KINDS),
+        ("datasets", datasets, BUILTIN_DATASET_KINDS),
+    ):
         for name, entry in entries.items():
             source = entry["source"]
             if source.startswith("builtin:"):
                 builtin = source.split(":", 1)[1]
                 if builtin not in builtins:
-                    problems.append(f"{kind}.{name}.source: unknown builtin '{builtin}'; allowed: "
-                                    + ", ".join(f"builtin:{b}" for b in builtins))
+                    problems.append(
+                        f"{kind}.{name}.source: unknown builtin '{builtin}'; allowed: "
+                        + ", ".join(f"builtin:{b}" for b in builtins)
+                    )
             elif not (entry.get("sha256") or entry.get("sha256_manifest") or entry.get("allow_unverified")):
-                problems.append(f"{kind}.{name}: no checksums; add sha256 (file -> hash) or sha256_manifest "
-                                f"(or allow_unverified: true to record hashes on first use)")
+                problems.append(
+                    f"{kind}.{name}: no checksums; add sha256 (file -> hash) or sha256_manifest "
+                    f"(or allow_unverified: true to record hashes on first use)"
+                )
             if source.startswith("hf://") and "@" not in source:
                 problems.append(f"{kind}.{name}.source: pin a revision: hf://org/name@<commit>")
             if "builtin" in entry and not source.startswith("builtin:"):
@@ -163,52 +178,68 @@ def check_references(config: dict) -> list[str]:
         builtin_model = (entry.get("builtin") or {}).get("model")
         if entry["source"].startswith("builtin:"):
             if builtin_model is None:
-                problems.append(f"datasets.{name}.builtin.model: required for builtin datasets "
-                                f"(the model whose tokenizer tokenises the prompts); known models: {', '.join(models)}")
+                problems.append(
+                    f"datasets.{name}.builtin.model: required for builtin datasets "
+                    f"(the model whose tokenizer tokenises the prompts); known models: {', '.join(models)}"
+                )
             elif builtin_model not in models:
-                problems.append(f"datasets.{name}.builtin.model: '{builtin_model}' is not a models entry; "
-                                f"known: {', '.join(models)}")
+                problems.append(
+                    f"datasets.{name}.builtin.model: '{builtin_model}' is not a models entry; "
+                    f"known: {', '.join(models)}"
+                )
 
     for name, bench in config["benchmarks"].items():
         where = f"benchmarks.{name}"
         official = bench["mlperf_benchmark"]
         if official not in rules.benchmark_names:
-            problems.append(f"{where}.mlperf_benchmark: '{official}' is not a {rules.name} benchmark; "
-                            f"allowed: {', '.join(rules.benchmark_names)}")
+            problems.append(
+                f"{where}.mlperf_benchmark: '{official}' is not a {rules.name} benchmark; "
+                f"allowed: {', '.join(rules.benchmark_names)}"
+            )
         if bench["model"] not in models:
             problems.append(f"{where}.model: '{bench['model']}' is not a models entry; known: {', '.join(models)}")
         if bench["dataset"] not in datasets:
-            problems.append(f"{where}.dataset: '{bench['dataset']}' is not a datasets entry; known: {', '.join(datasets)}")
+            problems.append(
+                f"{where}.dataset: '{bench['dataset']}' is not a datasets entry; known: {', '.join(datasets)}"
+            )
         recipe = bench.get("quantization")
         if recipe is not None and recipe not in quantization:
             known = ", ".join(quantization) or "none defined"
             problems.append(f"{where}.quantization: '{recipe}' is not a quantization entry; known: {known}")
         if bench.get("accuracy_target") == "measured" and recipe is None:
-            problems.append(f"{where}.accuracy_target: 'measured' compares against the unquantized model, "
-                            f"so it needs a quantization recipe; use 'reference' instead")
+            problems.append(
+                f"{where}.accuracy_target: 'measured' compares against the unquantized model, "
+                f"so it needs a quantization recipe; use 'reference' instead"
+            )
         if closed:
             if name != official:
-                problems.append(f"{where}: in the closed division the result name must be the benchmark "
-                                f"name '{official}'")
+                problems.append(
+                    f"{where}: in the closed division the result name must be the benchmark name '{official}'"
+                )
             if bench.get("accuracy_target") == "measured":
-                problems.append(f"{where}.accuracy_target: the closed division uses the round's reference targets; "
-                                f"set it to 'reference'")
+                problems.append(
+                    f"{where}.accuracy_target: the closed division uses the round's reference targets; "
+                    f"set it to 'reference'"
+                )
 
     for system, entry in config["systems"].items():
         for bench_name, scenarios in entry["benchmarks"].items():
             where = f"systems.{system}.benchmarks.{bench_name}"
             bench = config["benchmarks"].get(bench_name)
             if bench is None:
-                problems.append(f"{where}: '{bench_name}' is not a benchmarks entry; known: "
-                                f"{', '.join(config['benchmarks'])}")
+                problems.append(
+                    f"{where}: '{bench_name}' is not a benchmarks entry; known: {', '.join(config['benchmarks'])}"
+                )
                 continue
             if bench["mlperf_benchmark"] not in rules.benchmark_names:
                 continue
             facts = rules.benchmark(bench["mlperf_benchmark"])
             for scenario in scenarios:
                 if scenario not in facts.scenarios:
-                    problems.append(f"{where}.{scenario}: {bench['mlperf_benchmark']} has no {scenario} scenario; "
-                                    f"allowed: {', '.join(facts.scenarios)}")
+                    problems.append(
+                        f"{where}.{scenario}: {bench['mlperf_benchmark']} has no {scenario} scenario; "
+                        f"allowed: {', '.join(facts.scenarios)}"
+                    )
             if closed:
                 missing = [s for s in facts.required_scenarios if s not in scenarios]
                 if missing:
@@ -217,21 +248,30 @@ def check_references(config: dict) -> list[str]:
         problems += _software_problems(system, entry.get("software") or {})
         problems += _kubernetes_image_problems(system, entry)
         if (entry["engine"].get("endpoints") or {}).get("launch") == "kubernetes":
-            measured = [b for b in entry["benchmarks"]
-                        if (config["benchmarks"].get(b) or {}).get("accuracy_target") == "measured"]
+            measured = [
+                b
+                for b in entry["benchmarks"]
+                if (config["benchmarks"].get(b) or {}).get("accuracy_target") == "measured"
+            ]
             if measured:
-                problems.append(f"systems.{system}.engine.endpoints.launch: benchmark(s) {', '.join(measured)} use "
-                                f"accuracy_target: measured, whose reference runs vLLM inside the run pod, which "
-                                f"holds no GPUs with launch: kubernetes; use accuracy_target: reference")
+                problems.append(
+                    f"systems.{system}.engine.endpoints.launch: benchmark(s) {', '.join(measured)} use "
+                    f"accuracy_target: measured, whose reference runs vLLM inside the run pod, which "
+                    f"holds no GPUs with launch: kubernetes; use accuracy_target: reference"
+                )
         problems += _screening_problems(system, entry)
         if entry["engine"]["backend"] != "endpoints":
             for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
                 if entry["description"].get(key) == "auto":
-                    problems.append(f"systems.{system}.description.{key}: 'auto' takes the value from "
-                                    f"engine.endpoints, which only backend: endpoints has; give the value")
+                    problems.append(
+                        f"systems.{system}.description.{key}: 'auto' takes the value from "
+                        f"engine.endpoints, which only backend: endpoints has; give the value"
+                    )
         if closed and test_scale:
-            problems.append("test_scale.enabled: test-scale runs cannot form a closed submission; "
-                            "set division: open or disable test_scale")
+            problems.append(
+                "test_scale.enabled: test-scale runs cannot form a closed submission; "
+                "set division: open or disable test_scale"
+            )
     problems += _scaling_problems(config)
     return problems
 
@@ -242,16 +282,26 @@ def _scaling_problems(config: dict) -> list[str]:
         return []
     system = config["systems"].get(study["system"])
     if system is None:
-        return [f"scaling_study.system: '{study['system']}' is not a systems entry; known: {', '.join(config['systems'])}"]
+        return [
+            f"scaling_study.system: '{study['system']}' is not a systems entry; known: {', '.join(config['systems'])}"
+        ]
     if system["engine"]["backend"] != "endpoints":
-        return [f"scaling_study.system: '{study['system']}' uses backend {system['engine']['backend']}; "
-                f"a scaling study needs backend: endpoints"]
+        return [
+            f"scaling_study.system: '{study['system']}' uses backend {system['engine']['backend']}; "
+            f"a scaling study needs backend: endpoints"
+        ]
     scenarios = system["benchmarks"].get(study["benchmark"])
     if scenarios is None:
-        return [f"scaling_study.benchmark: system '{study['system']}' does not run '{study['benchmark']}'; "
-                f"it runs: {', '.join(system['benchmarks'])}"]
-    problems = [f"scaling_study.scenarios: {s} is not configured for {study['system']} / {study['benchmark']}; "
-                f"configured: {', '.join(scenarios)}" for s in study.get("scenarios") or [] if s not in scenarios]
+        return [
+            f"scaling_study.benchmark: system '{study['system']}' does not run '{study['benchmark']}'; "
+            f"it runs: {', '.join(system['benchmarks'])}"
+        ]
+    problems = [
+        f"scaling_study.scenarios: {s} is not configured for {study['system']} / {study['benchmark']}; "
+        f"configured: {', '.join(scenarios)}"
+        for s in study.get("scenarios") or []
+        if s not in scenarios
+    ]
     total = len((system["engine"].get("endpoints") or {}).get("list") or [])
     too_many = [n for n in study.get("endpoint_counts") or [] if n > total]
     if too_many:
@@ -268,11 +318,14 @@ CONTAINER_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 def container_problem(where: str, image: str) -> str | None:
     """Why an image reference is not usable, or None."""
     if not image.startswith(CONTAINER_SCHEMES):
-        return (f"{where}: {image!r} needs a scheme apptainer pulls from: "
-                f"{', '.join(s + '...' for s in CONTAINER_SCHEMES)}")
+        return (
+            f"{where}: {image!r} needs a scheme apptainer pulls from: {', '.join(s + '...' for s in CONTAINER_SCHEMES)}"
+        )
     if not CONTAINER_DIGEST.match(image.split("://", 1)[1]):
-        return (f"{where}: {image!r} is not pinned by digest; write it as <scheme>://<repo>@sha256:<64 hex digits> "
-                f"(get the digest with `skopeo inspect docker://<repo>:<tag>` or `docker buildx imagetools inspect`)")
+        return (
+            f"{where}: {image!r} is not pinned by digest; write it as <scheme>://<repo>@sha256:<64 hex digits> "
+            f"(get the digest with `skopeo inspect docker://<repo>:<tag>` or `docker buildx imagetools inspect`)"
+        )
     return None
 
 
@@ -296,28 +349,39 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
     if engine["backend"] == "endpoints":
         launch = endpoints.get("launch", "external")
         if launch == "slurm":
-            binding = [a for a in (endpoints.get("allocation") or {}).get("srun_args", [])
-                       if a.split("=")[0] in SLURM_GPU_BINDING_FLAGS]
+            binding = [
+                a
+                for a in (endpoints.get("allocation") or {}).get("srun_args", [])
+                if a.split("=")[0] in SLURM_GPU_BINDING_FLAGS
+            ]
             if binding:
-                return [f"systems.{system}.engine.endpoints.allocation.srun_args: {', '.join(binding)} lets SLURM "
-                        f"hand out the GPUs, but with gpu_screening the run gives each server its screened GPUs "
-                        f"itself; remove the flag(s)"]
+                return [
+                    f"systems.{system}.engine.endpoints.allocation.srun_args: {', '.join(binding)} lets SLURM "
+                    f"hand out the GPUs, but with gpu_screening the run gives each server its screened GPUs "
+                    f"itself; remove the flag(s)"
+                ]
             return []
         if launch == "kubernetes":
-            return [f"{where}.enabled: GPU screening is not implemented for launch: kubernetes (the server pods get "
-                    f"their GPUs from the device plugin); disable it, or screen the nodes with "
-                    f"python -m mlperf_repro.cluster.screen in the server image"]
+            return [
+                f"{where}.enabled: GPU screening is not implemented for launch: kubernetes (the server pods get "
+                f"their GPUs from the device plugin); disable it, or screen the nodes with "
+                f"python -m mlperf_repro.cluster.screen in the server image"
+            ]
         if launch != "local":
-            return [f"{where}.enabled: the servers of launch: external run elsewhere, so this run host has no GPUs "
-                    f"to screen; screen the nodes where the servers start (python -m mlperf_repro.cluster.screen) "
-                    f"or disable it"]
-        expected = sum(e.get("accelerator_count", 1) for e in endpoints.get("list") or []
-                       if e.get("accelerator", "N/A") != "N/A")
+            return [
+                f"{where}.enabled: the servers of launch: external run elsewhere, so this run host has no GPUs "
+                f"to screen; screen the nodes where the servers start (python -m mlperf_repro.cluster.screen) "
+                f"or disable it"
+            ]
+        expected = sum(
+            e.get("accelerator_count", 1) for e in endpoints.get("list") or [] if e.get("accelerator", "N/A") != "N/A"
+        )
     else:
         expected = desc["accelerators_per_node"] if isinstance(desc["accelerators_per_node"], int) else 0
     if expected == 0:
-        return [f"{where}.enabled: the system has no accelerators (accelerators_per_node 0), nothing to screen; "
-                f"disable it"]
+        return [
+            f"{where}.enabled: the system has no accelerators (accelerators_per_node 0), nothing to screen; disable it"
+        ]
     problems = []
     minimum = screening.get("min_devices")
     if minimum is not None and minimum > expected:
@@ -325,10 +389,12 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
     args = engine.get("engine_args") or {}
     parallel = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
     if screening.get("policy") == "exclude" and parallel > 1 and (minimum or max(1, expected - 1)) < parallel:
-        problems.append(f"{where}.min_devices: with policy exclude a run may be left with "
-                        f"{minimum or max(1, expected - 1)} GPU(s), fewer than tensor_parallel_size x "
-                        f"pipeline_parallel_size = {parallel}; set min_devices to {parallel} or more (or use "
-                        f"policy refuse)")
+        problems.append(
+            f"{where}.min_devices: with policy exclude a run may be left with "
+            f"{minimum or max(1, expected - 1)} GPU(s), fewer than tensor_parallel_size x "
+            f"pipeline_parallel_size = {parallel}; set min_devices to {parallel} or more (or use "
+            f"policy refuse)"
+        )
     return problems
 
 
@@ -353,22 +419,31 @@ def _kubernetes_launch_problems(system: str, engine: dict) -> list[str]:
     endpoints = engine["endpoints"]
     allocation, settings = endpoints["allocation"], endpoints.get("kubernetes")
     if not settings:
-        return [f"{where}.kubernetes: launch: kubernetes needs kubernetes.model_volume (the claim with the models "
-                f"and where the run pod mounts it), so the server pods can read the checkpoint"]
+        return [
+            f"{where}.kubernetes: launch: kubernetes needs kubernetes.model_volume (the claim with the models "
+            f"and where the run pod mounts it), so the server pods can read the checkpoint"
+        ]
     problems = []
     if allocation.get("srun_args"):
         problems.append(f"{where}.allocation.srun_args: only used with launch: slurm; remove it")
-    if (allocation.get("accelerator", "N/A") != "N/A" and allocation.get("accelerator_count", 1) > 0
-            and kubernetes_gpu_resource(allocation, settings) is None):
-        problems.append(f"{where}.kubernetes.gpu_resource: cannot tell the GPU resource from accelerator "
-                        f"{allocation['accelerator']!r} (known vendors: AMD, NVIDIA); set it to "
-                        f"{' or '.join(GPU_RESOURCE_OF_VENDOR.values())}")
+    if (
+        allocation.get("accelerator", "N/A") != "N/A"
+        and allocation.get("accelerator_count", 1) > 0
+        and kubernetes_gpu_resource(allocation, settings) is None
+    ):
+        problems.append(
+            f"{where}.kubernetes.gpu_resource: cannot tell the GPU resource from accelerator "
+            f"{allocation['accelerator']!r} (known vendors: AMD, NVIDIA); set it to "
+            f"{' or '.join(GPU_RESOURCE_OF_VENDOR.values())}"
+        )
     args = engine.get("engine_args") or {}
     parallel = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
     if kubernetes_gpu_resource(allocation, settings) and parallel != allocation.get("accelerator_count", 1):
-        problems.append(f"{where}.allocation.accelerator_count: each server container gets exactly "
-                        f"{allocation.get('accelerator_count', 1)} GPU(s), but tensor_parallel_size x "
-                        f"pipeline_parallel_size = {parallel}; make them equal")
+        problems.append(
+            f"{where}.allocation.accelerator_count: each server container gets exactly "
+            f"{allocation.get('accelerator_count', 1)} GPU(s), but tensor_parallel_size x "
+            f"pipeline_parallel_size = {parallel}; make them equal"
+        )
     return problems
 
 
@@ -380,11 +455,15 @@ def _kubernetes_image_problems(system: str, entry: dict) -> list[str]:
     image = settings.get("image")
     where = f"systems.{system}.engine.endpoints.kubernetes.image"
     if not image:
-        return [f"systems.{system}.software.container: launch: kubernetes runs the servers in this image; set it "
-                f"to the digest-pinned vLLM image (docker://<repo>@sha256:<64 hex digits>), or set {where}"]
+        return [
+            f"systems.{system}.software.container: launch: kubernetes runs the servers in this image; set it "
+            f"to the digest-pinned vLLM image (docker://<repo>@sha256:<64 hex digits>), or set {where}"
+        ]
     if not image.startswith("docker://"):
-        return [f"{where}: {image!r}: the kubelet pulls server images from a registry; launch: kubernetes needs "
-                f"a docker:// reference (from systems.{system}.software.container unless set here)"]
+        return [
+            f"{where}: {image!r}: the kubelet pulls server images from a registry; launch: kubernetes needs "
+            f"a docker:// reference (from systems.{system}.software.container unless set here)"
+        ]
     problem = container_problem(where, image)
     return [problem] if problem else []
 
@@ -398,15 +477,19 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
     if engine["backend"] != "endpoints":
         return [f"{where}.endpoints: only used with backend: endpoints"] if endpoints else []
     if not endpoints:
-        return [f"{where}.endpoints: backend endpoints needs the servers to send queries to "
-                f"(endpoints.list with name, host, port)"]
+        return [
+            f"{where}.endpoints: backend endpoints needs the servers to send queries to "
+            f"(endpoints.list with name, host, port)"
+        ]
     launch = endpoints.get("launch", "external")
     if endpoints.get("kubernetes") and launch != "kubernetes":
         return [f"{where}.endpoints.kubernetes: only used with launch: kubernetes (launch is {launch})"]
     if launch in ALLOCATION_LAUNCHES:
         if not endpoints.get("allocation"):
-            return [f"{where}.endpoints.allocation: launch: {launch} starts the servers in the run's allocation; "
-                    f"say how many nodes (allocation.nodes) and servers per node"]
+            return [
+                f"{where}.endpoints.allocation: launch: {launch} starts the servers in the run's allocation; "
+                f"say how many nodes (allocation.nodes) and servers per node"
+            ]
         if endpoints.get("list") and endpoints["list"] != allocation_endpoints(endpoints["allocation"], launch):
             return [f"{where}.endpoints.list: with launch: {launch} the list is generated from allocation; remove it"]
         if launch == "kubernetes":
@@ -414,23 +497,31 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
     elif endpoints.get("allocation"):
         return [f"{where}.endpoints.allocation: only used with launch: slurm or kubernetes (launch is {launch})"]
     if not endpoints.get("list"):
-        return [f"{where}.endpoints.list: name the servers (name, host, port for each), or use launch: slurm "
-                f"with allocation"]
+        return [
+            f"{where}.endpoints.list: name the servers (name, host, port for each), or use launch: slurm "
+            f"with allocation"
+        ]
     problems = []
     entries = endpoints["list"]
-    for kind, values in (("name", [e["name"] for e in entries]), ("host:port", [f"{e['host']}:{e['port']}" for e in entries])):
+    for kind, values in (
+        ("name", [e["name"] for e in entries]),
+        ("host:port", [f"{e['host']}:{e['port']}" for e in entries]),
+    ):
         duplicates = sorted({v for v in values if values.count(v) > 1})
         if duplicates:
             problems.append(f"{where}.endpoints.list: {kind} {', '.join(duplicates)} appears more than once")
     if endpoints.get("launch") == "local":
         remote = [e["name"] for e in entries if e["host"] not in LOCAL_HOSTS]
         if remote:
-            problems.append(f"{where}.endpoints.launch: 'local' starts servers on this host, but endpoint(s) "
-                            f"{', '.join(remote)} name another host; use launch: external for those")
+            problems.append(
+                f"{where}.endpoints.launch: 'local' starts servers on this host, but endpoint(s) "
+                f"{', '.join(remote)} name another host; use launch: external for those"
+            )
     minimum = (engine.get("dispatch") or {}).get("min_healthy_endpoints", 1)
     if minimum > len(entries):
-        problems.append(f"{where}.dispatch.min_healthy_endpoints: {minimum} is more than the {len(entries)} "
-                        f"endpoint(s) listed")
+        problems.append(
+            f"{where}.dispatch.min_healthy_endpoints: {minimum} is more than the {len(entries)} endpoint(s) listed"
+        )
     return problems
 
 
@@ -446,11 +537,17 @@ def allocation_endpoints(allocation: dict, launch: str = "slurm") -> list[dict]:
     """The endpoint list a launch: slurm or kubernetes system stands for (hosts filled in at run time)."""
     prefix = ALLOCATION_LAUNCHES[launch]
     return [
-        {"name": f"node{i}-{j}", "host": f"{prefix}{i}", "port": allocation.get("base_port", 8000) + j,
-         "node": f"node{i}", "accelerator": allocation.get("accelerator", "N/A"),
-         "accelerator_count": allocation.get("accelerator_count", 1),
-         "max_concurrency": allocation.get("max_concurrency", 256)}
-        for i in range(allocation["nodes"]) for j in range(allocation.get("servers_per_node", 1))
+        {
+            "name": f"node{i}-{j}",
+            "host": f"{prefix}{i}",
+            "port": allocation.get("base_port", 8000) + j,
+            "node": f"node{i}",
+            "accelerator": allocation.get("accelerator", "N/A"),
+            "accelerator_count": allocation.get("accelerator_count", 1),
+            "max_concurrency": allocation.get("max_concurrency", 256),
+        }
+        for i in range(allocation["nodes"])
+        for j in range(allocation.get("servers_per_node", 1))
     ]
 
 

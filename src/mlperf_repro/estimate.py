@@ -93,12 +93,26 @@ class Row:
         self.wall_s += wall_s
         self.gpu_hours += wall_s * accelerators / 3600
         self.disk_bytes += disk_bytes
-        self.details.append({"rule": rule, "wall_s": round(wall_s, 3), "accelerators": accelerators,
-                             "disk_bytes": round(disk_bytes), **detail})
+        self.details.append(
+            {
+                "rule": rule,
+                "wall_s": round(wall_s, 3),
+                "accelerators": accelerators,
+                "disk_bytes": round(disk_bytes),
+                **detail,
+            }
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "jobs": self.job_count, "rules": dict(self.jobs), "wall_s": round(self.wall_s, 3),
-                "gpu_hours": round(self.gpu_hours, 4), "disk_bytes": round(self.disk_bytes), "details": self.details}
+        return {
+            "stage": self.stage,
+            "jobs": self.job_count,
+            "rules": dict(self.jobs),
+            "wall_s": round(self.wall_s, 3),
+            "gpu_hours": round(self.gpu_hours, 4),
+            "disk_bytes": round(self.disk_bytes),
+            "details": self.details,
+        }
 
 
 @dataclass
@@ -109,8 +123,12 @@ class Estimate:
 
     @property
     def total(self) -> dict[str, float]:
-        return {"jobs": sum(r.job_count for r in self.rows), "wall_s": sum(r.wall_s for r in self.rows),
-                "gpu_hours": sum(r.gpu_hours for r in self.rows), "disk_bytes": sum(r.disk_bytes for r in self.rows)}
+        return {
+            "jobs": sum(r.job_count for r in self.rows),
+            "wall_s": sum(r.wall_s for r in self.rows),
+            "gpu_hours": sum(r.gpu_hours for r in self.rows),
+            "disk_bytes": sum(r.disk_bytes for r in self.rows),
+        }
 
     def rule_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -123,8 +141,12 @@ class Estimate:
         total = self.total
         return {
             "stages": [r.to_dict() for r in self.rows],
-            "total": {"jobs": total["jobs"], "wall_s": round(total["wall_s"], 3),
-                      "gpu_hours": round(total["gpu_hours"], 4), "disk_bytes": round(total["disk_bytes"])},
+            "total": {
+                "jobs": total["jobs"],
+                "wall_s": round(total["wall_s"], 3),
+                "gpu_hours": round(total["gpu_hours"], 4),
+                "disk_bytes": round(total["disk_bytes"]),
+            },
             "rules": self.rule_counts(),
             "assumptions": [a.__dict__ for a in self.assumptions],
             "notes": self.notes,
@@ -137,12 +159,16 @@ class Estimate:
         header = f"{'stage':<34} {'jobs':>5} {'wall time':>11} {'GPU-hours':>10} {'disk':>10}"
         lines = [header, "-" * len(header)]
         for row in self.rows:
-            lines.append(f"{row.stage:<34} {row.job_count:>5} {format_duration(row.wall_s):>11} "
-                         f"{row.gpu_hours:>10.2f} {format_bytes(row.disk_bytes):>10}")
+            lines.append(
+                f"{row.stage:<34} {row.job_count:>5} {format_duration(row.wall_s):>11} "
+                f"{row.gpu_hours:>10.2f} {format_bytes(row.disk_bytes):>10}"
+            )
         total = self.total
         lines.append("-" * len(header))
-        lines.append(f"{'total':<34} {total['jobs']:>5} {format_duration(total['wall_s']):>11} "
-                     f"{total['gpu_hours']:>10.2f} {format_bytes(total['disk_bytes']):>10}")
+        lines.append(
+            f"{'total':<34} {total['jobs']:>5} {format_duration(total['wall_s']):>11} "
+            f"{total['gpu_hours']:>10.2f} {format_bytes(total['disk_bytes']):>10}"
+        )
         lines.append("")
         lines.append("Assumptions:")
         lines += [f"  - {a.line()}" for a in self.assumptions]
@@ -172,14 +198,21 @@ class Estimator:
         self.config = config
         section = config.get("estimate")
         if not isinstance(section, dict) or any(k not in section for k in ASSUMPTIONS):
-            raise UserError("estimate: the config was not validated (schema defaults missing); "
-                            "load it through mlperf_repro.config.validate_config")
+            raise UserError(
+                "estimate: the config was not validated (schema defaults missing); "
+                "load it through mlperf_repro.config.validate_config"
+            )
         self.values = {k: float(section[k]) for k in ASSUMPTIONS}
         self.assume = Assumed(**self.values)
         set_keys = set(section) if set_keys is None else set_keys
         self.assumptions = [
-            Assumption(k, self.values[k], unit, what,
-                       f"config key estimate.{k}" if k in set_keys else f"default of estimate.{k}")
+            Assumption(
+                k,
+                self.values[k],
+                unit,
+                what,
+                f"config key estimate.{k}" if k in set_keys else f"default of estimate.{k}",
+            )
             for k, (unit, what) in ASSUMPTIONS.items()
         ]
 
@@ -215,22 +248,32 @@ class Estimator:
             linear = layers * (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * inter)
             # Untied embeddings and lm_head; two RMSNorms per layer and a final one.
             total = linear + 2 * spec.vocab_size * hidden + (2 * layers + 1) * hidden
-            return {"parameters": total, "linear": linear, "bytes": total * BF16_BYTES_PER_PARAM,
-                    "source": f"models.{model}.builtin architecture (vocab_size is an upper bound)"}
+            return {
+                "parameters": total,
+                "linear": linear,
+                "bytes": total * BF16_BYTES_PER_PARAM,
+                "source": f"models.{model}.builtin architecture (vocab_size is an upper bound)",
+            }
         benchmarks = [b for b in self.plan.benchmarks if self.plan.benchmark_cfg(b)["model"] == model]
         if not benchmarks:
             benchmarks = [b for b, cfg in self.config["benchmarks"].items() if cfg["model"] == model]
         facts = [self.plan.facts(b).facts for b in benchmarks]
         if not facts or not any("model_bytes" in f for f in facts):
-            raise UserError(f"models.{model}: no size is known for it (the rules table has model_bytes only for "
-                            f"the round's benchmarks; use it in a benchmark)")
+            raise UserError(
+                f"models.{model}: no size is known for it (the rules table has model_bytes only for "
+                f"the round's benchmarks; use it in a benchmark)"
+            )
         chosen = max(facts, key=lambda f: f.get("model_bytes", 0))
         params = chosen.get("parameters") or {}
         size = float(chosen["model_bytes"])
         total = params.get("total", size / BF16_BYTES_PER_PARAM)
-        return {"parameters": total, "linear": params.get("linear", total), "bytes": size,
-                "source": f"rules table {self.plan.rules.name}: model_bytes"
-                          + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable")}
+        return {
+            "parameters": total,
+            "linear": params.get("linear", total),
+            "bytes": size,
+            "source": f"rules table {self.plan.rules.name}: model_bytes"
+            + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable"),
+        }
 
     def quantized_bytes(self, model: str) -> float:
         sizes = self.model_sizes(model)
@@ -247,12 +290,15 @@ class Estimator:
         return float(gen.get("max_new_tokens") or gen.get(f"max_new_tokens_{mode}") or 1)
 
     def accuracy_log_bytes(self, benchmark: str, samples: float, mode: str) -> float:
-        per_sample = ACCURACY_LOG_ENTRY_OVERHEAD + ACCURACY_LOG_HEX_PER_TOKEN * (self.output_tokens(benchmark, mode) + 1)
+        per_sample = ACCURACY_LOG_ENTRY_OVERHEAD + ACCURACY_LOG_HEX_PER_TOKEN * (
+            self.output_tokens(benchmark, mode) + 1
+        )
         return samples * per_sample
 
     # -- run lengths (LoadGen rules) ------------------------------------------------------
-    def performance_run(self, settings: dict[str, Any], scenario: str, benchmark: str,
-                        audit: dict[str, Any] | None = None) -> dict[str, float]:
+    def performance_run(
+        self, settings: dict[str, Any], scenario: str, benchmark: str, audit: dict[str, Any] | None = None
+    ) -> dict[str, float]:
         """Queries (samples, for Offline) and seconds of one performance run."""
         rules = self.plan.rules
         settings = dict(settings)
@@ -263,8 +309,9 @@ class Estimator:
         qps = float(settings["target_qps"])
         duration_s = float(settings.get("min_duration", rules.min_duration_ms)) / 1000
         if scenario == "Offline":
-            minimum = float(settings.get("min_query_count",
-                                         self.plan.facts(benchmark).facts["offline_min_samples_per_query"]))
+            minimum = float(
+                settings.get("min_query_count", self.plan.facts(benchmark).facts["offline_min_samples_per_query"])
+            )
             queries = max(minimum, int(OFFLINE_SLACK * duration_s * qps))
         else:
             # Server/Interactive: Poisson arrivals at target_qps; SingleStream: back to back at
@@ -276,22 +323,39 @@ class Estimator:
         seconds = queries / qps
         if settings.get("max_duration"):
             seconds = min(seconds, float(settings["max_duration"]) / 1000)
-        return {"queries": queries, "seconds": seconds, "target_qps": qps, "min_duration_s": duration_s,
-                "min_query_count": minimum}
+        return {
+            "queries": queries,
+            "seconds": seconds,
+            "target_qps": qps,
+            "min_duration_s": duration_s,
+            "min_query_count": minimum,
+        }
 
     # -- stages ----------------------------------------------------------------------------
     def acquire(self) -> Row:
         row = Row("acquire")
         plan = self.plan
-        models = list(dict.fromkeys([plan.benchmark_cfg(b)["model"] for b in plan.benchmarks]
-                                    + [(self.config["datasets"][plan.benchmark_cfg(b)["dataset"]].get("builtin") or {})
-                                       .get("model") for b in plan.benchmarks]))
+        models = list(
+            dict.fromkeys(
+                [plan.benchmark_cfg(b)["model"] for b in plan.benchmarks]
+                + [
+                    (self.config["datasets"][plan.benchmark_cfg(b)["dataset"]].get("builtin") or {}).get("model")
+                    for b in plan.benchmarks
+                ]
+            )
+        )
         for model in [m for m in models if m]:
             sizes = self.model_sizes(model)
             builtin = self.config["models"][model]["source"].startswith("builtin:")
             wall = self.assume.builtin_build_s if builtin else sizes["bytes"] / (self.assume.download_mb_per_s * 1e6)
-            row.add("acquire_model", wall, disk_bytes=sizes["bytes"], model=model, parameters=sizes["parameters"],
-                    size_from=sizes["source"])
+            row.add(
+                "acquire_model",
+                wall,
+                disk_bytes=sizes["bytes"],
+                model=model,
+                parameters=sizes["parameters"],
+                size_from=sizes["source"],
+            )
         for dataset in dict.fromkeys(plan.benchmark_cfg(b)["dataset"] for b in plan.benchmarks):
             benchmark = next(b for b in plan.benchmarks if plan.benchmark_cfg(b)["dataset"] == dataset)
             samples = plan.dataset_samples(benchmark)
@@ -309,8 +373,15 @@ class Estimator:
             sizes = self.model_sizes(model)
             fp4 = self.quantized_bytes(model)
             # The rule writes the FP4 checkpoint and its dequantized bf16 copy (served on CPU).
-            row.add("quantize", sizes["bytes"] / (self.assume.quantize_mb_per_s * 1e6), disk_bytes=fp4 + sizes["bytes"],
-                    model=model, recipe=recipe, fp4_bytes=round(fp4), emulated_bytes=round(sizes["bytes"]))
+            row.add(
+                "quantize",
+                sizes["bytes"] / (self.assume.quantize_mb_per_s * 1e6),
+                disk_bytes=fp4 + sizes["bytes"],
+                model=model,
+                recipe=recipe,
+                fp4_bytes=round(fp4),
+                emulated_bytes=round(sizes["bytes"]),
+            )
         return row
 
     def screen(self) -> Row:
@@ -325,7 +396,9 @@ class Estimator:
         confs = Row("run: user.conf")
         rows: dict[tuple[str, str], Row] = {}
         for job in plan.jobs:
-            confs.add("user_conf", self.assume.light_job_s, system=job.system, benchmark=job.benchmark, scenario=job.scenario)
+            confs.add(
+                "user_conf", self.assume.light_job_s, system=job.system, benchmark=job.benchmark, scenario=job.scenario
+            )
             settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
             accelerators = self.system_accelerators(job.system)
             for mode in MODES:
@@ -339,11 +412,19 @@ class Estimator:
                     qps = float(settings["target_qps"])
                     run = {"queries": samples, "seconds": samples / qps, "target_qps": qps}
                     logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
-                row.add("loadgen_run", run["seconds"] + self.assume.run_overhead_s, accelerators, logs,
-                        **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3),
-                        nodes=plan.server_nodes(job.system))
-        return [confs] + [rows[key] for key in sorted(rows, key=lambda k: (plan.scenarios.index(k[0]),
-                                                                             MODES.index(k[1])))]
+                row.add(
+                    "loadgen_run",
+                    run["seconds"] + self.assume.run_overhead_s,
+                    accelerators,
+                    logs,
+                    **where,
+                    queries=round(run["queries"], 3),
+                    test_seconds=round(run["seconds"], 3),
+                    nodes=plan.server_nodes(job.system),
+                )
+        return [confs] + [
+            rows[key] for key in sorted(rows, key=lambda k: (plan.scenarios.index(k[0]), MODES.index(k[1])))
+        ]
 
     def accuracy(self) -> Row:
         plan = self.plan
@@ -354,12 +435,25 @@ class Estimator:
                 scenario = "Offline" if "Offline" in scenarios else next(iter(scenarios))
                 qps = float(scenarios[scenario]["target_qps"])
                 samples = plan.dataset_samples(benchmark)
-                row.add("reference_accuracy", samples / qps + self.assume.run_overhead_s, self.system_accelerators(system),
-                        system=system, benchmark=benchmark, samples=samples, throughput_from=scenario)
+                row.add(
+                    "reference_accuracy",
+                    samples / qps + self.assume.run_overhead_s,
+                    self.system_accelerators(system),
+                    system=system,
+                    benchmark=benchmark,
+                    samples=samples,
+                    throughput_from=scenario,
+                )
         for job in plan.jobs:
             samples = plan.dataset_samples(job.benchmark)
-            row.add("accuracy_eval", self.assume.light_job_s + samples / self.assume.accuracy_eval_samples_per_s,
-                    system=job.system, benchmark=job.benchmark, scenario=job.scenario, samples=samples)
+            row.add(
+                "accuracy_eval",
+                self.assume.light_job_s + samples / self.assume.accuracy_eval_samples_per_s,
+                system=job.system,
+                benchmark=job.benchmark,
+                scenario=job.scenario,
+                samples=samples,
+            )
         return row
 
     def compliance(self) -> Row:
@@ -372,16 +466,28 @@ class Estimator:
             logged = min(run["queries"], float(audit.get("accuracy_log_sampling_target", 0)))
             logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, logged, "performance")
             where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "test": test}
-            row.add("compliance_run", run["seconds"] + self.assume.run_overhead_s, self.system_accelerators(job.system), logs,
-                    **where, queries=round(run["queries"], 3), test_seconds=round(run["seconds"], 3),
-                    nodes=plan.server_nodes(job.system))
+            row.add(
+                "compliance_run",
+                run["seconds"] + self.assume.run_overhead_s,
+                self.system_accelerators(job.system),
+                logs,
+                **where,
+                queries=round(run["queries"], 3),
+                test_seconds=round(run["seconds"], 3),
+                nodes=plan.server_nodes(job.system),
+            )
             row.add("compliance_verify", self.assume.light_job_s, **where)
         return row
 
     def package(self) -> Row:
         row = Row("package, check, report")
         results = len(self.plan.jobs)
-        row.add("package", self.assume.light_job_s, disk_bytes=results * self.assume.package_bytes_per_result, results=results)
+        row.add(
+            "package",
+            self.assume.light_job_s,
+            disk_bytes=results * self.assume.package_bytes_per_result,
+            results=results,
+        )
         for rule in ("tarball", "check_submission", "summary", "official_summary"):
             row.add(rule, self.assume.light_job_s)
         if self.config.get("compare"):
@@ -402,15 +508,30 @@ class Estimator:
             run = self.performance_run(settings, scenario, benchmark)
             where = {"system": system, "benchmark": benchmark, "scenario": scenario, "endpoints": count}
             row.add("scaling_user_conf", self.assume.light_job_s, **where)
-            row.add("scaling_run", run["seconds"] + self.assume.run_overhead_s, self.endpoint_accelerators(system, count),
-                    self.assume.log_bytes_per_run, **where, queries=round(run["queries"], 3),
-                    test_seconds=round(run["seconds"], 3), nodes=plan.server_nodes(system, count))
+            row.add(
+                "scaling_run",
+                run["seconds"] + self.assume.run_overhead_s,
+                self.endpoint_accelerators(system, count),
+                self.assume.log_bytes_per_run,
+                **where,
+                queries=round(run["queries"], 3),
+                test_seconds=round(run["seconds"], 3),
+                nodes=plan.server_nodes(system, count),
+            )
         row.add("scaling_report", self.assume.light_job_s, system=system, benchmark=benchmark)
         return row
 
     def estimate(self) -> Estimate:
-        rows = [self.acquire(), self.quantize(), self.screen(), *self.runs(), self.accuracy(), self.compliance(),
-                self.package(), self.scaling()]
+        rows = [
+            self.acquire(),
+            self.quantize(),
+            self.screen(),
+            *self.runs(),
+            self.accuracy(),
+            self.compliance(),
+            self.package(),
+            self.scaling(),
+        ]
         rows = [r for r in rows if r.job_count]
         notes = [
             "run lengths: Offline issues max(min_query_count, 1.1 x min_duration x target_qps) samples at "

@@ -24,11 +24,7 @@ def sha256_bytes(data: bytes) -> str:
 def sha256_tree(root: str | Path) -> dict[str, str]:
     """Map every regular file under ``root`` (relative POSIX path) to its sha256, sorted."""
     root = Path(root)
-    return {
-        p.relative_to(root).as_posix(): sha256_file(p)
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
+    return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def tree_digest(root: str | Path) -> str:

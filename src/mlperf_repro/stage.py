@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def run(snakemake: Any, function: Callable[..., Any], **kwargs: Any) -> None:

@@ -86,8 +86,11 @@ def ensure_installed(timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     try:
         run(["apt-get", "update", "-qq"], timeout=deadline - time.monotonic(), env=env)
-        run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
-            timeout=max(1.0, deadline - time.monotonic()), env=env)
+        run(
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
+            timeout=max(1.0, deadline - time.monotonic()),
+            env=env,
+        )
     except SlurmError as err:
         raise SlurmError(f"could not install SLURM ({' '.join(PACKAGES)}) with apt-get: {err}") from err
     if not tool("slurmctld"):
@@ -200,8 +203,10 @@ def _start_munged() -> bool:
         key.chmod(0o400)
     Path("/run/munge").mkdir(parents=True, exist_ok=True)
     shutil.chown("/run/munge", "munge", "munge")
-    run([tool("runuser") or "runuser", "-u", "munge", "--", tool("munged") or "munged", f"--pid-file={MUNGE_PID}"],
-        timeout=30)
+    run(
+        [tool("runuser") or "runuser", "-u", "munge", "--", tool("munged") or "munged", f"--pid-file={MUNGE_PID}"],
+        timeout=30,
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if _munge_works():
@@ -245,7 +250,9 @@ def _acquire_lock(timeout: float) -> int:
         except BlockingIOError:
             if time.monotonic() > deadline:
                 os.close(fd)
-                raise SlurmError(f"another test session has held the SLURM fixture ({LOCK_FILE}) for {timeout} s")
+                raise SlurmError(
+                    f"another test session has held the SLURM fixture ({LOCK_FILE}) for {timeout} s"
+                ) from None
             time.sleep(1)
 
 
@@ -274,8 +281,16 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
         SLURM_CONF.symlink_to(root / "slurm.conf")
         began = time.monotonic()
         own_munged = _start_munged()
-        cluster = SlurmCluster(root=root, node=node, cpus=cpus, real_memory_mb=real_memory_mb, partition=PARTITION,
-                               start_seconds=0.0, own_munged=own_munged, lock_fd=lock_fd)
+        cluster = SlurmCluster(
+            root=root,
+            node=node,
+            cpus=cpus,
+            real_memory_mb=real_memory_mb,
+            partition=PARTITION,
+            start_seconds=0.0,
+            own_munged=own_munged,
+            lock_fd=lock_fd,
+        )
         try:
             run([tool("slurmctld") or "slurmctld", "-f", str(SLURM_CONF)], timeout=30)
             run([tool("slurmd") or "slurmd", "-f", str(SLURM_CONF)], timeout=30)

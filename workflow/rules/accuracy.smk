@@ -11,17 +11,19 @@ rule accuracy_eval:
     output:
         txt="results/accuracy/{system}/{benchmark}/{scenario}/accuracy.txt",
         json="results/accuracy/{system}/{benchmark}/{scenario}/accuracy.json",
-    params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
-        evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
-        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
-        targets=lambda wc: PLAN.accuracy_targets(wc.benchmark),
     log:
         "logs/accuracy/{system}/{benchmark}/{scenario}.log",
+    conda:
+        WORKFLOW_ENV
     threads: machine_threads(cluster_cpus=2)
     resources:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=4000,
         runtime=lambda wc, attempt: 60 * attempt,
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
+        evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
+        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
+        targets=lambda wc: PLAN.accuracy_targets(wc.benchmark),
     script:
         f"{SCRIPTS}/accuracy_eval.py"

@@ -3,19 +3,20 @@
 
 
 rule acquire_model:
-    input:
     output:
         model=directory("resources/models/{model}"),
         record="results/acquire/models/{model}.json",
-    params:
-        entry=lambda wc: config["models"][wc.model],
     log:
         "logs/acquire/models/{model}.log",
+    conda:
+        WORKFLOW_ENV
     threads: machine_threads(cluster_cpus=2)
     resources:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=4000,
         runtime=lambda wc, attempt: 30 * attempt,
+    params:
+        entry=lambda wc: config["models"][wc.model],
     script:
         f"{SCRIPTS}/acquire_model.py"
 
@@ -31,14 +32,16 @@ rule acquire_dataset:
     output:
         dataset=directory("resources/datasets/{dataset}"),
         record="results/acquire/datasets/{dataset}.json",
+    log:
+        "logs/acquire/datasets/{dataset}.log",
+    conda:
+        WORKFLOW_ENV
+    resources:
+        mem_mb=2000,
+        runtime=lambda wc, attempt: 30 * attempt,
     params:
         entry=lambda wc: config["datasets"][wc.dataset],
         # A builtin stand-in gets the files (and accuracy repeats) of the benchmark it serves.
         build=lambda wc: PLAN.dataset_build_args(wc.dataset),
-    log:
-        "logs/acquire/datasets/{dataset}.log",
-    resources:
-        mem_mb=2000,
-        runtime=lambda wc, attempt: 30 * attempt,
     script:
         f"{SCRIPTS}/acquire_dataset.py"

@@ -7,11 +7,13 @@ rule check_submission:
     output:
         txt="results/check/report.txt",
         json="results/check/report.json",
-    params:
-        round=config["round"],
     log:
         "logs/check/check.log",
     localrule: True
+    conda:
+        WORKFLOW_ENV
+    params:
+        round=config["round"],
     script:
         f"{SCRIPTS}/check.py"
 

@@ -1,11 +1,13 @@
-# Helpers shared by the rule files: config validation, the plan, wildcard constraints.
+# Shared by every stage file: config validation, the plan, wildcard constraints, helpers.
+import functools
 import re
 import sys
 from pathlib import Path
 
-from mlperf_repro.config import validate_config
+from mlperf_repro.config import load_yaml, validate_config
+from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.errors import UserError
-from mlperf_repro.compare.cli import stems as compare_stems
+from mlperf_repro.compare.targets import compare_inputs, compare_outputs, compare_specs
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
 
 try:
@@ -16,6 +18,9 @@ except UserError as exc:
 
 PLAN = Plan(config)
 SCRIPTS = "../../scripts"
+# The software of the jobs that run in the workflow's own environment (the heavy ones name
+# the system's image instead); used with --software-deployment-method conda.
+WORKFLOW_ENV = "../../envs/conda/workflow.yaml"
 
 
 def alternatives(names):
@@ -95,4 +100,21 @@ def preflight_or_stop(config, report):
 def print_summary(path):
     summary = Path(path)
     if summary.is_file():
-        print("\n" + summary.read_text())
+        print(f"\n{summary.read_text()}")
+
+
+# The plan view (rule plan_view).
+def estimate_keys_set_by_user():
+    """The `estimate` keys the config files set (the rest are schema defaults)."""
+    keys = set()
+    for path in workflow.configfiles:
+        raw = load_yaml(path)
+        section = raw.get("estimate") if isinstance(raw, dict) else None
+        keys |= set(section) if isinstance(section, dict) else set()
+    return keys
+
+
+@functools.cache
+def plan_view():
+    # Only when the target is asked for: other runs never pay for (or fail on) the estimate.
+    return estimate_plan(config, estimate_keys_set_by_user())

@@ -11,14 +11,6 @@ rule compliance_run:
         user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
     output:
         run=directory("results/runs/{system}/{benchmark}/{scenario}/{test}"),
-    params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
-        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
-        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
-        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
-        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
-        engine=lambda wc: PLAN.engine(wc.system),
-        audit_config=lambda wc: PLAN.audit_config(wc.test),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{test}.log",
     container:
@@ -37,6 +29,14 @@ rule compliance_run:
         tasks=lambda wc: PLAN.server_tasks(wc.system),
         mpi=lambda wc: "srun" if PLAN.server_tasks(wc.system) else None,
         tasks_per_gpu=lambda wc: 0 if PLAN.server_tasks(wc.system) else None,
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
+        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
+        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
+        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
+        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
+        engine=lambda wc: PLAN.engine(wc.system),
+        audit_config=lambda wc: PLAN.audit_config(wc.test),
     script:
         f"{SCRIPTS}/loadgen_run.py"
 
@@ -57,14 +57,16 @@ rule compliance_verify:
         ),
     output:
         verdict=directory("results/compliance/{system}/{benchmark}/{scenario}/{test}"),
+    log:
+        "logs/compliance/{system}/{benchmark}/{scenario}/{test}.log",
+    localrule: True
+    conda:
+        WORKFLOW_ENV
     params:
         rules_test=lambda wc: PLAN.rules.compliance_test(wc.test),
         # TEST07 scores the run with the benchmark's evaluator on the file it ran on.
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
         accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
-    log:
-        "logs/compliance/{system}/{benchmark}/{scenario}/{test}.log",
-    localrule: True
     script:
         f"{SCRIPTS}/compliance_verify.py"

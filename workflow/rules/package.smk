@@ -12,11 +12,13 @@ rule package:
         quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
     output:
         package=directory("results/package"),
-    params:
-        code_root=workflow.basedir,
     log:
         "logs/package/package.log",
     localrule: True
+    conda:
+        WORKFLOW_ENV
+    params:
+        code_root=workflow.basedir,
     script:
         f"{SCRIPTS}/package.py"
 
@@ -29,5 +31,7 @@ rule tarball:
     log:
         "logs/package/tarball.log",
     localrule: True
+    conda:
+        WORKFLOW_ENV
     script:
         f"{SCRIPTS}/tarball.py"

@@ -9,8 +9,6 @@ rule quantize:
     output:
         quantized=directory("results/models/{model}-{recipe}"),
         emulated=directory("results/models/{model}-{recipe}-emulated"),
-    params:
-        recipe=lambda wc: config["quantization"][wc.recipe],
     log:
         "logs/quantize/{model}-{recipe}.log",
     container:
@@ -20,5 +18,7 @@ rule quantize:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=8000,
         runtime=lambda wc, attempt: 60 * attempt,
+    params:
+        recipe=lambda wc: config["quantization"][wc.recipe],
     script:
         f"{SCRIPTS}/quantize.py"

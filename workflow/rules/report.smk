@@ -13,6 +13,8 @@ rule summary:
     log:
         "logs/report/summary.log",
     localrule: True
+    conda:
+        WORKFLOW_ENV
     script:
         f"{SCRIPTS}/summary.py"
 
@@ -24,10 +26,12 @@ rule official_summary:
     output:
         csv="results/report/summary_official.csv",
         xlsx="results/report/final_report.xlsx",
-    params:
-        round=config["round"],
     log:
         "logs/report/official_summary.log",
     localrule: True
+    conda:
+        WORKFLOW_ENV
+    params:
+        round=config["round"],
     script:
         f"{SCRIPTS}/official_summary.py"

@@ -5,13 +5,15 @@
 rule user_conf:
     output:
         "results/runs/{system}/{benchmark}/{scenario}/user.conf",
+    log:
+        "logs/runs/{system}/{benchmark}/{scenario}/user_conf.log",
+    localrule: True
+    conda:
+        WORKFLOW_ENV
     params:
         # The text itself is the param: changing a setting in the config reruns exactly
         # the affected scenario.
         text=lambda wc: PLAN.user_conf_text(wc.system, wc.benchmark, wc.scenario),
-    log:
-        "logs/runs/{system}/{benchmark}/{scenario}/user_conf.log",
-    localrule: True
     script:
         f"{SCRIPTS}/write_text.py"
 
@@ -24,13 +26,6 @@ rule loadgen_run:
         user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
     output:
         run=directory("results/runs/{system}/{benchmark}/{scenario}/{mode}"),
-    params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.mode),
-        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
-        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
-        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
-        generation=lambda wc: PLAN.generation(wc.benchmark, wc.mode).__dict__,
-        engine=lambda wc: PLAN.engine(wc.system),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{mode}.log",
     container:
@@ -50,6 +45,13 @@ rule loadgen_run:
         tasks=lambda wc: PLAN.server_tasks(wc.system),
         mpi=lambda wc: "srun" if PLAN.server_tasks(wc.system) else None,
         tasks_per_gpu=lambda wc: 0 if PLAN.server_tasks(wc.system) else None,
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.mode),
+        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
+        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
+        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
+        generation=lambda wc: PLAN.generation(wc.benchmark, wc.mode).__dict__,
+        engine=lambda wc: PLAN.engine(wc.system),
     script:
         f"{SCRIPTS}/loadgen_run.py"
 
@@ -63,12 +65,6 @@ rule reference_accuracy:
         screen=screen_of,
     output:
         "results/reference/{system}/{benchmark}/accuracy.json",
-    params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
-        generation=lambda wc: PLAN.generation(wc.benchmark, "accuracy").__dict__,
-        engine=lambda wc: PLAN.engine(wc.system),
-        evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
-        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
     log:
         "logs/reference/{system}/{benchmark}.log",
     container:
@@ -81,5 +77,11 @@ rule reference_accuracy:
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
+        generation=lambda wc: PLAN.generation(wc.benchmark, "accuracy").__dict__,
+        engine=lambda wc: PLAN.engine(wc.system),
+        evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
+        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
     script:
         f"{SCRIPTS}/reference_accuracy.py"

@@ -5,11 +5,13 @@
 rule scaling_user_conf:
     output:
         "results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
-    params:
-        text=lambda wc: PLAN.scaling_user_conf_text(wc.system, wc.benchmark, wc.scenario, int(wc.n_endpoints)),
     log:
         "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user_conf.log",
     localrule: True
+    conda:
+        WORKFLOW_ENV
+    params:
+        text=lambda wc: PLAN.scaling_user_conf_text(wc.system, wc.benchmark, wc.scenario, int(wc.n_endpoints)),
     script:
         f"{SCRIPTS}/write_text.py"
 
@@ -22,13 +24,6 @@ rule scaling_run:
         user_conf="results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
     output:
         run=directory("results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}"),
-    params:
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
-        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
-        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
-        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
-        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
-        engine=lambda wc: PLAN.scaling_engine(wc.system, int(wc.n_endpoints)),
     log:
         "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.log",
     container:
@@ -47,6 +42,13 @@ rule scaling_run:
         tasks=lambda wc: PLAN.server_tasks(wc.system, int(wc.n_endpoints)),
         mpi=lambda wc: "srun" if PLAN.server_tasks(wc.system) else None,
         tasks_per_gpu=lambda wc: 0 if PLAN.server_tasks(wc.system) else None,
+    params:
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
+        loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
+        performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
+        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
+        engine=lambda wc: PLAN.scaling_engine(wc.system, int(wc.n_endpoints)),
     script:
         f"{SCRIPTS}/loadgen_run.py"
 
@@ -61,5 +63,7 @@ rule scaling_report:
     log:
         "logs/scaling/{system}/{benchmark}/report.log",
     localrule: True
+    conda:
+        WORKFLOW_ENV
     script:
         f"{SCRIPTS}/scaling_report.py"

@@ -7,10 +7,6 @@
 rule screen_gpus:
     output:
         "results/screen/{system}.json",
-    params:
-        screening=lambda wc: PLAN.screening(wc.system),
-        expected=lambda wc: PLAN.expected_devices(wc.system),
-        env=lambda wc: PLAN.engine(wc.system).get("env", {}),
     log:
         "logs/screen/{system}.log",
     container:
@@ -18,5 +14,9 @@ rule screen_gpus:
     resources:
         gpu=lambda wc: PLAN.accelerators(wc.system),
         runtime=15,
+    params:
+        screening=lambda wc: PLAN.screening(wc.system),
+        expected=lambda wc: PLAN.expected_devices(wc.system),
+        env=lambda wc: PLAN.engine(wc.system).get("env", {}),
     script:
         f"{SCRIPTS}/screen_gpus.py"

@@ -93,9 +93,13 @@ def parse_multiple_choice(text: str, max_option: str = "D") -> str | None:
     if stated:
         return stated.group(1).upper()
     whole = text.replace("\\n", "\n").replace("\\'", "'")
-    anywhere = list(re.finditer(
-        rf"\b(?:ANSWER|FINAL\s*ANSWER)\b\s*[:=]?\s*(?:\(?\s*([{letters}])\s*\)?)(?:\s*$|[^A-Za-z])",
-        whole, re.IGNORECASE))
+    anywhere = list(
+        re.finditer(
+            rf"\b(?:ANSWER|FINAL\s*ANSWER)\b\s*[:=]?\s*(?:\(?\s*([{letters}])\s*\)?)(?:\s*$|[^A-Za-z])",
+            whole,
+            re.IGNORECASE,
+        )
+    )
     if anywhere:
         return anywhere[-1].group(1).upper()
     if max_option == "J":
@@ -141,8 +145,10 @@ def is_correct(family: str, output: str, ground_truth: Any) -> tuple[bool, Any]:
             return parsed is not None and parsed == int(ground_truth), parsed
         except (TypeError, ValueError):
             return False, parsed
-    raise UserError(f"scoring the '{family}' family needs {UNSUPPORTED_FAMILIES.get(family, 'an evaluator')}, "
-                    "which this workflow does not implement")
+    raise UserError(
+        f"scoring the '{family}' family needs {UNSUPPORTED_FAMILIES.get(family, 'an evaluator')}, "
+        "which this workflow does not implement"
+    )
 
 
 @dataclass
@@ -163,8 +169,9 @@ def load_gpt_oss_rows(path: str | os.PathLike[str]) -> GptOssRows:
     frame = read_table(path)
     missing = [c for c in ("dataset", "ground_truth") if c not in frame.columns]
     if missing:
-        raise UserError(f"dataset {path} lacks column(s) {missing}; the gpt-oss evaluation needs 'dataset' and "
-                        "'ground_truth'")
+        raise UserError(
+            f"dataset {path} lacks column(s) {missing}; the gpt-oss evaluation needs 'dataset' and 'ground_truth'"
+        )
     return GptOssRows(str(path), [str(v) for v in frame["dataset"]], list(frame["ground_truth"]))
 
 
@@ -186,15 +193,19 @@ def evaluate_gpt_oss(
     groups: dict[str, str] = {}
     for qsl_idx, _ in entries:
         if not 0 <= qsl_idx < len(rows):
-            raise UserError(f"the accuracy log has qsl_idx {qsl_idx}, but {rows.path} has {len(rows)} rows: "
-                            "was the run made on another dataset file?")
+            raise UserError(
+                f"the accuracy log has qsl_idx {qsl_idx}, but {rows.path} has {len(rows)} rows: "
+                "was the run made on another dataset file?"
+            )
         name = rows.datasets[qsl_idx]
         if name not in groups:
             groups[name] = family_of(name, families)
             if groups[name] in UNSUPPORTED_FAMILIES:
-                raise UserError(f"{rows.path} has '{name}' rows; scoring them needs "
-                                f"{UNSUPPORTED_FAMILIES[groups[name]]}, which this workflow does not implement "
-                                "(run the reference eval_mlperf_accuracy.py for this file)")
+                raise UserError(
+                    f"{rows.path} has '{name}' rows; scoring them needs "
+                    f"{UNSUPPORTED_FAMILIES[groups[name]]}, which this workflow does not implement "
+                    "(run the reference eval_mlperf_accuracy.py for this file)"
+                )
     texts = tokenizer.batch_decode([tokens.tolist() for _, tokens in entries], skip_special_tokens=False)
     stats: dict[str, dict[str, int]] = {}
     output_tokens = 0
@@ -219,8 +230,11 @@ def evaluate_gpt_oss(
 def format_gpt_oss_accuracy_txt(result: Mapping[str, Any]) -> str:
     """The checker reads ``'exact_match':\\s([\\d.]+)`` and ``'tokens_per_sample':\\s([\\d.]+)``
     from one line; per-family counts follow on lines of their own."""
-    head = {"exact_match": float(result["exact_match"]), "tokens_per_sample": float(result["tokens_per_sample"]),
-            "gen_num": int(result["gen_num"])}
+    head = {
+        "exact_match": float(result["exact_match"]),
+        "tokens_per_sample": float(result["tokens_per_sample"]),
+        "gen_num": int(result["gen_num"]),
+    }
     lines = ["", "Results", "", repr(head), ""]
     for name, s in result["per_dataset"].items():
         lines.append(f"{name}: {s['correct']}/{s['total']} correct, repeats {s['repeats']}")

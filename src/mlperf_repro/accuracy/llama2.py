@@ -62,11 +62,7 @@ def evaluate_llama2(
     dataset's ``output`` column). ``tokenizer`` needs only ``batch_decode``; for
     the reference's exact text use :func:`load_llama2_tokenizer`.
     """
-    entries = (
-        read_accuracy_log(accuracy_log, dtype)
-        if isinstance(accuracy_log, (str, os.PathLike))
-        else accuracy_log
-    )
+    entries = read_accuracy_log(accuracy_log, dtype) if isinstance(accuracy_log, (str, os.PathLike)) else accuracy_log
     if not entries:
         raise UserError("the accuracy log has no samples")
     targets: list[str] = []
@@ -101,9 +97,7 @@ def load_llama2_tokenizer(checkpoint_path: str | os.PathLike[str]) -> Any:
     """
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(
-        checkpoint_path, model_max_length=2048, padding_side="left", use_fast=False
-    )
+    return AutoTokenizer.from_pretrained(checkpoint_path, model_max_length=2048, padding_side="left", use_fast=False)
 
 
 def _plain(value: Any) -> Any:

@@ -100,8 +100,10 @@ def _skip(buf: str, pos: int) -> int:
 
 
 def read_accuracy_log(
-    path: str | os.PathLike[str], dtype: str | np.dtype[Any] | type[np.generic] = "int32",
-    *, first_per_sample: bool = True,
+    path: str | os.PathLike[str],
+    dtype: str | np.dtype[Any] | type[np.generic] = "int32",
+    *,
+    first_per_sample: bool = True,
 ) -> list[tuple[int, np.ndarray]]:
     """``[(qsl_idx, tokens)]`` in log order, keeping the first entry per qsl_idx.
 

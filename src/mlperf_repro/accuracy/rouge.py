@@ -339,10 +339,7 @@ def _run_chunks(
         return _chunk_worker((list(predictions), list(references), postprocess))
     # Several chunks per worker so a slow chunk does not idle the others.
     size = max(1, math.ceil(n / (workers * 8)))
-    chunks = [
-        (list(predictions[i : i + size]), list(references[i : i + size]), postprocess)
-        for i in range(0, n, size)
-    ]
+    chunks = [(list(predictions[i : i + size]), list(references[i : i + size]), postprocess) for i in range(0, n, size)]
     scores: list[tuple[float, float, float, float]] = []
     lengths: list[int] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context()) as pool:

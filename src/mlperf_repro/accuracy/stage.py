@@ -57,8 +57,9 @@ def load_fast_tokenizer(model_dir: str):
 EVALUATORS = ("llama2-rouge", "gpt-oss-exact-match")
 
 
-def score_entries(evaluator: str, entries: list, dataset_file: str, tokenizer: Any,
-                  accuracy_rules: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def score_entries(
+    evaluator: str, entries: list, dataset_file: str, tokenizer: Any, accuracy_rules: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
     """(metrics, accuracy.txt text) of ``[(qsl_idx, token ids)]`` by the benchmark's evaluator.
 
     ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table."""
@@ -71,8 +72,13 @@ def score_entries(evaluator: str, entries: list, dataset_file: str, tokenizer: A
     if evaluator == "gpt-oss-exact-match":
         from .gpt_oss import evaluate_gpt_oss, format_gpt_oss_accuracy_txt, load_gpt_oss_rows
 
-        result = evaluate_gpt_oss(entries, load_gpt_oss_rows(dataset_file), tokenizer,
-                                  families=accuracy_rules["families"], repeats=accuracy_rules.get("dataset_repeats", {}))
+        result = evaluate_gpt_oss(
+            entries,
+            load_gpt_oss_rows(dataset_file),
+            tokenizer,
+            families=accuracy_rules["families"],
+            repeats=accuracy_rules.get("dataset_repeats", {}),
+        )
         return result, format_gpt_oss_accuracy_txt(result)
     raise UserError(f"evaluator '{evaluator}' is not implemented (implemented: {', '.join(EVALUATORS)})")
 
@@ -82,8 +88,9 @@ def evaluator_tokenizer(evaluator: str, tokenizer_dir: str) -> Any:
     return load_fast_tokenizer(tokenizer_dir) if evaluator == "gpt-oss-exact-match" else load_tokenizer(tokenizer_dir)
 
 
-def score_log(evaluator: str, log: str | Path, dataset_file: str, tokenizer_dir: str,
-              accuracy_rules: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def score_log(
+    evaluator: str, log: str | Path, dataset_file: str, tokenizer_dir: str, accuracy_rules: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
     """(metrics, accuracy.txt text) of one LoadGen accuracy log (int32 token ids). The llama2
     reference keeps the first entry per sample, the gpt-oss one scores every entry."""
     from .loadgen_log import read_accuracy_log
@@ -92,8 +99,9 @@ def score_log(evaluator: str, log: str | Path, dataset_file: str, tokenizer_dir:
     if not log.is_file():
         raise UserError(f"{log} is missing: the run did not write its accuracy log")
     entries = read_accuracy_log(log, "int32", first_per_sample=evaluator != "gpt-oss-exact-match")
-    return score_entries(evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir),
-                         accuracy_rules)
+    return score_entries(
+        evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir), accuracy_rules
+    )
 
 
 def accuracy_job(
@@ -114,7 +122,6 @@ def accuracy_job(
     verdict = judge(metrics, targets, reference)
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
     Path(out_txt).write_text(text)
-    record = {"metrics": metrics, "verdict": verdict,
-              "reference_metrics": reference["metrics"] if reference else None}
+    record = {"metrics": metrics, "verdict": verdict, "reference_metrics": reference["metrics"] if reference else None}
     Path(out_json).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record

@@ -8,8 +8,9 @@ interface serves vLLM in-process here and, later, remote endpoints on a cluster.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,12 @@ def make_backend(
     if kind == "endpoints":
         from .endpoints import EndpointBackend, dispatch_settings, endpoint_specs
 
-        return EndpointBackend(endpoints=endpoint_specs(engine), dispatch=dispatch_settings(engine),
-                               servers=engine.get("servers"), **common)
+        return EndpointBackend(
+            endpoints=endpoint_specs(engine),
+            dispatch=dispatch_settings(engine),
+            servers=engine.get("servers"),
+            **common,
+        )
     from ..errors import UserError
 
     raise UserError(f"unknown backend '{kind}' (systems.<name>.engine.backend); allowed: vllm, endpoints")

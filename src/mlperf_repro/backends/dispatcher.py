@@ -37,8 +37,8 @@ import resource
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import msgspec
 
@@ -84,7 +84,7 @@ class EndpointsLost(RuntimeError):
 
 
 class _Chunk(msgspec.Struct):
-    choices: list["_Choice"]
+    choices: list[_Choice]
 
 
 class _Choice(msgspec.Struct):
@@ -105,7 +105,7 @@ def _without_prompt_ids(payload: bytes) -> bytes:
     if start < 0:
         return payload
     end = payload.find(b"]", start + len(_PROMPT_IDS))
-    return payload if end < 0 else payload[:start] + payload[end + 1:]
+    return payload if end < 0 else payload[:start] + payload[end + 1 :]
 
 
 class _Query:
@@ -123,11 +123,15 @@ class _Endpoint:
     def __init__(self, spec: EndpointSpec, settings: DispatchSettings) -> None:
         self.spec = spec
         self.name = spec.name
-        self.pool = ConnectionPool(spec.host, spec.port, on_bytes=self.saw_bytes,
-                                   connect_timeout_s=settings.connect_timeout_s,
-                                   max_idle_s=settings.max_idle_connection_s)
+        self.pool = ConnectionPool(
+            spec.host,
+            spec.port,
+            on_bytes=self.saw_bytes,
+            connect_timeout_s=settings.connect_timeout_s,
+            max_idle_s=settings.max_idle_connection_s,
+        )
         self.healthy = True
-        self.in_flight: dict[int, "_Attempt"] = {}
+        self.in_flight: dict[int, _Attempt] = {}
         self.last_progress = time.monotonic()
         self.completed = 0
         self.generated_tokens = 0
@@ -154,7 +158,9 @@ class _Endpoint:
             "accelerator_count": self.spec.accelerator_count,
             "completed": self.completed,
             "generated_tokens": self.generated_tokens,
-            "tokens_per_second_busy": round(self.generated_tokens / self.busy_seconds, 1) if self.busy_seconds else None,
+            "tokens_per_second_busy": round(self.generated_tokens / self.busy_seconds, 1)
+            if self.busy_seconds
+            else None,
             "resent_from": self.resent_from,
             "held_back": self.held_back,
             "requests_sent": self.requests_sent,
@@ -170,10 +176,21 @@ class _Attempt:
     """One request to one endpoint carrying one or more queries (choice i answers
     queries[i]); receives the streamed response."""
 
-    __slots__ = ("dispatcher", "endpoint", "queries", "conn", "status", "error_body", "tokens",
-                 "unfinished", "events", "cancelled", "fresh_retry")
+    __slots__ = (
+        "dispatcher",
+        "endpoint",
+        "queries",
+        "conn",
+        "status",
+        "error_body",
+        "tokens",
+        "unfinished",
+        "events",
+        "cancelled",
+        "fresh_retry",
+    )
 
-    def __init__(self, dispatcher: "Dispatcher", endpoint: _Endpoint, queries: list[_Query]) -> None:
+    def __init__(self, dispatcher: Dispatcher, endpoint: _Endpoint, queries: list[_Query]) -> None:
         self.dispatcher = dispatcher
         self.endpoint = endpoint
         self.queries = queries
@@ -216,9 +233,13 @@ class _Attempt:
                 tokens.extend(choice.token_ids)
             if choice.finish_reason is not None:
                 if not tokens:
-                    self.dispatcher._attempt_failed(self, HttpError(
-                        "a choice finished without token ids (is the endpoint a vLLM server with "
-                        "return_token_ids support?)"))
+                    self.dispatcher._attempt_failed(
+                        self,
+                        HttpError(
+                            "a choice finished without token ids (is the endpoint a vLLM server with "
+                            "return_token_ids support?)"
+                        ),
+                    )
                     return
                 self.dispatcher._choice_done(self, choice.index)
                 if self.cancelled:
@@ -232,8 +253,12 @@ class _Attempt:
             self.dispatcher._attempt_failed(self, HttpError(f"HTTP {self.status}: {detail}", status=self.status))
         elif self.unfinished:
             self.dispatcher._attempt_failed(
-                self, HttpError(f"the response ended with {self.unfinished} of {len(self.queries)} prompt(s) "
-                                f"unfinished (no token ids and finish_reason for them)"))
+                self,
+                HttpError(
+                    f"the response ended with {self.unfinished} of {len(self.queries)} prompt(s) "
+                    f"unfinished (no token ids and finish_reason for them)"
+                ),
+            )
         else:
             self.dispatcher._attempt_done(self)
 
@@ -312,17 +337,26 @@ class Dispatcher:
         cached = self._prompt_json.get(id(prompt))
         if cached is None or cached[0] is not prompt:
             cached = self._prompt_json[id(prompt)] = (prompt, self._encode(list(prompt)))
-        return b"%s,\"prompt\":%s,\"user\":\"%d\"}" % (self._fixed, cached[1], request.request_id)
+        return b'%s,"prompt":%s,"user":"%d"}' % (self._fixed, cached[1], request.request_id)
 
     def _batch_body(self, queries: list[_Query]) -> bytes:
         """One request for several queries: ``"prompt": [[...], [...]]``, choice i answers query i."""
         prompts = b",".join(self._prompt_json[id(q.request.prompt_token_ids)][1] for q in queries)
         users = b",".join(b"%d" % q.request.request_id for q in queries)
-        return b"%s,\"prompt\":[%s],\"user\":\"%s\"}" % (self._fixed, prompts, users)
+        return b'%s,"prompt":[%s],"user":"%s"}' % (self._fixed, prompts, users)
 
     def probe_body(self) -> bytes:
-        return self._encode({"model": self.settings.model, "prompt": [1, 2, 3], "max_tokens": 2,
-                             "min_tokens": 2, "temperature": 0.0, "stream": True, "return_token_ids": True})
+        return self._encode(
+            {
+                "model": self.settings.model,
+                "prompt": [1, 2, 3],
+                "max_tokens": 2,
+                "min_tokens": 2,
+                "temperature": 0.0,
+                "stream": True,
+                "return_token_ids": True,
+            }
+        )
 
     # -- entry from LoadGen's thread -------------------------------------------------
     def submit(self, requests: Sequence[Request]) -> None:
@@ -385,8 +419,12 @@ class Dispatcher:
             endpoint = self._choose()
             if endpoint is None:
                 return
-            count = min(len(pending), self.settings.max_prompts_per_request,
-                        endpoint.max_concurrency - len(endpoint.in_flight), self.max_in_flight - self.in_flight_total)
+            count = min(
+                len(pending),
+                self.settings.max_prompts_per_request,
+                endpoint.max_concurrency - len(endpoint.in_flight),
+                self.max_in_flight - self.in_flight_total,
+            )
             self._start(endpoint, [pending.popleft() for _ in range(max(count, 1))])
 
     def _start(self, endpoint: _Endpoint, queries: list[_Query]) -> None:
@@ -407,13 +445,16 @@ class Dispatcher:
         pool = attempt.endpoint.pool
         try:
             conn = await pool.connect()
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
                 self._hold_back(attempt, head_limit=True)
                 return
             endpoint = attempt.endpoint
-            if (isinstance(exc, asyncio.TimeoutError) and len(endpoint.in_flight) > len(attempt.queries)
-                    and time.monotonic() - endpoint.last_progress < self.settings.stall_timeout_s):
+            if (
+                isinstance(exc, asyncio.TimeoutError)
+                and len(endpoint.in_flight) > len(attempt.queries)
+                and time.monotonic() - endpoint.last_progress < self.settings.stall_timeout_s
+            ):
                 # The endpoint is answering its other queries: a slow accept queue, not a failure.
                 self._hold_back(attempt, head_limit=False)
                 return
@@ -469,8 +510,13 @@ class Dispatcher:
             return
         endpoint = attempt.endpoint
         conn = attempt.conn
-        if (isinstance(exc, OSError) and attempt.status == 0 and not attempt.fresh_retry
-                and conn is not None and conn.idle_since):
+        if (
+            isinstance(exc, OSError)
+            and attempt.status == 0
+            and not attempt.fresh_retry
+            and conn is not None
+            and conn.idle_since
+        ):
             # A reused keep-alive connection the server had just closed: not the endpoint's
             # fault. Resend once on a new connection; a real failure shows up there.
             attempt.fresh_retry = True
@@ -482,7 +528,8 @@ class Dispatcher:
         if isinstance(exc, HttpError) and exc.status is not None and 400 <= exc.status < 500:
             self._fatal = EndpointsLost(
                 f"endpoint {endpoint.name} ({endpoint.pool.host}:{endpoint.pool.port}) refused a request "
-                f"({exc}); resending cannot help: check the served model name and max_model_len")
+                f"({exc}); resending cannot help: check the served model name and max_model_len"
+            )
             return
         self._mark_down(endpoint, f"{type(exc).__name__}: {exc}")
 
@@ -543,8 +590,9 @@ class Dispatcher:
             now = time.monotonic()
             for e in self.endpoints:
                 if e.healthy and e.in_flight and now - e.last_progress > s.stall_timeout_s:
-                    self._mark_down(e, f"no response bytes for {s.stall_timeout_s:g} s with "
-                                       f"{len(e.in_flight)} queries in flight")
+                    self._mark_down(
+                        e, f"no response bytes for {s.stall_timeout_s:g} s with {len(e.in_flight)} queries in flight"
+                    )
                 if not (e.healthy and e.in_flight):
                     e._window_busy = False
             if now - window_start >= s.capacity_window_s:
@@ -553,7 +601,9 @@ class Dispatcher:
                     if e._window_busy and e._window_tokens:
                         rate = e._window_tokens / elapsed
                         e.busy_seconds += elapsed
-                        e.measured_capacity = rate if e.measured_capacity is None else 0.7 * e.measured_capacity + 0.3 * rate
+                        e.measured_capacity = (
+                            rate if e.measured_capacity is None else 0.7 * e.measured_capacity + 0.3 * rate
+                        )
                     e._window_tokens, e._window_busy = 0, True
                 self._update_weights()
                 window_start = now
@@ -575,9 +625,11 @@ class Dispatcher:
                 e.pool.close_stale_idle(at_most=4)
 
     def _too_few_message(self, healthy: int) -> str:
-        lines = [f"only {healthy} of {len(self.endpoints)} endpoints answer (min_healthy_endpoints: "
-                 f"{self.settings.min_healthy_endpoints}) for more than {self.settings.down_grace_s:g} s; "
-                 f"{len(self.ledger)} queries unanswered. Last failures:"]
+        lines = [
+            f"only {healthy} of {len(self.endpoints)} endpoints answer (min_healthy_endpoints: "
+            f"{self.settings.min_healthy_endpoints}) for more than {self.settings.down_grace_s:g} s; "
+            f"{len(self.ledger)} queries unanswered. Last failures:"
+        ]
         for e in self.endpoints:
             if not e.healthy:
                 lines.append(f"  {e.name} ({e.pool.host}:{e.pool.port}): {e.failures[-1] if e.failures else 'down'}")
@@ -585,12 +637,12 @@ class Dispatcher:
 
     async def probe(self, endpoint: _Endpoint) -> str | None:
         """A tiny real completion; None when the endpoint answers correctly, else why not."""
-        pool = ConnectionPool(endpoint.spec.host, endpoint.spec.port,
-                              connect_timeout_s=self.settings.connect_timeout_s)
+        pool = ConnectionPool(endpoint.spec.host, endpoint.spec.port, connect_timeout_s=self.settings.connect_timeout_s)
         try:
-            status, body = await request(pool, "POST", "/v1/completions", self.probe_body(),
-                                         timeout_s=self.settings.probe_timeout_s)
-        except (OSError, asyncio.TimeoutError, HttpError) as exc:
+            status, body = await request(
+                pool, "POST", "/v1/completions", self.probe_body(), timeout_s=self.settings.probe_timeout_s
+            )
+        except (TimeoutError, OSError, HttpError) as exc:
             return f"{type(exc).__name__}: {exc}"
         finally:
             pool.close_all()
@@ -629,23 +681,32 @@ class Dispatcher:
                 problems.append(f"{e.name} ({e.spec.host}:{e.spec.port}): {problem}")
         healthy = sum(e.healthy for e in self.endpoints)
         if healthy < self.settings.min_healthy_endpoints:
-            raise EndpointsLost(f"only {healthy} of {len(self.endpoints)} endpoints answer before the run "
-                                f"(min_healthy_endpoints: {self.settings.min_healthy_endpoints}):\n  "
-                                + "\n  ".join(problems))
+            raise EndpointsLost(
+                f"only {healthy} of {len(self.endpoints)} endpoints answer before the run "
+                f"(min_healthy_endpoints: {self.settings.min_healthy_endpoints}):\n  " + "\n  ".join(problems)
+            )
         return problems
 
     async def warm_connections(self) -> None:
         """Open keep-alive connections to every healthy endpoint before the run."""
-        await asyncio.gather(*(e.pool.warm(min(e.spec.max_concurrency, self.settings.warm_connections))
-                               for e in self.endpoints if e.healthy))
+        await asyncio.gather(
+            *(
+                e.pool.warm(min(e.spec.max_concurrency, self.settings.warm_connections))
+                for e in self.endpoints
+                if e.healthy
+            )
+        )
 
     def attach_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
 
     async def run(self, done: threading.Event) -> None:
         """Serve until LoadGen is done and every query is answered; raise when the run cannot finish."""
-        duties = [self.loop.create_task(self._watch()), self.loop.create_task(self._probe_down_endpoints()),
-                  self.loop.create_task(self._retire_stale_connections())]
+        duties = [
+            self.loop.create_task(self._watch()),
+            self.loop.create_task(self._probe_down_endpoints()),
+            self.loop.create_task(self._retire_stale_connections()),
+        ]
         try:
             while True:
                 if self._fatal is not None:

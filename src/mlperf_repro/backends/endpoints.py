@@ -10,9 +10,9 @@ import asyncio
 import gc
 import sys
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from . import CompleteCallback, FirstTokenCallback, GenerationSettings, Request
 from .dispatcher import Dispatcher, DispatchSettings, EndpointSpec
@@ -21,15 +21,23 @@ from .dispatcher import Dispatcher, DispatchSettings, EndpointSpec
 def endpoint_specs(engine: dict) -> list[EndpointSpec]:
     """The config's ``engine.endpoints.list`` as dispatcher specs."""
     return [
-        EndpointSpec(name=e["name"], host=e["host"], port=e["port"], accelerator=e.get("accelerator", "N/A"),
-                     accelerator_count=e.get("accelerator_count", 1), max_concurrency=e.get("max_concurrency", 256),
-                     capacity=e.get("capacity"))
+        EndpointSpec(
+            name=e["name"],
+            host=e["host"],
+            port=e["port"],
+            accelerator=e.get("accelerator", "N/A"),
+            accelerator_count=e.get("accelerator_count", 1),
+            max_concurrency=e.get("max_concurrency", 256),
+            capacity=e.get("capacity"),
+        )
         for e in engine["endpoints"]["list"]
     ]
 
 
 def dispatch_settings(engine: dict) -> DispatchSettings:
-    return DispatchSettings(model=engine["endpoints"].get("served_model_name", "model"), **(engine.get("dispatch") or {}))
+    return DispatchSettings(
+        model=engine["endpoints"].get("served_model_name", "model"), **(engine.get("dispatch") or {})
+    )
 
 
 @contextmanager
@@ -50,18 +58,27 @@ def serving(engine: dict, model_path: str, log_dir: str | Path, screening: dict 
     if launch == "kubernetes":
         from ..cluster.kubernetes_servers import kubernetes_servers
 
-        with kubernetes_servers(endpoints["list"], model_path, engine, log_dir,
-                                startup_timeout_s=timeout) as (placed, record):
+        with kubernetes_servers(endpoints["list"], model_path, engine, log_dir, startup_timeout_s=timeout) as (
+            placed,
+            record,
+        ):
             yield dict(engine, endpoints=dict(endpoints, list=placed), servers=record)
         return
     if launch == "slurm":
         from .servers import slurm_allocation_servers
 
-        with slurm_allocation_servers(endpoints["list"], model_path, name, engine.get("engine_args", {}), log_dir,
-                                      srun_args=endpoints["allocation"].get("srun_args", []),
-                                      env=engine.get("env"), startup_timeout_s=timeout,
-                                      screening=(screening or {}).get("settings"),
-                                      system=(screening or {}).get("system", "<system>")) as (placed, screened):
+        with slurm_allocation_servers(
+            endpoints["list"],
+            model_path,
+            name,
+            engine.get("engine_args", {}),
+            log_dir,
+            srun_args=endpoints["allocation"].get("srun_args", []),
+            env=engine.get("env"),
+            startup_timeout_s=timeout,
+            screening=(screening or {}).get("settings"),
+            system=(screening or {}).get("system", "<system>"),
+        ) as (placed, screened):
             run_engine = dict(engine, endpoints=dict(endpoints, list=placed))
             if screened is not None:
                 run_engine["gpu_screening"] = screened
@@ -69,8 +86,15 @@ def serving(engine: dict, model_path: str, log_dir: str | Path, screening: dict 
         return
     from .servers import local_vllm_servers
 
-    with local_vllm_servers(model_path, name, [e["port"] for e in endpoints["list"]], engine.get("engine_args", {}),
-                            log_dir, env=engine.get("env"), startup_timeout_s=timeout):
+    with local_vllm_servers(
+        model_path,
+        name,
+        [e["port"] for e in endpoints["list"]],
+        engine.get("engine_args", {}),
+        log_dir,
+        env=engine.get("env"),
+        startup_timeout_s=timeout,
+    ):
         yield engine
 
 
@@ -117,8 +141,9 @@ class EndpointBackend:
     ) -> None:
         self.servers = servers  # what launched the servers and where they ran (launch: kubernetes)
         raise_open_file_limit()  # before the dispatcher reads the limit
-        self.dispatcher = Dispatcher(endpoints, dispatch, generation, stream=stream,
-                                     on_first_token=on_first_token, on_complete=on_complete)
+        self.dispatcher = Dispatcher(
+            endpoints, dispatch, generation, stream=stream, on_first_token=on_first_token, on_complete=on_complete
+        )
         self.loop = new_event_loop()
         self.dispatcher.attach_loop(self.loop)
         self.startup_problems: list[str] = []

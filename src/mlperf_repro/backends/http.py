@@ -60,14 +60,21 @@ class HttpConnection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(HttpError(f"unparsable HTTP response: {exc} (request {self.requests_sent} on this "
-                                 f"connection; bytes: {data[:60]!r})"))
+            self._fail(
+                HttpError(
+                    f"unparsable HTTP response: {exc} (request {self.requests_sent} on this "
+                    f"connection; bytes: {data[:60]!r})"
+                )
+            )
             self.close()
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        self._fail(ConnectionResetError("the endpoint closed the connection mid-response"
-                                        if exc is None else f"connection lost: {exc}"))
+        self._fail(
+            ConnectionResetError(
+                "the endpoint closed the connection mid-response" if exc is None else f"connection lost: {exc}"
+            )
+        )
         # The parser holds this protocol's callbacks and the transport holds the protocol:
         # cut both cycles, so a closed connection is freed at once rather than left to the
         # cyclic GC, which the head keeps off during a run (its pauses land in TTFT).
@@ -99,7 +106,8 @@ class HttpConnection(asyncio.Protocol):
         self.requests_sent += 1
         if self.transport is None:  # lost after it was picked: fail like a reset, from the loop
             asyncio.get_running_loop().call_soon(
-                self._fail, ConnectionResetError("the connection closed before the request went out"))
+                self._fail, ConnectionResetError("the connection closed before the request went out")
+            )
             return
         self.transport.write(request)
 
@@ -123,8 +131,9 @@ class ConnectionPool:
     just closed.
     """
 
-    def __init__(self, host: str, port: int, *, on_bytes=None, connect_timeout_s: float = 5.0,
-                 max_idle_s: float = 4.0) -> None:
+    def __init__(
+        self, host: str, port: int, *, on_bytes=None, connect_timeout_s: float = 5.0, max_idle_s: float = 4.0
+    ) -> None:
         self.host, self.port = host, port
         self.idle: deque[HttpConnection] = deque()
         self.busy: set[HttpConnection] = set()
@@ -211,9 +220,14 @@ class ConnectionPool:
             if len(self._heads) > 65536:
                 self._heads.clear()
             head = self._heads[key] = (
-                method + b" " + path + b" HTTP/1.1\r\n" + self._host_header
+                method
+                + b" "
+                + path
+                + b" HTTP/1.1\r\n"
+                + self._host_header
                 + b"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                + b"Content-Length: %d\r\n\r\n" % len(body))
+                + b"Content-Length: %d\r\n\r\n" % len(body)
+            )
         return head + body
 
 
@@ -261,8 +275,9 @@ class BufferedResponse:
             self.done.set_exception(exc)
 
 
-async def request(pool: ConnectionPool, method: str, path: str, body: bytes = b"",
-                  timeout_s: float = 10.0) -> tuple[int, bytes]:
+async def request(
+    pool: ConnectionPool, method: str, path: str, body: bytes = b"", timeout_s: float = 10.0
+) -> tuple[int, bytes]:
     """One buffered request (health probes, tests)."""
     conn = await pool.acquire()
     sink = BufferedResponse()

@@ -17,9 +17,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..errors import UserError
 
@@ -54,16 +55,26 @@ def _vllm_cli_works() -> bool:
         return False
 
 
-def serve_command(model_path: str, served_model_name: str, host: str, port: int | None,
-                  engine_args: dict[str, Any]) -> list[str]:
+def serve_command(
+    model_path: str, served_model_name: str, host: str, port: int | None, engine_args: dict[str, Any]
+) -> list[str]:
     """The server's command line (``port`` None: the caller appends ``--port``)."""
     if _vllm_cli_works():
         entry = ["-m", "vllm.entrypoints.cli.main", "serve", model_path]
     else:
         entry = ["-W", "ignore::DeprecationWarning", "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
     port_flags = [] if port is None else ["--port", str(port)]
-    return [sys.executable, *entry, "--served-model-name", served_model_name, "--host", host, *port_flags,
-            "--disable-uvicorn-access-log", *engine_args_to_flags(engine_args)]
+    return [
+        sys.executable,
+        *entry,
+        "--served-model-name",
+        served_model_name,
+        "--host",
+        host,
+        *port_flags,
+        "--disable-uvicorn-access-log",
+        *engine_args_to_flags(engine_args),
+    ]
 
 
 def _healthy(host: str, port: int) -> bool:
@@ -74,10 +85,17 @@ def _healthy(host: str, port: int) -> bool:
         return False
 
 
-def wait_until_healthy(endpoints: Sequence[tuple[str, int]], timeout_s: float, *,
-                       probe: Callable[[str, int], bool] | None = None, check: Callable[[set], None] | None = None,
-                       describe: Callable[[set], str] | None = None, poll_s: float = 1.0,
-                       check_every_s: float = 0.0, what: str = "server") -> None:
+def wait_until_healthy(
+    endpoints: Sequence[tuple[str, int]],
+    timeout_s: float,
+    *,
+    probe: Callable[[str, int], bool] | None = None,
+    check: Callable[[set], None] | None = None,
+    describe: Callable[[set], str] | None = None,
+    poll_s: float = 1.0,
+    check_every_s: float = 0.0,
+    what: str = "server",
+) -> None:
     """Return once ``probe(host, port)`` is true for every endpoint. ``check(waiting)`` runs
     at most every ``check_every_s`` and raises when something cannot recover; after
     ``timeout_s`` a UserError names the endpoints still waiting and ``describe(waiting)``."""
@@ -98,8 +116,10 @@ def wait_until_healthy(endpoints: Sequence[tuple[str, int]], timeout_s: float, *
         if now > deadline:
             names = ", ".join(f"{h}:{p}" for h, p in sorted(waiting))
             detail = describe(set(waiting)) if describe else ""
-            raise UserError(f"{len(waiting)} {what}(s) did not answer /health within {timeout_s:g} s: {names}"
-                            + (f"\n{detail}" if detail else ""))
+            raise UserError(
+                f"{len(waiting)} {what}(s) did not answer /health within {timeout_s:g} s: {names}"
+                + (f"\n{detail}" if detail else "")
+            )
         time.sleep(poll_s)
 
 
@@ -135,22 +155,33 @@ def local_vllm_servers(
     try:
         for port in ports:
             log = open(log_dir / f"vllm-serve-{port}.log", "w")
-            procs.append(subprocess.Popen(
-                serve_command(model_path, served_model_name, host, port, engine_args),
-                stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})),
-                start_new_session=True,  # its own process group: stop() takes the engine workers too
-            ))
+            procs.append(
+                subprocess.Popen(
+                    serve_command(model_path, served_model_name, host, port, engine_args),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=dict(os.environ, **(env or {})),
+                    start_new_session=True,  # its own process group: stop() takes the engine workers too
+                )
+            )
             log.close()
         proc_of = dict(zip(ports, procs))
 
         def exited(waiting: set) -> None:
             for _, port in waiting:
                 if proc_of[port].poll() is not None:
-                    raise UserError(f"vllm serve on port {port} exited with code {proc_of[port].returncode} during "
-                                    f"start-up; see {log_dir / f'vllm-serve-{port}.log'}")
+                    raise UserError(
+                        f"vllm serve on port {port} exited with code {proc_of[port].returncode} during "
+                        f"start-up; see {log_dir / f'vllm-serve-{port}.log'}"
+                    )
 
-        wait_until_healthy([(host, port) for port in ports], startup_timeout_s, check=exited,
-                           describe=lambda waiting: f"see the logs in {log_dir}", what="vllm serve")
+        wait_until_healthy(
+            [(host, port) for port in ports],
+            startup_timeout_s,
+            check=exited,
+            describe=lambda waiting: f"see the logs in {log_dir}",
+            what="vllm serve",
+        )
         yield procs
     finally:
         for proc in procs:
@@ -167,7 +198,9 @@ def _slurm_query(args: list[str]) -> str:
     except FileNotFoundError:
         raise UserError(f"launch: slurm needs SLURM's commands on this node ({args[0]} not found)") from None
     except subprocess.TimeoutExpired:
-        raise UserError(f"'{' '.join(args)}' did not answer within {SLURM_QUERY_TIMEOUT_S} s; is slurmctld up?") from None
+        raise UserError(
+            f"'{' '.join(args)}' did not answer within {SLURM_QUERY_TIMEOUT_S} s; is slurmctld up?"
+        ) from None
     if done.returncode != 0:
         raise UserError(f"'{' '.join(args)}' failed: {done.stderr.strip()[:300]}")
     return done.stdout
@@ -178,8 +211,9 @@ def allocation_hosts(job_id: str) -> list[str]:
 
     Read from the controller, not from SLURM_JOB_NODELIST: Snakemake's job-step wrapper
     passes on only the job id of the SLURM_* variables."""
-    fields = dict(item.split("=", 1) for item in _slurm_query(["scontrol", "show", "job", "-o", job_id]).split()
-                  if "=" in item)
+    fields = dict(
+        item.split("=", 1) for item in _slurm_query(["scontrol", "show", "job", "-o", job_id]).split() if "=" in item
+    )
     nodelist = fields.get("NodeList", "")
     if not nodelist or nodelist == "(null)":
         raise UserError(f"SLURM job {job_id} has no nodes yet (NodeList={nodelist or 'missing'})")
@@ -192,30 +226,48 @@ def allocation_endpoints_on(entries: Sequence[dict], hosts: Sequence[str]) -> li
 
     placed = []
     for entry in entries:
-        index = int(entry["host"][len(ALLOCATION_HOST_PREFIX):])
+        index = int(entry["host"][len(ALLOCATION_HOST_PREFIX) :])
         if index >= len(hosts):
-            raise UserError(f"the endpoints need {index + 1} node(s) but the SLURM job has {len(hosts)} "
-                            f"({', '.join(hosts)}); engine.endpoints.allocation.nodes sets the run job's --nodes")
+            raise UserError(
+                f"the endpoints need {index + 1} node(s) but the SLURM job has {len(hosts)} "
+                f"({', '.join(hosts)}); engine.endpoints.allocation.nodes sets the run job's --nodes"
+            )
         placed.append(dict(entry, host=hosts[index], node=hosts[index]))
     return placed
 
 
-def srun_server_step(job_id: str, host: str, ports: Sequence[int], command: list[str], log_dir: Path,
-                     srun_args: Sequence[str] = ()) -> list[str]:
+def srun_server_step(
+    job_id: str, host: str, ports: Sequence[int], command: list[str], log_dir: Path, srun_args: Sequence[str] = ()
+) -> list[str]:
     """One srun step on ``host`` with a task per server; task i listens on ports[0] + i."""
     base = ports[0]
     if list(ports) != list(range(base, base + len(ports))):
         raise ValueError(f"ports on one node must be consecutive, got {list(ports)}")
     # With screened GPUs each task exports its own group (MLPERF_REPRO_DEVICE_GROUPS: "0,1;2,3",
     # group i for local task i) into the variables the backend reads before it execs.
-    launcher = ('if [ -n "${{MLPERF_REPRO_DEVICE_GROUPS:-}}" ]; then '
-                'IFS=";" read -ra groups <<< "$MLPERF_REPRO_DEVICE_GROUPS"; '
-                'for var in $MLPERF_REPRO_DEVICE_VARS; do export "$var=${{groups[${{SLURM_LOCALID:-0}}]}}"; done; fi; '
-                'exec "$@" --port $(( {base} + ${{SLURM_LOCALID:-0}} ))').format(base=base)
-    return ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", f"--ntasks={len(ports)}", f"--nodelist={host}",
-            "--kill-on-bad-exit=0", f"--job-name=vllm-serve-{host}",
-            f"--output={log_dir}/vllm-serve-{host}-%t.log", *srun_args,
-            "bash", "-c", launcher, "vllm-serve", *command]
+    launcher = (
+        'if [ -n "${MLPERF_REPRO_DEVICE_GROUPS:-}" ]; then '
+        'IFS=";" read -ra groups <<< "$MLPERF_REPRO_DEVICE_GROUPS"; '
+        'for var in $MLPERF_REPRO_DEVICE_VARS; do export "$var=${groups[${SLURM_LOCALID:-0}]}"; done; fi; '
+        f'exec "$@" --port $(( {base} + ${{SLURM_LOCALID:-0}} ))'
+    )
+    return [
+        "srun",
+        f"--jobid={job_id}",
+        "--overlap",
+        "--nodes=1",
+        f"--ntasks={len(ports)}",
+        f"--nodelist={host}",
+        "--kill-on-bad-exit=0",
+        f"--job-name=vllm-serve-{host}",
+        f"--output={log_dir}/vllm-serve-{host}-%t.log",
+        *srun_args,
+        "bash",
+        "-c",
+        launcher,
+        "vllm-serve",
+        *command,
+    ]
 
 
 @contextmanager
@@ -237,8 +289,10 @@ def slurm_allocation_servers(
     screen decided (None when the system does not screen)."""
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
-        raise UserError("engine.endpoints.launch is slurm, but this run is not inside a SLURM job; run the "
-                        "workflow with --workflow-profile profiles/slurm, or use launch: local / external")
+        raise UserError(
+            "engine.endpoints.launch is slurm, but this run is not inside a SLURM job; run the "
+            "workflow with --workflow-profile profiles/slurm, or use launch: local / external"
+        )
     log_dir = Path(log_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     placed = allocation_endpoints_on(entries, allocation_hosts(job_id))
@@ -256,25 +310,35 @@ def slurm_allocation_servers(
         for host, ports in by_host.items():
             steps[host] = subprocess.Popen(
                 srun_server_step(job_id, host, sorted(ports), command, log_dir, srun_args),
-                stdout=subprocess.DEVNULL, stderr=open(log_dir / f"srun-{host}.log", "w"),
-                env=dict(os.environ, **(env or {}), **step_env.get(host, {})), start_new_session=True)
+                stdout=subprocess.DEVNULL,
+                stderr=open(log_dir / f"srun-{host}.log", "w"),
+                env=dict(os.environ, **(env or {}), **step_env.get(host, {})),
+                start_new_session=True,
+            )
 
         def exited(waiting: set) -> None:
             for host, _ in waiting:
                 if steps[host].poll() is not None:
-                    raise UserError(f"the server step on {host} exited with code {steps[host].returncode} during "
-                                    f"start-up; see {log_dir}/srun-{host}.log and {log_dir}/vllm-serve-{host}-*.log")
+                    raise UserError(
+                        f"the server step on {host} exited with code {steps[host].returncode} during "
+                        f"start-up; see {log_dir}/srun-{host}.log and {log_dir}/vllm-serve-{host}-*.log"
+                    )
 
-        wait_until_healthy([(e["host"], e["port"]) for e in placed], startup_timeout_s, check=exited,
-                           describe=lambda waiting: f"see the logs in {log_dir}")
+        wait_until_healthy(
+            [(e["host"], e["port"]) for e in placed],
+            startup_timeout_s,
+            check=exited,
+            describe=lambda waiting: f"see the logs in {log_dir}",
+        )
         yield placed, screened
     finally:
         for step in steps.values():
             _stop(step)
 
 
-def place_on_screened_gpus(placed: Sequence[dict], decision: dict[str, Any],
-                           measured_by_host: dict[str, dict]) -> tuple[list[dict], dict[str, dict[str, str]]]:
+def place_on_screened_gpus(
+    placed: Sequence[dict], decision: dict[str, Any], measured_by_host: dict[str, dict]
+) -> tuple[list[dict], dict[str, dict[str, str]]]:
     """Give each server on a node ``accelerator_count`` of the node's healthy GPUs, in order;
     servers left without enough GPUs are not started (the last ones on that node, so the
     rest keep consecutive ports). Returns the servers to start and each node's step
@@ -296,32 +360,51 @@ def place_on_screened_gpus(placed: Sequence[dict], decision: dict[str, Any],
                 break
             group, free = free[:count], free[count:]
             groups.append(next(iter(visible_devices_env(group, measured).values()), ",".join(map(str, group))))
-        kept += servers[:len(groups)]
+        kept += servers[: len(groups)]
         if groups:
-            step_env[host] = {"MLPERF_REPRO_DEVICE_GROUPS": ";".join(groups),
-                              "MLPERF_REPRO_DEVICE_VARS": " ".join(VISIBLE_DEVICES_VARS.get(measured.get("backend"), ()))}
+            step_env[host] = {
+                "MLPERF_REPRO_DEVICE_GROUPS": ";".join(groups),
+                "MLPERF_REPRO_DEVICE_VARS": " ".join(VISIBLE_DEVICES_VARS.get(measured.get("backend"), ())),
+            }
     return kept, step_env
 
 
-def screen_and_place(job_id: str, placed: list[dict], screening: dict[str, Any],
-                     system: str) -> tuple[list[dict], dict[str, dict[str, str]], dict[str, Any]]:
+def screen_and_place(
+    job_id: str, placed: list[dict], screening: dict[str, Any], system: str
+) -> tuple[list[dict], dict[str, dict[str, str]], dict[str, Any]]:
     """Screen every node of the allocation (one srun task each), decide by the system's
     policy, and place the servers on the healthy GPUs."""
     from ..cluster.screen import decide_allocation, screen_allocation
 
     hosts = list(dict.fromkeys(e["host"] for e in placed))
     per_node = max(sum(e.get("accelerator_count", 1) for e in placed if e["host"] == h) for h in hosts)
-    judged = screen_allocation(screening, per_node, srun=("srun", f"--jobid={job_id}", "--overlap",
-                                                          f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}"))
-    decision = decide_allocation(judged, policy=screening.get("policy", "refuse"),
-                                 min_devices=screening.get("min_devices"), system=system)
+    judged = screen_allocation(
+        screening,
+        per_node,
+        srun=("srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}"),
+    )
+    decision = decide_allocation(
+        judged, policy=screening.get("policy", "refuse"), min_devices=screening.get("min_devices"), system=system
+    )
     kept, step_env = place_on_screened_gpus(placed, decision, {n["host"]: n["measured"] for n in judged})
     if not kept:
-        raise UserError(f"GPU screening of {system}: no node has enough healthy GPUs for one server; "
-                        f"{decision['note']}")
+        raise UserError(
+            f"GPU screening of {system}: no node has enough healthy GPUs for one server; {decision['note']}"
+        )
     used = sum(e.get("accelerator_count", 1) for e in kept)
-    return kept, step_env, {
-        "enabled": True, "policy": screening.get("policy", "refuse"), "expected": decision["expected"],
-        "used": used, "note": decision["note"] if used == decision["used"] else
-        f"{decision['note']}; {used} of them serve ({len(kept)} of {len(placed)} servers started)",
-        "hosts": decision["hosts"], "servers_started": len(kept), "servers_configured": len(placed)}
+    return (
+        kept,
+        step_env,
+        {
+            "enabled": True,
+            "policy": screening.get("policy", "refuse"),
+            "expected": decision["expected"],
+            "used": used,
+            "note": decision["note"]
+            if used == decision["used"]
+            else f"{decision['note']}; {used} of them serve ({len(kept)} of {len(placed)} servers started)",
+            "hosts": decision["hosts"],
+            "servers_started": len(kept),
+            "servers_configured": len(placed),
+        },
+    )

@@ -76,7 +76,7 @@ _decode_req = msgspec.json.Decoder(_Req).decode
 _encode = msgspec.json.Encoder().encode
 _HEAD_OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 _ANSWER_CACHE_LIMIT = 16384
-_answers: dict[tuple, "_Answer"] = {}  # shared by every endpoint this process serves
+_answers: dict[tuple, _Answer] = {}  # shared by every endpoint this process serves
 
 
 def _chunked(payload: bytes) -> bytes:
@@ -105,10 +105,14 @@ class _Answer:
         tokens = output_token_ids(prompt, max_tokens, fixed)
         self.n_tokens = len(tokens)
         head = b'data: {"id":"cmpl-sim","object":"text_completion","created":0,"model":%s,"choices":[{"index":' % (
-            _encode(model or "sim"))
+            _encode(model or "sim")
+        )
         # vLLM's first chunk: one token and, with return_token_ids, the prompt's ids.
-        self.first = (head, b',"text":"","token_ids":%s,"prompt_token_ids":%s,"finish_reason":null}]}\n\n'
-                      % (_encode(tokens[:1]), prompt))
+        self.first = (
+            head,
+            b',"text":"","token_ids":%s,"prompt_token_ids":%s,"finish_reason":null}]}\n\n'
+            % (_encode(tokens[:1]), prompt),
+        )
         self.last = (head, b',"text":"","token_ids":%s,"finish_reason":"length"}]}\n\n' % _encode(tokens[1:]))
 
 
@@ -159,8 +163,7 @@ class SimulatedEndpoint:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: _Connection(self), self.spec.host, self.spec.port,
-                                               backlog=4096)
+        self.server = await loop.create_server(lambda: _Connection(self), self.spec.host, self.spec.port, backlog=4096)
         if self.spec.fault == "die" and self.spec.fault_after_s:
             loop.call_later(self.spec.fault_after_s, self.die)
         self.clock = loop.create_task(self.run_clock())
@@ -173,12 +176,16 @@ class SimulatedEndpoint:
             conn.transport.abort()
 
     # -- the continuous-batching model -----------------------------------------------
-    def admit(self, conn: "_Connection", req: _Req, received: float) -> None:
+    def admit(self, conn: _Connection, req: _Req, received: float) -> None:
         raw = bytes(req.prompt)
         prompts = [bytes(p) for p in _decode_prompts(raw)] if raw[1:].lstrip()[:1] == b"[" else [raw]
         users = (req.user or "").split(",")
-        response = _Response(conn, [self._answer(p, req) for p in prompts],
-                             users if len(users) == len(prompts) else [""] * len(prompts), received)
+        response = _Response(
+            conn,
+            [self._answer(p, req) for p in prompts],
+            users if len(users) == len(prompts) else [""] * len(prompts),
+            received,
+        )
         for index in range(len(prompts)):
             self.waiting.append((response, index))
         self._schedule()
@@ -234,7 +241,7 @@ class SimulatedEndpoint:
             self.active -= 1
             response.unfinished -= 1
             if malformed:
-                parts.append(_chunked(b"data: {\"choices\": [{\"token_ids\": \"not a list\"\n\n"))
+                parts.append(_chunked(b'data: {"choices": [{"token_ids": "not a list"\n\n'))
             else:
                 parts.append(_choice_chunk(response.answers[index].last, index))
             if response.unfinished == 0:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import CompleteCallback, FirstTokenCallback, GenerationSettings, Request
 
@@ -64,7 +65,7 @@ class VllmEngineBackend:
         self.on_first_token = on_first_token
         self.on_complete = on_complete
         self._llm = llm
-        self._incoming: "queue.SimpleQueue[Request]" = queue.SimpleQueue()
+        self._incoming: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self.stats = {"requests": 0, "generated_tokens": 0, "steps": 0}
 
     # -- lifecycle -----------------------------------------------------------------
@@ -134,4 +135,3 @@ class VllmEngineBackend:
             return
         self.stats["generated_tokens"] += len(new_ids)
         self.on_complete(int(out.request_id), new_ids)
-

@@ -26,11 +26,17 @@ def check_job(tree: str, round_name: str, out_txt: str, out_json: str) -> int:
         header.append("marking: NOT SUBMITTABLE (test scale)")
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
     Path(out_txt).write_text("\n".join(header + [""] + [f.line() for f in findings]) + "\n")
-    Path(out_json).write_text(json.dumps({
-        "status": status,
-        "not_submittable": not_submittable,
-        "findings": [f.__dict__ for f in findings],
-    }, indent=2) + "\n")
+    Path(out_json).write_text(
+        json.dumps(
+            {
+                "status": status,
+                "not_submittable": not_submittable,
+                "findings": [f.__dict__ for f in findings],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return len(errors)
 
 
@@ -49,5 +55,7 @@ def preflight_job(config: dict, out_txt: str, workdir: str = ".") -> None:
         if finding.severity != "error":
             print(finding.line())
     if errors:
-        raise UserError("the preflight check found problems to fix before any run starts:\n  "
-                        + "\n  ".join(f.line() for f in errors))
+        raise UserError(
+            "the preflight check found problems to fix before any run starts:\n  "
+            + "\n  ".join(f.line() for f in errors)
+        )

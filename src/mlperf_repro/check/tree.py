@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..benchmarks import Benchmark, Round
 from ..errors import UserError
@@ -74,10 +75,12 @@ def rule(name: str):
     def register(function: Rule) -> Rule:
         RULES[name] = function
         return function
+
     return register
 
 
 # -- loading ---------------------------------------------------------------------------
+
 
 def load_context(root: str | Path, rules: Round) -> tuple[TreeContext | None, list[Finding]]:
     root = Path(root)
@@ -85,12 +88,20 @@ def load_context(root: str | Path, rules: Round) -> tuple[TreeContext | None, li
         return None, [Finding("tree-layout", str(root), "the submission tree does not exist")]
     divisions = [d for d in sorted(root.iterdir()) if d.is_dir() and d.name in rules["divisions"]]
     if len(divisions) != 1:
-        return None, [Finding("tree-layout", str(root), f"expected exactly one division folder of "
-                              f"{rules['divisions']}, found {[d.name for d in divisions]}")]
+        return None, [
+            Finding(
+                "tree-layout",
+                str(root),
+                f"expected exactly one division folder of {rules['divisions']}, found {[d.name for d in divisions]}",
+            )
+        ]
     submitters = [s for s in sorted(divisions[0].iterdir()) if s.is_dir()]
     if len(submitters) != 1:
-        return None, [Finding("tree-layout", divisions[0].name, f"expected one submitter folder, found "
-                              f"{[s.name for s in submitters]}")]
+        return None, [
+            Finding(
+                "tree-layout", divisions[0].name, f"expected one submitter folder, found {[s.name for s in submitters]}"
+            )
+        ]
     base = submitters[0]
     mapping_path = base / "model_mapping.json"
     mapping = json.loads(mapping_path.read_text()) if mapping_path.is_file() else {}
@@ -100,14 +111,17 @@ def load_context(root: str | Path, rules: Round) -> tuple[TreeContext | None, li
             official = mapping.get(bench_dir.name, bench_dir.name)
             facts = rules.benchmark(official) if official in rules.benchmark_names else None
             for scenario_dir in sorted(p for p in bench_dir.glob("*") if p.is_dir()):
-                results.append(ScenarioResult(system_dir.name, bench_dir.name, official, scenario_dir.name,
-                                              scenario_dir, facts))
-    ctx = TreeContext(root, rules, divisions[0].name, base.name, mapping, results,
-                      test_scale=(root / NOT_SUBMITTABLE_MARK).is_file())
+                results.append(
+                    ScenarioResult(system_dir.name, bench_dir.name, official, scenario_dir.name, scenario_dir, facts)
+                )
+    ctx = TreeContext(
+        root, rules, divisions[0].name, base.name, mapping, results, test_scale=(root / NOT_SUBMITTABLE_MARK).is_file()
+    )
     return ctx, []
 
 
 # -- layout and required files -------------------------------------------------------------
+
 
 @rule("root-files")
 def check_root(ctx: TreeContext) -> list[Finding]:
@@ -115,11 +129,21 @@ def check_root(ctx: TreeContext) -> list[Finding]:
     findings = []
     for path in sorted(ctx.root.iterdir()):
         if path.is_dir() and path.name not in limits["root_folders"]:
-            findings.append(Finding("root-files", path.name, f"only {limits['root_folders']} folders may sit "
-                                    "at the root of a submission"))
+            findings.append(
+                Finding(
+                    "root-files",
+                    path.name,
+                    f"only {limits['root_folders']} folders may sit at the root of a submission",
+                )
+            )
         elif path.is_file() and path.suffix not in limits["root_file_suffixes"]:
-            findings.append(Finding("root-files", path.name, f"only {limits['root_file_suffixes']} files may sit "
-                                    "at the root of a submission"))
+            findings.append(
+                Finding(
+                    "root-files",
+                    path.name,
+                    f"only {limits['root_file_suffixes']} files may sit at the root of a submission",
+                )
+            )
     for path in sorted((ctx.root / ctx.division).iterdir()):
         if path.is_file():
             findings.append(Finding("root-files", ctx.rel(path), "no loose files directly under the division"))
@@ -150,13 +174,24 @@ def check_scenario_set(ctx: TreeContext) -> list[Finding]:
         folder = f"{ctx.division}/{ctx.submitter}/results/{system}/{bench}"
         facts = results[0].facts
         if facts is None:
-            findings.append(Finding("scenario-set", folder, f"'{results[0].mlperf_benchmark}' is not a "
-                                    f"{ctx.rules.name} benchmark (open division: map it in model_mapping.json)"))
+            findings.append(
+                Finding(
+                    "scenario-set",
+                    folder,
+                    f"'{results[0].mlperf_benchmark}' is not a "
+                    f"{ctx.rules.name} benchmark (open division: map it in model_mapping.json)",
+                )
+            )
             continue
         present = {r.scenario for r in results}
         for unknown in sorted(present - set(facts.scenarios)):
-            findings.append(Finding("scenario-set", f"{folder}/{unknown}", f"{facts.name} has no scenario {unknown}; "
-                                    f"allowed: {facts.scenarios}"))
+            findings.append(
+                Finding(
+                    "scenario-set",
+                    f"{folder}/{unknown}",
+                    f"{facts.name} has no scenario {unknown}; allowed: {facts.scenarios}",
+                )
+            )
         if ctx.division != "open":
             for missing in facts.required_scenarios:
                 if missing not in present:
@@ -169,6 +204,7 @@ def check_scenario_set(ctx: TreeContext) -> list[Finding]:
 
 # -- system descriptions and measurements ----------------------------------------------------
 
+
 @rule("system-description")
 def check_systems(ctx: TreeContext) -> list[Finding]:
     fields = ctx.rules["system_description"]
@@ -177,11 +213,21 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
     described = {p.stem for p in systems_dir.glob("*.json")} if systems_dir.is_dir() else set()
     with_results = {r.system for r in ctx.results}
     for system in sorted(with_results - described):
-        findings.append(Finding("system-description", f"{ctx.division}/{ctx.submitter}/systems/{system}.json",
-                                "results exist but the system description is missing"))
+        findings.append(
+            Finding(
+                "system-description",
+                f"{ctx.division}/{ctx.submitter}/systems/{system}.json",
+                "results exist but the system description is missing",
+            )
+        )
     for system in sorted(described - with_results):
-        findings.append(Finding("system-description", f"{ctx.division}/{ctx.submitter}/systems/{system}.json",
-                                "a system description without results"))
+        findings.append(
+            Finding(
+                "system-description",
+                f"{ctx.division}/{ctx.submitter}/systems/{system}.json",
+                "a system description without results",
+            )
+        )
     for path in sorted(systems_dir.glob("*.json")) if systems_dir.is_dir() else []:
         where = ctx.rel(path)
         try:
@@ -193,27 +239,47 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
             if key not in desc:
                 findings.append(Finding("system-description", where, f"field {key} is missing"))
             elif key in fields["meaningful"] and not desc[key]:
-                findings.append(Finding("system-description", where, f"field {key} needs a meaningful (non-empty, "
-                                        "non-zero) value; write \"0\" for a zero count"))
+                findings.append(
+                    Finding(
+                        "system-description",
+                        where,
+                        f'field {key} needs a meaningful (non-empty, non-zero) value; write "0" for a zero count',
+                    )
+                )
         for key in fields["integer"]:
             try:
                 int(desc.get(key, 0))
             except (TypeError, ValueError):
-                findings.append(Finding("system-description", where, f"field {key} must be an integer, "
-                                        f"got {desc.get(key)!r}"))
+                findings.append(
+                    Finding("system-description", where, f"field {key} must be an integer, got {desc.get(key)!r}")
+                )
         if str(desc.get("status", "")).lower() not in ctx.rules["statuses"]:
-            findings.append(Finding("system-description", where, f"status {desc.get('status')!r} is not one of "
-                                    f"{ctx.rules['statuses']}"))
+            findings.append(
+                Finding(
+                    "system-description", where, f"status {desc.get('status')!r} is not one of {ctx.rules['statuses']}"
+                )
+            )
         if desc.get("system_type") not in ctx.rules["system_types"]:
-            findings.append(Finding("system-description", where, f"system_type {desc.get('system_type')!r} is not "
-                                    f"one of {ctx.rules['system_types']}"))
+            findings.append(
+                Finding(
+                    "system-description",
+                    where,
+                    f"system_type {desc.get('system_type')!r} is not one of {ctx.rules['system_types']}",
+                )
+            )
         if desc.get("division") != ctx.division or str(desc.get("submitter", "")).lower() != ctx.submitter.lower():
             findings.append(Finding("system-description", where, "division/submitter do not match the folders"))
         if ctx.division != "network":
             for key in fields["network_only"]:
                 if key in desc:
-                    findings.append(Finding("system-description", where, f"{key} outside the network division "
-                                            "(any value makes the checker demand every network field)"))
+                    findings.append(
+                        Finding(
+                            "system-description",
+                            where,
+                            f"{key} outside the network division "
+                            "(any value makes the checker demand every network field)",
+                        )
+                    )
     return findings
 
 
@@ -256,17 +322,22 @@ def _invalid_message(detail: dict) -> str:
     rate = detail.get("result_samples_per_second")
     if detail.get("effective_scenario") == "Offline" and OFFLINE_TOO_SHORT in reason and rate:
         # Offline issues 1.1 x min_duration x target_qps samples: the fix is a config value.
-        message += (f": its {detail.get('generated_samples_per_query', '?')} samples ran at {float(rate):.1f}/s and "
-                     f"took less than min_duration; set this Offline scenario's target_qps "
-                     f"(systems.<system>.benchmarks.<benchmark>.Offline.target_qps) to at least {float(rate):.0f} "
-                     f"(a higher value only makes the run longer) and rerun it")
+        message += (
+            f": its {detail.get('generated_samples_per_query', '?')} samples ran at {float(rate):.1f}/s and "
+            f"took less than min_duration; set this Offline scenario's target_qps "
+            f"(systems.<system>.benchmarks.<benchmark>.Offline.target_qps) to at least {float(rate):.0f} "
+            f"(a higher value only makes the run longer) and rerun it"
+        )
     return message
 
 
 @rule("loadgen-valid")
 def check_validity(ctx: TreeContext) -> list[Finding]:
-    return [Finding("loadgen-valid", where, _invalid_message(detail))
-            for _, detail, where in _perf(ctx) if str(detail.get("result_validity", "")).upper() != "VALID"]
+    return [
+        Finding("loadgen-valid", where, _invalid_message(detail))
+        for _, detail, where in _perf(ctx)
+        if str(detail.get("result_validity", "")).upper() != "VALID"
+    ]
 
 
 @rule("loadgen-errors")
@@ -276,8 +347,13 @@ def check_loadgen_errors(ctx: TreeContext) -> list[Finding]:
         for relative in (PERF, ACC):
             detail = result.detail(relative)
             if detail and detail["errors"]:
-                findings.append(Finding("loadgen-errors", ctx.rel(result.path / relative),
-                                        f"{len(detail['errors'])} LoadGen error(s): " + "; ".join(detail["errors"][:3])))
+                findings.append(
+                    Finding(
+                        "loadgen-errors",
+                        ctx.rel(result.path / relative),
+                        f"{len(detail['errors'])} LoadGen error(s): " + "; ".join(detail["errors"][:3]),
+                    )
+                )
     return findings
 
 
@@ -291,8 +367,14 @@ def check_seeds(ctx: TreeContext) -> list[Finding]:
                 findings.append(Finding("seeds", where, f"{key} is {found}, expected {expected} for {ctx.rules.name}"))
         version = str(detail.get("loadgen_version", "")).split(" ")[0]
         if version not in ctx.rules.loadgen_versions:
-            findings.append(Finding("seeds", where, f"LoadGen {version or '?'} does not carry the {ctx.rules.name} "
-                                    f"seeds; install {ctx.rules.loadgen_requirement}"))
+            findings.append(
+                Finding(
+                    "seeds",
+                    where,
+                    f"LoadGen {version or '?'} does not carry the {ctx.rules.name} "
+                    f"seeds; install {ctx.rules.loadgen_requirement}",
+                )
+            )
     return findings
 
 
@@ -305,17 +387,26 @@ def check_scenario_match(ctx: TreeContext) -> list[Finding]:
             continue
         expected = ctx.rules.loadgen_scenario(result.scenario)
         if detail.get("effective_scenario") != expected:
-            findings.append(Finding("scenario-match", where, f"the log is a {detail.get('effective_scenario')} run; "
-                                    f"a {result.scenario} folder needs LoadGen {expected}"))
+            findings.append(
+                Finding(
+                    "scenario-match",
+                    where,
+                    f"the log is a {detail.get('effective_scenario')} run; "
+                    f"a {result.scenario} folder needs LoadGen {expected}",
+                )
+            )
     return findings
 
 
 @rule("token-latencies")
 def check_token_latencies(ctx: TreeContext) -> list[Finding]:
-    return [Finding("token-latencies", where, "use_token_latencies was not requested (LLM results report tokens)")
-            for result, detail, where in _perf(ctx)
-            if result.facts and result.facts.facts.get("use_token_latencies")
-            and not detail.get("requested_use_token_latencies")]
+    return [
+        Finding("token-latencies", where, "use_token_latencies was not requested (LLM results report tokens)")
+        for result, detail, where in _perf(ctx)
+        if result.facts
+        and result.facts.facts.get("use_token_latencies")
+        and not detail.get("requested_use_token_latencies")
+    ]
 
 
 @rule("latency")
@@ -329,20 +420,33 @@ def check_latency(ctx: TreeContext) -> list[Finding]:
         if not limits:
             continue
         for name, requested_key, measured_key in (
-                ("ttft", "requested_server_ttft_latency", "result_first_token_99.00_percentile_latency_ns"),
-                ("tpot", "requested_server_tpot_latency", "result_time_per_output_token_99.00_percentile_ns")):
+            ("ttft", "requested_server_ttft_latency", "result_first_token_99.00_percentile_latency_ns"),
+            ("tpot", "requested_server_tpot_latency", "result_time_per_output_token_99.00_percentile_ns"),
+        ):
             limit_ns = limits[name] * 1_000_000
             requested = detail.get(requested_key)
             if requested is not None and int(requested) != limit_ns:
-                findings.append(Finding("latency", where, f"LoadGen enforced a {name.upper()} limit of "
-                                        f"{int(requested) / 1e6:g} ms; {result.scenario} requires {limits[name]} ms "
-                                        f"(run it under the model name {result.facts.loadgen_model(result.scenario)})"))
+                findings.append(
+                    Finding(
+                        "latency",
+                        where,
+                        f"LoadGen enforced a {name.upper()} limit of "
+                        f"{int(requested) / 1e6:g} ms; {result.scenario} requires {limits[name]} ms "
+                        f"(run it under the model name {result.facts.loadgen_model(result.scenario)})",
+                    )
+                )
             measured = detail.get(measured_key)
             if measured is None:
                 findings.append(Finding("latency", where, f"no p99 {name.upper()} in the log"))
             elif float(measured) >= limit_ns:
-                findings.append(Finding("latency", where, f"p99 {name.upper()} {float(measured) / 1e6:.1f} ms is not "
-                                        f"below the {result.scenario} limit {limits[name]} ms"))
+                findings.append(
+                    Finding(
+                        "latency",
+                        where,
+                        f"p99 {name.upper()} {float(measured) / 1e6:.1f} ms is not "
+                        f"below the {result.scenario} limit {limits[name]} ms",
+                    )
+                )
         if detail.get("early_stopping_met") is False:
             findings.append(Finding("latency", where, "early stopping was not met"))
     return findings
@@ -357,11 +461,14 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
     for result, detail, where in _perf(ctx):
         duration = detail.get("effective_min_duration_ms")
         if duration is None or int(duration) < ctx.rules.min_duration_ms:
-            findings.append(Finding("run-length", where, f"min_duration {duration} ms < {ctx.rules.min_duration_ms} ms"))
+            findings.append(
+                Finding("run-length", where, f"min_duration {duration} ms < {ctx.rules.min_duration_ms} ms")
+            )
         if result.facts is None:
             continue
-        needed = result.facts.facts.get("checker_min_performance_sample_count",
-                                        result.facts.facts["performance_sample_count"])
+        needed = result.facts.facts.get(
+            "checker_min_performance_sample_count", result.facts.facts["performance_sample_count"]
+        )
         found = detail.get("effective_performance_sample_count")
         if found is None or int(found) < needed:
             findings.append(Finding("run-length", where, f"performance_sample_count {found} < {needed}"))
@@ -374,6 +481,7 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
 
 
 # -- accuracy ------------------------------------------------------------------------------
+
 
 def _accuracy_values(text: str, facts: Benchmark) -> dict[str, float]:
     values = {}
@@ -393,8 +501,9 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
         folder = result.path / "accuracy"
         log = folder / "mlperf_log_accuracy.json"
         if log.is_file() and log.stat().st_size > limit:
-            findings.append(Finding("accuracy-log", ctx.rel(log), f"{log.stat().st_size} bytes > {limit}: not "
-                                    "truncated"))
+            findings.append(
+                Finding("accuracy-log", ctx.rel(log), f"{log.stat().st_size} bytes > {limit}: not truncated")
+            )
         txt = folder / "accuracy.txt"
         if txt.is_file():
             text = txt.read_text()
@@ -404,15 +513,26 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
                 values = _accuracy_values(text, result.facts)
                 for metric in result.facts.accuracy["targets"]:
                     if metric not in values:
-                        findings.append(Finding("accuracy-log", ctx.rel(txt), f"the checker's pattern cannot read "
-                                                f"{metric} (plain floats, as the reference script prints)"))
+                        findings.append(
+                            Finding(
+                                "accuracy-log",
+                                ctx.rel(txt),
+                                f"the checker's pattern cannot read "
+                                f"{metric} (plain floats, as the reference script prints)",
+                            )
+                        )
         detail = result.detail(ACC)
         if detail is not None and result.facts and not ctx.test_scale:
             count = detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count"))
             expected = result.facts.facts["accuracy_sample_count"]
             if count is None or int(count) != expected:
-                findings.append(Finding("accuracy-log", ctx.rel(result.path / ACC),
-                                        f"the accuracy run covered {count} samples; the dataset has {expected}"))
+                findings.append(
+                    Finding(
+                        "accuracy-log",
+                        ctx.rel(result.path / ACC),
+                        f"the accuracy run covered {count} samples; the dataset has {expected}",
+                    )
+                )
     return findings
 
 
@@ -431,18 +551,28 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
         acc = result.facts.accuracy
         for metric, minimum in result.facts.absolute_targets().items():
             if metric in values and values[metric] < minimum:
-                findings.append(Finding("accuracy-target", ctx.rel(txt), f"{metric} {values[metric]} < target "
-                                        f"{minimum:.4f}", severity))
+                findings.append(
+                    Finding(
+                        "accuracy-target", ctx.rel(txt), f"{metric} {values[metric]} < target {minimum:.4f}", severity
+                    )
+                )
         uppers = {m: acc["reference"][m] * f for m, f in acc.get("upper_bound_fraction", {}).items()}
         uppers.update(acc.get("upper_bound", {}))
         for metric, maximum in uppers.items():
             if metric in values and values[metric] > maximum:
-                findings.append(Finding("accuracy-target", ctx.rel(txt), f"{metric} {values[metric]} > upper bound "
-                                        f"{maximum:.4f}", severity))
+                findings.append(
+                    Finding(
+                        "accuracy-target",
+                        ctx.rel(txt),
+                        f"{metric} {values[metric]} > upper bound {maximum:.4f}",
+                        severity,
+                    )
+                )
     return findings
 
 
 # -- compliance --------------------------------------------------------------------------------
+
 
 def compliance_passed(test: str, folder: Path, rules: Round) -> tuple[bool, str]:
     verify = folder / rules.compliance_test(test)["verify_file"]
@@ -467,8 +597,9 @@ def check_compliance(ctx: TreeContext) -> list[Finding]:
             folder = result.path / test
             if not folder.is_dir():
                 if ctx.enforces_compliance:
-                    findings.append(Finding("compliance", ctx.rel(folder), f"{test} is required in the "
-                                            f"{ctx.division} division"))
+                    findings.append(
+                        Finding("compliance", ctx.rel(folder), f"{test} is required in the {ctx.division} division")
+                    )
                 continue
             ok, why = compliance_passed(test, folder, ctx.rules)
             if not ok:
@@ -477,6 +608,7 @@ def check_compliance(ctx: TreeContext) -> list[Finding]:
 
 
 # -- hygiene -----------------------------------------------------------------------------------
+
 
 @rule("hygiene")
 def check_hygiene(ctx: TreeContext) -> list[Finding]:
@@ -502,8 +634,14 @@ def check_hygiene(ctx: TreeContext) -> list[Finding]:
 @rule("marking")
 def check_marking(ctx: TreeContext) -> list[Finding]:
     if ctx.test_scale:
-        return [Finding("marking", NOT_SUBMITTABLE_MARK, "test-scale tree: NOT SUBMITTABLE (round minimums not "
-                        "checked)", "warning")]
+        return [
+            Finding(
+                "marking",
+                NOT_SUBMITTABLE_MARK,
+                "test-scale tree: NOT SUBMITTABLE (round minimums not checked)",
+                "warning",
+            )
+        ]
     return []
 
 

@@ -78,8 +78,14 @@ def snakemake_arguments(configfile: str | Path, profile: str | Path, snakefile: 
     return ["--snakefile", str(snakefile), "--profile", str(profile), "--configfile", str(configfile)]
 
 
-def render(configfile: str | Path, profile: str | Path, *, workdir: str | Path = ".", snakefile: str | Path = "Snakefile",
-           timeout_s: float = RENDER_TIMEOUT_S) -> list[RenderedJob]:
+def render(
+    configfile: str | Path,
+    profile: str | Path,
+    *,
+    workdir: str | Path = ".",
+    snakefile: str | Path = "Snakefile",
+    timeout_s: float = RENDER_TIMEOUT_S,
+) -> list[RenderedJob]:
     """Every job the Kubernetes executor would submit for this config and profile.
 
     Paths are relative to ``workdir`` (the workflow's root, where a run would start: the
@@ -90,11 +96,23 @@ def render(configfile: str | Path, profile: str | Path, *, workdir: str | Path =
             raise UserError(f"{what} {path} does not exist (relative to {workdir})")
     with tempfile.TemporaryDirectory(prefix="k8s-preview-") as scratch:
         out = Path(scratch) / "jobs.json"
-        command = [sys.executable, "-m", "mlperf_repro.cluster.preview_child", str(out), "--",
-                   *snakemake_arguments(configfile, profile, snakefile)]
+        command = [
+            sys.executable,
+            "-m",
+            "mlperf_repro.cluster.preview_child",
+            str(out),
+            "--",
+            *snakemake_arguments(configfile, profile, snakefile),
+        ]
         try:
-            result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=timeout_s,
-                                    env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            result = subprocess.run(
+                command,
+                cwd=workdir,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
         except subprocess.TimeoutExpired:
             raise UserError(f"planning the workflow for Kubernetes took longer than {timeout_s:.0f} s") from None
         if result.returncode != 0:
@@ -138,8 +156,9 @@ def _resource_problems(where: str, resources: dict[str, Any]) -> list[str]:
             if value is not None and value != int(value):
                 problems.append(f"{where}.resources.{kind}.{name}: {name} must be a whole number")
         if name not in parsed["limits"]:
-            problems.append(f"{where}.resources.limits.{name}: a request for {name} needs a limit "
-                            f"(it cannot be overcommitted)")
+            problems.append(
+                f"{where}.resources.limits.{name}: a request for {name} needs a limit (it cannot be overcommitted)"
+            )
         elif name in parsed["requests"] and parsed["requests"][name] != parsed["limits"][name]:
             problems.append(f"{where}.resources: {name} request and limit must be equal")
     return problems
@@ -179,8 +198,9 @@ def validate_manifest(manifest: dict[str, Any], kubernetes_version: str = KUBERN
     spec = manifest.get("spec") or {}
     pod = (spec.get("template") or {}).get("spec") or {}
     if kind == "Job" and pod.get("restartPolicy") not in ("Never", "OnFailure"):
-        problems.append(f"spec.template.spec.restartPolicy: a Job's pods need Never or OnFailure, "
-                        f"got {pod.get('restartPolicy')!r}")
+        problems.append(
+            f"spec.template.spec.restartPolicy: a Job's pods need Never or OnFailure, got {pod.get('restartPolicy')!r}"
+        )
     if kind == "StatefulSet":
         problems += _statefulset_problems(manifest)
     problems += _label_problems("spec.template.spec.nodeSelector", pod.get("nodeSelector") or {})
@@ -205,8 +225,10 @@ def _statefulset_problems(manifest: dict[str, Any]) -> list[str]:
     problems = []
     name = manifest["metadata"].get("name", "")
     if len(name) > MAX_STATEFULSET_NAME:
-        problems.append(f"metadata.name: {name!r} is longer than {MAX_STATEFULSET_NAME} characters (a StatefulSet's "
-                        f"pods get a label value <name>-<10 characters>)")
+        problems.append(
+            f"metadata.name: {name!r} is longer than {MAX_STATEFULSET_NAME} characters (a StatefulSet's "
+            f"pods get a label value <name>-<10 characters>)"
+        )
     spec = manifest["spec"]
     template = spec.get("template") or {}
     pod = template.get("spec") or {}
@@ -215,8 +237,9 @@ def _statefulset_problems(manifest: dict[str, Any]) -> list[str]:
     if any(labels.get(k) != v for k, v in selector.items()):
         problems.append(f"spec.selector: {selector} does not select the template's labels {labels}")
     if pod.get("restartPolicy", "Always") != "Always":
-        problems.append(f"spec.template.spec.restartPolicy: a StatefulSet's pods need Always, "
-                        f"got {pod.get('restartPolicy')!r}")
+        problems.append(
+            f"spec.template.spec.restartPolicy: a StatefulSet's pods need Always, got {pod.get('restartPolicy')!r}"
+        )
     return problems
 
 
@@ -290,20 +313,29 @@ def render_servers(configfile: str | Path, profile: str | Path, *, workdir: str 
         where = f"systems.{system}.engine.endpoints.kubernetes"
         problems = []
         if f"{claim}:{mount}" not in volumes:
-            problems.append(f"{where}.model_volume: claim {claim} at {mount} is not among the profile's "
-                            f"kubernetes-persistent-volumes ({', '.join(volumes) or 'none'}), so the run pod does "
-                            f"not see the model where the server pods read it")
+            problems.append(
+                f"{where}.model_volume: claim {claim} at {mount} is not among the profile's "
+                f"kubernetes-persistent-volumes ({', '.join(volumes) or 'none'}), so the run pod does "
+                f"not see the model where the server pods read it"
+            )
         if not (prefix == mount or prefix.startswith(mount + "/")):
-            problems.append(f"{where}.model_volume: the profile's default-storage-prefix {prefix or '(unset)'} is not "
-                            f"below {mount}, so the workflow's files are not on the claim the server pods mount")
+            problems.append(
+                f"{where}.model_volume: the profile's default-storage-prefix {prefix or '(unset)'} is not "
+                f"below {mount}, so the workflow's files are not on the claim the server pods mount"
+            )
         if not settings.get("kubernetes-service-account-name"):
-            problems.append("profile: kubernetes-service-account-name is unset; the run pod creates the server pods "
-                            "and needs a service account with the Role in profiles/kubernetes/rbac.yaml")
+            problems.append(
+                "profile: kubernetes-service-account-name is unset; the run pod creates the server pods "
+                "and needs a service account with the Role in profiles/kubernetes/rbac.yaml"
+            )
         namespace = k8s.get("namespace") or settings.get("kubernetes-namespace") or "default"
         for benchmark in config["systems"][system]["benchmarks"]:
             servers = server_set_from_config(
-                engine, name=set_name(preview_run_id(f"{system}/{benchmark}")), namespace=namespace,
-                model_path=f"{prefix}/{plan.serving_dir(system, benchmark)}")
+                engine,
+                name=set_name(preview_run_id(f"{system}/{benchmark}")),
+                namespace=namespace,
+                model_path=f"{prefix}/{plan.serving_dir(system, benchmark)}",
+            )
             rendered.append(RenderedServers(system, benchmark, server_manifests(servers), list(problems)))
     return rendered
 
@@ -322,9 +354,15 @@ def write_server_manifests(sets: list[RenderedServers], out_dir: str | Path) -> 
             path = out_dir / f"{entry.file_stem}-{manifest['kind'].lower()}.yaml"
             path.write_text(yaml.safe_dump(manifest, sort_keys=False, width=120))
             paths.append(path)
-            index.append({"file": path.name, "kind": manifest["kind"], "system": entry.system,
-                          "benchmark": entry.benchmark,
-                          "created_by": "the run jobs of this system (launch: kubernetes), with a random id per run"})
+            index.append(
+                {
+                    "file": path.name,
+                    "kind": manifest["kind"],
+                    "system": entry.system,
+                    "benchmark": entry.benchmark,
+                    "created_by": "the run jobs of this system (launch: kubernetes), with a random id per run",
+                }
+            )
     index_path.write_text(json.dumps(index, indent=2) + "\n")
     return paths
 
@@ -342,8 +380,16 @@ def write_manifests(jobs: list[RenderedJob], out_dir: str | Path) -> list[Path]:
         path = out_dir / f"{number:0{width}d}-{job.file_stem}.yaml"
         path.write_text(yaml.safe_dump(job.manifest, sort_keys=False, width=120))
         paths.append(path)
-        index.append({"file": path.name, "rule": job.rule, "wildcards": job.wildcards, "threads": job.threads,
-                      "resources": job.resources, "unknown_until_run": job.unknown_resources,
-                      "apptainer_image": job.apptainer_image})
+        index.append(
+            {
+                "file": path.name,
+                "rule": job.rule,
+                "wildcards": job.wildcards,
+                "threads": job.threads,
+                "resources": job.resources,
+                "unknown_until_run": job.unknown_resources,
+                "apptainer_image": job.apptainer_image,
+            }
+        )
     (out_dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
     return paths

@@ -28,10 +28,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..config import KUBERNETES_HOST_PREFIX, kubernetes_gpu_resource
 from ..errors import UserError
@@ -46,12 +47,20 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # at most 63 characters, so the name may have at most 52.
 MAX_SET_NAME = 52
 # Waiting reasons a pod does not recover from without a change to the config or the cluster.
-FATAL_WAITING_REASONS = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-                                   "CreateContainerConfigError", "CreateContainerError", "CrashLoopBackOff"})
-API_TIMEOUT_S = 30           # every API request
-TEARDOWN_TIMEOUT_S = 180     # until the server pods are gone (their GPUs free for the next job)
-STATUS_EVERY_S = 10          # pod status reads while waiting for /health
-LOG_TAIL_LINES = 20          # of a server that cannot start, in the error
+FATAL_WAITING_REASONS = frozenset(
+    {
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "CrashLoopBackOff",
+    }
+)
+API_TIMEOUT_S = 30  # every API request
+TEARDOWN_TIMEOUT_S = 180  # until the server pods are gone (their GPUs free for the next job)
+STATUS_EVERY_S = 10  # pod status reads while waiting for /health
+LOG_TAIL_LINES = 20  # of a server that cannot start, in the error
 READINESS_PERIOD_S = 10
 
 
@@ -59,7 +68,7 @@ def image_of(container: str) -> str:
     """``docker://rocm/vllm@sha256:...`` -> ``rocm/vllm@sha256:...`` (what the kubelet pulls)."""
     if not container.startswith("docker://"):
         raise UserError(f"software.container {container!r}: launch: kubernetes needs a docker:// image reference")
-    return container[len("docker://"):]
+    return container[len("docker://") :]
 
 
 def set_name(run_id: str) -> str:
@@ -97,9 +106,11 @@ def model_path_on_claim(model_path: str | Path, mount_path: str, cwd: str | Path
         text = "/" + text.split(marker, 1)[1]
     mount = mount_path.rstrip("/") or "/"
     if not (text == mount or text.startswith(mount + "/")):
-        raise UserError(f"the model {model_path} ({text}) is not on the claim mounted at {mount_path} "
-                        f"(engine.endpoints.kubernetes.model_volume), so the server pods cannot read it; run the "
-                        f"workflow with fs storage on that claim (profiles/kubernetes) or move the model there")
+        raise UserError(
+            f"the model {model_path} ({text}) is not on the claim mounted at {mount_path} "
+            f"(engine.endpoints.kubernetes.model_volume), so the server pods cannot read it; run the "
+            f"workflow with fs storage on that claim (profiles/kubernetes) or move the model there"
+        )
     return text
 
 
@@ -140,8 +151,15 @@ class ServerSet:
         return f"{self.pod_name(index)}.{self.name}.{self.namespace}.svc.{self.cluster_domain}"
 
 
-def server_set_from_config(engine: dict[str, Any], *, name: str, namespace: str, model_path: str,
-                           owner: dict[str, Any] | None = None, nodes: int | None = None) -> ServerSet:
+def server_set_from_config(
+    engine: dict[str, Any],
+    *,
+    name: str,
+    namespace: str,
+    model_path: str,
+    owner: dict[str, Any] | None = None,
+    nodes: int | None = None,
+) -> ServerSet:
     """The server set of a validated ``launch: kubernetes`` engine (its image filled in from
     the system's software.container by the config check); ``nodes`` pods instead of the
     allocation's (a scaling run that drives only the servers of its first pods)."""
@@ -150,16 +168,27 @@ def server_set_from_config(engine: dict[str, Any], *, name: str, namespace: str,
     gpu_resource = kubernetes_gpu_resource(allocation, settings)
     base = allocation.get("base_port", 8000)
     return ServerSet(
-        name=name, namespace=namespace, nodes=nodes or allocation["nodes"],
+        name=name,
+        namespace=namespace,
+        nodes=nodes or allocation["nodes"],
         ports=[base + j for j in range(allocation.get("servers_per_node", 1))],
-        image=image_of(settings["image"]), model_path=model_path,
-        served_model_name=endpoints.get("served_model_name", "model"), engine_args=engine.get("engine_args") or {},
-        claim=settings["model_volume"]["claim"], mount_path=settings["model_volume"]["mount_path"],
+        image=image_of(settings["image"]),
+        model_path=model_path,
+        served_model_name=endpoints.get("served_model_name", "model"),
+        engine_args=engine.get("engine_args") or {},
+        claim=settings["model_volume"]["claim"],
+        mount_path=settings["model_volume"]["mount_path"],
         env={k: str(v) for k, v in (engine.get("env") or {}).items()},
-        gpu_resource=gpu_resource, gpus_per_server=allocation.get("accelerator_count", 1) if gpu_resource else 0,
-        node_selector=dict(settings.get("node_selector") or {}), service_account=settings.get("service_account"),
-        shm_size=settings.get("shm_size", "16Gi"), cpu=settings.get("cpu"), memory=settings.get("memory"),
-        cluster_domain=settings.get("cluster_domain", "cluster.local"), owner=owner)
+        gpu_resource=gpu_resource,
+        gpus_per_server=allocation.get("accelerator_count", 1) if gpu_resource else 0,
+        node_selector=dict(settings.get("node_selector") or {}),
+        service_account=settings.get("service_account"),
+        shm_size=settings.get("shm_size", "16Gi"),
+        cpu=settings.get("cpu"),
+        memory=settings.get("memory"),
+        cluster_domain=settings.get("cluster_domain", "cluster.local"),
+        owner=owner,
+    )
 
 
 def _metadata(servers: ServerSet) -> dict[str, Any]:
@@ -186,16 +215,32 @@ def server_container(servers: ServerSet, index: int, port: int) -> dict[str, Any
         "name": f"vllm-{index}",
         "image": servers.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["vllm", "serve", servers.model_path, "--served-model-name", servers.served_model_name,
-                    "--host", "0.0.0.0", "--port", str(port), "--disable-uvicorn-access-log",
-                    *engine_args_to_flags(servers.engine_args)],
+        "command": [
+            "vllm",
+            "serve",
+            servers.model_path,
+            "--served-model-name",
+            servers.served_model_name,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--disable-uvicorn-access-log",
+            *engine_args_to_flags(servers.engine_args),
+        ],
         "ports": [{"name": f"http-{index}", "containerPort": port, "protocol": "TCP"}],
         # Kubernetes' own view (the Service's ready addresses, `kubectl get pods`); the head
         # does not trust it and probes /health itself.
-        "readinessProbe": {"httpGet": {"path": "/health", "port": port}, "periodSeconds": READINESS_PERIOD_S,
-                           "timeoutSeconds": 5, "failureThreshold": 3},
-        "volumeMounts": [{"name": "models", "mountPath": servers.mount_path, "readOnly": True},
-                         {"name": "dshm", "mountPath": "/dev/shm"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": port},
+            "periodSeconds": READINESS_PERIOD_S,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": [
+            {"name": "models", "mountPath": servers.mount_path, "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
     }
     if servers.env:
         container["env"] = [{"name": k, "value": v} for k, v in sorted(servers.env.items())]
@@ -210,10 +255,17 @@ def statefulset_manifest(servers: ServerSet) -> dict[str, Any]:
         "containers": [server_container(servers, j, port) for j, port in enumerate(servers.ports)],
         # One server pod per node: the GPUs of a node belong to one pod, and the endpoint list's
         # node i is pod i's node.
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": "kubernetes.io/hostname"}]}},
-        "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": servers.claim, "readOnly": True}},
-                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": servers.shm_size}}],
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
+        "volumes": [
+            {"name": "models", "persistentVolumeClaim": {"claimName": servers.claim, "readOnly": True}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": servers.shm_size}},
+        ],
         "terminationGracePeriodSeconds": 30,
     }
     if servers.node_selector:
@@ -249,8 +301,10 @@ def service_manifest(servers: ServerSet) -> dict[str, Any]:
             # Names resolve before Kubernetes calls a pod ready: the head's own probe decides.
             "publishNotReadyAddresses": True,
             "selector": {SET_LABEL: servers.name},
-            "ports": [{"name": f"http-{j}", "port": port, "targetPort": port, "protocol": "TCP"}
-                      for j, port in enumerate(servers.ports)],
+            "ports": [
+                {"name": f"http-{j}", "port": port, "targetPort": port, "protocol": "TCP"}
+                for j, port in enumerate(servers.ports)
+            ],
         },
     }
 
@@ -266,7 +320,7 @@ def endpoints_on_pods(entries: Sequence[dict], servers: ServerSet) -> list[dict]
     """The generated endpoint entries (hosts ``k8s-server-pod-<i>``) with pod i's DNS name."""
     placed = []
     for entry in entries:
-        index = int(entry["host"][len(KUBERNETES_HOST_PREFIX):])
+        index = int(entry["host"][len(KUBERNETES_HOST_PREFIX) :])
         if index >= servers.nodes:
             raise UserError(f"endpoint {entry['name']} needs server pod {index}, but the set has {servers.nodes}")
         if entry["port"] not in servers.ports:
@@ -286,8 +340,10 @@ def _container_problem(status: dict[str, Any]) -> tuple[str | None, bool]:
         return text, reason in FATAL_WAITING_REASONS
     terminated = state.get("terminated")
     if terminated:
-        return (f"{status.get('name')}: exited with code {terminated.get('exitCode')} "
-                f"({terminated.get('reason') or 'Terminated'})"), False
+        return (
+            f"{status.get('name')}: exited with code {terminated.get('exitCode')} "
+            f"({terminated.get('reason') or 'Terminated'})"
+        ), False
     if not status.get("ready"):
         return f"{status.get('name')}: running, not ready", False
     return None, False
@@ -301,8 +357,10 @@ def describe_pod(pod: dict[str, Any]) -> tuple[str, bool]:
     details, fatal = [], False
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            details.append(f"{condition.get('reason') or 'not scheduled'}: "
-                           f"{(condition.get('message') or '').strip()[:300]}".rstrip(": "))
+            details.append(
+                f"{condition.get('reason') or 'not scheduled'}: "
+                f"{(condition.get('message') or '').strip()[:300]}".rstrip(": ")
+            )
     for container in status.get("containerStatuses") or []:
         text, is_fatal = _container_problem(container)
         if text:
@@ -315,8 +373,9 @@ def describe_pod(pod: dict[str, Any]) -> tuple[str, bool]:
     return f"{name} ({phase}{where}{': ' + '; '.join(details) if details else ''})", fatal
 
 
-def pod_report(pods: Sequence[dict[str, Any]], expected: Sequence[str],
-               only: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+def pod_report(
+    pods: Sequence[dict[str, Any]], expected: Sequence[str], only: Sequence[str] | None = None
+) -> tuple[list[str], list[str]]:
     """(fatal, waiting) lines for the expected pods (all, or those named in ``only``); a pod
     that does not exist yet is reported as not created."""
     by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
@@ -333,7 +392,9 @@ def pod_report(pods: Sequence[dict[str, Any]], expected: Sequence[str],
     return fatal, waiting
 
 
-def failing_containers(pods: Sequence[dict[str, Any]], only: Sequence[str] | None = None) -> list[tuple[str, str, bool]]:
+def failing_containers(
+    pods: Sequence[dict[str, Any]], only: Sequence[str] | None = None
+) -> list[tuple[str, str, bool]]:
     """(pod, container, previous) of every container that cannot start by itself; ``previous``:
     its log is that of the last crashed run (a crash loop), not of the current one."""
     found = []
@@ -353,13 +414,17 @@ def placement(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
         status = pod.get("status") or {}
-        rows.append({
-            "pod": (pod.get("metadata") or {}).get("name"),
-            "node": (pod.get("spec") or {}).get("nodeName"),
-            "host_ip": status.get("hostIP"),
-            "pod_ip": status.get("podIP"),
-            "image_ids": sorted({c.get("imageID") for c in status.get("containerStatuses") or [] if c.get("imageID")}),
-        })
+        rows.append(
+            {
+                "pod": (pod.get("metadata") or {}).get("name"),
+                "node": (pod.get("spec") or {}).get("nodeName"),
+                "host_ip": status.get("hostIP"),
+                "pod_ip": status.get("podIP"),
+                "image_ids": sorted(
+                    {c.get("imageID") for c in status.get("containerStatuses") or [] if c.get("imageID")}
+                ),
+            }
+        )
     return rows
 
 
@@ -392,7 +457,7 @@ class Teardown:
                 self.failures.append(f"{what}: {exc}")
                 self._log(f"teardown FAILED: {what}: {exc}")
 
-    def __enter__(self) -> "Teardown":
+    def __enter__(self) -> Teardown:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -429,8 +494,10 @@ def _connect():
     try:
         from kubernetes import client, config
     except ImportError:
-        raise UserError("launch: kubernetes needs the kubernetes Python client in the run job's environment "
-                        "(pip install -r envs/workflow.txt)") from None
+        raise UserError(
+            "launch: kubernetes needs the kubernetes Python client in the run job's environment "
+            "(pip install -r envs/workflow.txt)"
+        ) from None
     try:
         config.load_incluster_config()
     except config.ConfigException:
@@ -438,9 +505,11 @@ def _connect():
             # KUBECONFIG as it is now (the client reads it once, when first imported).
             config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
         except (config.ConfigException, OSError) as exc:
-            raise UserError("engine.endpoints.launch is kubernetes, but this run is neither inside a Kubernetes pod "
-                            "(no service account token) nor has a kubeconfig; run the workflow with "
-                            f"--workflow-profile profiles/kubernetes, or use launch: local / external ({exc})") from None
+            raise UserError(
+                "engine.endpoints.launch is kubernetes, but this run is neither inside a Kubernetes pod "
+                "(no service account token) nor has a kubeconfig; run the workflow with "
+                f"--workflow-profile profiles/kubernetes, or use launch: local / external ({exc})"
+            ) from None
     return client, client.CoreV1Api(), client.AppsV1Api()
 
 
@@ -450,9 +519,11 @@ def own_namespace(configured: str | None) -> str:
     path = SERVICE_ACCOUNT_DIR / "namespace"
     if path.is_file():
         return path.read_text().strip()
-    raise UserError("launch: kubernetes cannot tell its namespace: this run is not in a pod with a service account "
-                    "(/var/run/secrets/kubernetes.io/serviceaccount/namespace); set "
-                    "engine.endpoints.kubernetes.namespace")
+    raise UserError(
+        "launch: kubernetes cannot tell its namespace: this run is not in a pod with a service account "
+        "(/var/run/secrets/kubernetes.io/serviceaccount/namespace); set "
+        "engine.endpoints.kubernetes.namespace"
+    )
 
 
 def api_errors() -> tuple[type[BaseException], ...]:
@@ -484,8 +555,7 @@ def _api_error(action: str, exc: Exception) -> UserError:
         reason = json.loads(body).get("message", reason) if body else reason
     except (ValueError, AttributeError):
         pass
-    hint = (" (the run pod's service account needs the Role in profiles/kubernetes/rbac.yaml)"
-            if status == 403 else "")
+    hint = " (the run pod's service account needs the Role in profiles/kubernetes/rbac.yaml)" if status == 403 else ""
     if status is None:
         reason = f"no answer from the API server ({type(exc).__name__}: {str(exc)[:300]})"
     return UserError(f"Kubernetes API: {action} failed: {status or ''} {reason}{hint}".replace("  ", " "))
@@ -513,9 +583,15 @@ def kubernetes_servers(
     namespace = own_namespace(settings.get("namespace"))
     on_claim = model_path_on_claim(model_path, settings["model_volume"]["mount_path"])
     # A scaling run drives the servers of its first pods only: create just those pods.
-    pods_needed = 1 + max(int(e["host"][len(KUBERNETES_HOST_PREFIX):]) for e in entries)
-    servers = server_set_from_config(engine, name=set_name(new_run_id()), namespace=namespace, model_path=on_claim,
-                                     owner=_owner_reference(core, namespace), nodes=pods_needed)
+    pods_needed = 1 + max(int(e["host"][len(KUBERNETES_HOST_PREFIX) :]) for e in entries)
+    servers = server_set_from_config(
+        engine,
+        name=set_name(new_run_id()),
+        namespace=namespace,
+        model_path=on_claim,
+        owner=_owner_reference(core, namespace),
+        nodes=pods_needed,
+    )
     service, statefulset = server_manifests(servers)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -535,6 +611,7 @@ def kubernetes_servers(
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
         return step
 
     def pods_gone() -> None:
@@ -552,15 +629,24 @@ def kubernetes_servers(
         only = {pod_of[w] for w in waiting}
         fatal, _ = pod_report(listed, expected, only=only)
         if fatal:
-            raise UserError(f"server pod(s) of {servers.name} cannot start:\n  " + "\n  ".join(fatal)
-                            + f"\n(kubectl -n {namespace} describe pods -l {selector})"
-                            + "".join(log_tail(*failing) for failing in failing_containers(listed, only)[:2]))
+            raise UserError(
+                f"server pod(s) of {servers.name} cannot start:\n  "
+                + "\n  ".join(fatal)
+                + f"\n(kubectl -n {namespace} describe pods -l {selector})"
+                + "".join(log_tail(*failing) for failing in failing_containers(listed, only)[:2])
+            )
 
     def log_tail(pod: str, container: str, previous: bool) -> str:
         """The end of a failing server's log, for the error message (the run's log keeps it)."""
         try:
-            text = core.read_namespaced_pod_log(pod, namespace, container=container, previous=previous,
-                                                tail_lines=LOG_TAIL_LINES, _request_timeout=API_TIMEOUT_S)
+            text = core.read_namespaced_pod_log(
+                pod,
+                namespace,
+                container=container,
+                previous=previous,
+                tail_lines=LOG_TAIL_LINES,
+                _request_timeout=API_TIMEOUT_S,
+            )
         except failed:
             return ""
         lines = "\n    ".join(str(text).rstrip().splitlines()[-LOG_TAIL_LINES:])
@@ -572,14 +658,22 @@ def kubernetes_servers(
         except failed as exc:
             return f"(the pods' status could not be read: {_api_error('listing pods', exc)})"
         fatal, still = pod_report(listed, expected, only={pod_of[w] for w in waiting})
-        return "pods not ready:\n  " + "\n  ".join(fatal + still) + f"\n(kubectl -n {namespace} describe pods -l {selector})"
+        return (
+            "pods not ready:\n  "
+            + "\n  ".join(fatal + still)
+            + f"\n(kubectl -n {namespace} describe pods -l {selector})"
+        )
 
     if not Path(on_claim).is_dir():
-        raise UserError(f"the model is not at {on_claim} in this pod, where the server pods will look for it on "
-                        f"claim {servers.claim}; the run pod must mount the claim at "
-                        f"{servers.mount_path} (profile: kubernetes-persistent-volumes)")
-    hint = (f"some server objects may be left: kubectl -n {namespace} delete statefulset,service -l {selector} "
-            f"(they also go when the run pod is deleted)")
+        raise UserError(
+            f"the model is not at {on_claim} in this pod, where the server pods will look for it on "
+            f"claim {servers.claim}; the run pod must mount the claim at "
+            f"{servers.mount_path} (profile: kubernetes-persistent-volumes)"
+        )
+    hint = (
+        f"some server objects may be left: kubectl -n {namespace} delete statefulset,service -l {selector} "
+        f"(they also go when the run pod is deleted)"
+    )
     # The handler stays in place while the teardown runs: a second SIGTERM interrupts one
     # step, and the next steps still run.
     with sigterm_unwinds(), Teardown(leftover_hint=hint) as teardown:
@@ -600,8 +694,13 @@ def kubernetes_servers(
             raise _api_error(f"creating StatefulSet {namespace}/{servers.name}", exc) from None
         (log_dir / "manifests.json").write_text(json.dumps([service, statefulset], indent=2) + "\n")
         try:
-            wait_until_healthy([(e["host"], e["port"]) for e in placed], startup_timeout_s,
-                               check=check, describe=describe, check_every_s=STATUS_EVERY_S)
+            wait_until_healthy(
+                [(e["host"], e["port"]) for e in placed],
+                startup_timeout_s,
+                check=check,
+                describe=describe,
+                check_every_s=STATUS_EVERY_S,
+            )
         except failed as exc:
             raise _api_error(f"reading the pods of {namespace}/{servers.name}", exc) from None
         try:
@@ -610,7 +709,14 @@ def kubernetes_servers(
             raise _api_error(f"reading the pods of {namespace}/{servers.name}", exc) from None
         node_of = {row["pod"]: row["node"] for row in where}
         placed = [dict(e, node=node_of.get(e["pod"]) or e["node"]) for e in placed]
-        record = {"launch": "kubernetes", "namespace": namespace, "statefulset": servers.name,
-                  "service": servers.name, "image": servers.image, "model_path": on_claim, "placement": where}
+        record = {
+            "launch": "kubernetes",
+            "namespace": namespace,
+            "statefulset": servers.name,
+            "service": servers.name,
+            "image": servers.image,
+            "model_path": on_claim,
+            "placement": where,
+        }
         (log_dir / "servers.json").write_text(json.dumps(record, indent=2) + "\n")
         yield placed, record

@@ -119,8 +119,10 @@ def _prepare_remote_view(workflow: Any) -> None:
     workflow.remote_execution_settings.job_deploy_sources = True
     prefix = workflow.storage_settings.default_storage_prefix
     if not workflow.storage_settings.default_storage_provider or prefix is None:
-        raise SystemExit("the Kubernetes profile must set default-storage-provider and default-storage-prefix "
-                         "(the plugin's pods share no file system with this host)")
+        raise SystemExit(
+            "the Kubernetes profile must set default-storage-provider and default-storage-prefix "
+            "(the plugin's pods share no file system with this host)"
+        )
     with tempfile.NamedTemporaryFile(suffix="snakemake-sources.tar.xz") as archive:
         workflow.write_source_archive(Path(archive.name))
         checksum = hashlib.sha256(Path(archive.name).read_bytes()).hexdigest()
@@ -138,8 +140,9 @@ def main(argv: list[str]) -> int:
 
     _, args = parse_args(smk_args)
     if args.executor != "kubernetes":
-        raise SystemExit(f"the profile selects executor {args.executor!r}; a Kubernetes preview needs "
-                         f"'executor: kubernetes'")
+        raise SystemExit(
+            f"the profile selects executor {args.executor!r}; a Kubernetes preview needs 'executor: kubernetes'"
+        )
     settings = ExecutorPluginRegistry().get_plugin("kubernetes").get_settings(args)
     jobs = _jobs_of_dry_run(smk_args)
     records = []
@@ -157,15 +160,17 @@ def main(argv: list[str]) -> int:
             namespace, body = executor.batchapi.bodies[-1]
             manifest = {"apiVersion": "batch/v1", "kind": "Job", **serialize(body)}
             manifest["metadata"]["namespace"] = namespace
-            records.append({
-                "rule": job.rule.name,
-                "wildcards": dict(job.wildcards_dict),
-                "threads": job.threads,
-                "resources": view.resources,
-                "unknown_resources": view.unknown_resources,
-                "apptainer_image": job.container_img_url,
-                "manifest": manifest,
-            })
+            records.append(
+                {
+                    "rule": job.rule.name,
+                    "wildcards": dict(job.wildcards_dict),
+                    "threads": job.threads,
+                    "resources": view.resources,
+                    "unknown_resources": view.unknown_resources,
+                    "apptainer_image": job.container_img_url,
+                    "manifest": manifest,
+                }
+            )
     Path(out_path).write_text(json.dumps({"jobs": records}, indent=1, default=str))
     return 0
 

@@ -33,8 +33,13 @@ from ..errors import UserError
 GIB = 1024**3
 # Variables that restrict the devices a process sees, by backend.
 VISIBLE_DEVICES_VARS = {"cuda": ("CUDA_VISIBLE_DEVICES",), "rocm": ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")}
-DEFAULTS = {"policy": "refuse", "min_relative_speed": 0.9, "min_memory_fraction": 0.95, "matmul_size": 8192,
-            "repeats": 10}
+DEFAULTS = {
+    "policy": "refuse",
+    "min_relative_speed": 0.9,
+    "min_memory_fraction": 0.95,
+    "matmul_size": 8192,
+    "repeats": 10,
+}
 
 
 # -- measuring (in the child process) ---------------------------------------------------------
@@ -90,18 +95,34 @@ def _matmul_tflops(torch, index: int, n: int, repeats: int) -> float:
 
 def measure_in_child(matmul_size: int, repeats: int, timeout_s: float) -> dict[str, Any]:
     """:func:`measure_devices` in a fresh Python process, killed after ``timeout_s``."""
-    command = [sys.executable, "-m", "mlperf_repro.cluster.screen", "--measure-only",
-               "--matmul-size", str(matmul_size), "--repeats", str(repeats)]
+    command = [
+        sys.executable,
+        "-m",
+        "mlperf_repro.cluster.screen",
+        "--measure-only",
+        "--matmul-size",
+        str(matmul_size),
+        "--repeats",
+        str(repeats),
+    ]
     host = socket.gethostname()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return {"host": host, "backend": "unknown", "devices": [],
-                "error": f"the device check did not finish within {timeout_s:.0f} s (a hung GPU or driver)"}
+        return {
+            "host": host,
+            "backend": "unknown",
+            "devices": [],
+            "error": f"the device check did not finish within {timeout_s:.0f} s (a hung GPU or driver)",
+        }
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-        return {"host": host, "backend": "unknown", "devices": [],
-                "error": f"the device check failed (exit {done.returncode}): " + " | ".join(tail)}
+        return {
+            "host": host,
+            "backend": "unknown",
+            "devices": [],
+            "error": f"the device check failed (exit {done.returncode}): " + " | ".join(tail),
+        }
     return json.loads(done.stdout)
 
 
@@ -121,7 +142,9 @@ def judge(
     speeds = [d["tflops"] for d in working if d.get("tflops")]
     median_speed = statistics.median(speeds) if speeds else None
     totals = [d["memory_total_bytes"] for d in working if d.get("memory_total_bytes")]
-    expected_memory = expected_memory_gib * GIB if expected_memory_gib else (statistics.median(totals) if totals else None)
+    expected_memory = (
+        expected_memory_gib * GIB if expected_memory_gib else (statistics.median(totals) if totals else None)
+    )
     memory_from = "expected" if expected_memory_gib else "the host's median"
     for device in devices:
         reasons = []
@@ -130,21 +153,26 @@ def judge(
         else:
             total, free = device.get("memory_total_bytes", 0), device.get("memory_free_bytes", 0)
             if expected_memory and total < min_memory_fraction * expected_memory:
-                reasons.append(f"memory {total / GIB:.1f} GiB < {min_memory_fraction} x {expected_memory / GIB:.1f} GiB "
-                               f"({memory_from})")
+                reasons.append(
+                    f"memory {total / GIB:.1f} GiB < {min_memory_fraction} x {expected_memory / GIB:.1f} GiB "
+                    f"({memory_from})"
+                )
             if total and free < min_memory_fraction * total:
                 reasons.append(f"only {free / GIB:.1f} of {total / GIB:.1f} GiB free (another process holds the rest)")
             if median_speed and device.get("tflops", 0) < min_relative_speed * median_speed:
-                reasons.append(f"matmul {device.get('tflops', 0):.1f} TFLOP/s < {min_relative_speed} x the host's "
-                               f"median {median_speed:.1f}")
+                reasons.append(
+                    f"matmul {device.get('tflops', 0):.1f} TFLOP/s < {min_relative_speed} x the host's "
+                    f"median {median_speed:.1f}"
+                )
         device["verdict"] = "unhealthy" if reasons else "healthy"
         device["reason"] = "; ".join(reasons) if reasons else "ok"
     if measured.get("error"):
         reason = measured["error"]
     else:
         reason = f"{len(devices)} of {expected_count} expected devices visible"
-    missing = [{"index": None, "verdict": "missing", "reason": reason}
-               for _ in range(max(0, expected_count - len(devices)))]
+    missing = [
+        {"index": None, "verdict": "missing", "reason": reason} for _ in range(max(0, expected_count - len(devices)))
+    ]
     return {
         "host": measured.get("host"),
         "backend": measured.get("backend"),
@@ -164,8 +192,13 @@ def describe(device: dict[str, Any]) -> str:
     return f"GPU {device['index']} ({device.get('name', 'unknown')}): {device['reason']}"
 
 
-def decide(judged: dict[str, Any], *, policy: str, min_devices: int | None = None, system: str = "<system>",
-           ) -> dict[str, Any]:
+def decide(
+    judged: dict[str, Any],
+    *,
+    policy: str,
+    min_devices: int | None = None,
+    system: str = "<system>",
+) -> dict[str, Any]:
     """Which devices a run uses, or a UserError naming the unhealthy ones."""
     bad = [d for d in judged["devices"] if d["verdict"] != "healthy"]
     healthy = judged["healthy"]
@@ -174,17 +207,24 @@ def decide(judged: dict[str, Any], *, policy: str, min_devices: int | None = Non
     if expected == 0 and not judged["devices"]:
         return {"use": [], "used": 0, "expected": 0, "note": "no accelerators expected or visible: nothing to screen"}
     if bad and policy == "refuse":
-        raise UserError(f"{where} (policy refuse): " + "; ".join(describe(d) for d in bad)
-                        + f". Fix or replace the GPU(s), or set systems.{system}.gpu_screening.policy: exclude "
-                          f"to run on the healthy ones.")
+        raise UserError(
+            f"{where} (policy refuse): "
+            + "; ".join(describe(d) for d in bad)
+            + f". Fix or replace the GPU(s), or set systems.{system}.gpu_screening.policy: exclude "
+            f"to run on the healthy ones."
+        )
     if min_devices is None:
         min_devices = max(1, expected - 1)
     if len(healthy) < min_devices:
-        raise UserError(f"{where}: only {len(healthy)} healthy GPU(s), fewer than the {min_devices} "
-                        f"(systems.{system}.gpu_screening.min_devices) a run needs: "
-                        + "; ".join(describe(d) for d in bad))
-    note = (f"ran on {len(healthy)} of {expected} GPUs; excluded: " + "; ".join(describe(d) for d in bad)) if bad \
+        raise UserError(
+            f"{where}: only {len(healthy)} healthy GPU(s), fewer than the {min_devices} "
+            f"(systems.{system}.gpu_screening.min_devices) a run needs: " + "; ".join(describe(d) for d in bad)
+        )
+    note = (
+        (f"ran on {len(healthy)} of {expected} GPUs; excluded: " + "; ".join(describe(d) for d in bad))
+        if bad
         else f"all {len(healthy)} GPUs healthy"
+    )
     return {"use": healthy, "used": len(healthy), "expected": expected, "note": note}
 
 
@@ -192,52 +232,80 @@ def screen_host(screening: dict[str, Any], expected_count: int, timeout_s: float
     """Measure this host (in a child process) and judge it with the system's settings."""
     settings = {**DEFAULTS, **screening}
     measured = measure_in_child(int(settings["matmul_size"]), int(settings["repeats"]), timeout_s)
-    result = judge(measured, expected_count=expected_count, expected_memory_gib=settings.get("expected_memory_gib"),
-                   min_relative_speed=float(settings["min_relative_speed"]),
-                   min_memory_fraction=float(settings["min_memory_fraction"]))
+    result = judge(
+        measured,
+        expected_count=expected_count,
+        expected_memory_gib=settings.get("expected_memory_gib"),
+        min_relative_speed=float(settings["min_relative_speed"]),
+        min_memory_fraction=float(settings["min_memory_fraction"]),
+    )
     result["settings"] = settings
     return result
 
 
 # -- every node of an allocation ----------------------------------------------------------------
-def screen_allocation(screening: dict[str, Any], expected_per_node: int, *, timeout_s: float = 600,
-                      srun: tuple[str, ...] = ("srun",)) -> list[dict[str, Any]]:
+def screen_allocation(
+    screening: dict[str, Any], expected_per_node: int, *, timeout_s: float = 600, srun: tuple[str, ...] = ("srun",)
+) -> list[dict[str, Any]]:
     """Measure every node of the current SLURM allocation (one srun task per node, each
     printing one JSON line) and judge each; a node that prints nothing is missing all its GPUs.
 
     ``srun`` is the launcher and its options (e.g. ``("srun", "--nodes=2")`` outside an
     allocation)."""
     settings = {**DEFAULTS, **screening}
-    command = [*srun, "--ntasks-per-node=1", "--kill-on-bad-exit=0", sys.executable, "-m",
-               "mlperf_repro.cluster.screen", "--measure-only", "--matmul-size", str(settings["matmul_size"]),
-               "--repeats", str(settings["repeats"])]
+    command = [
+        *srun,
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=0",
+        sys.executable,
+        "-m",
+        "mlperf_repro.cluster.screen",
+        "--measure-only",
+        "--matmul-size",
+        str(settings["matmul_size"]),
+        "--repeats",
+        str(settings["repeats"]),
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise UserError(f"GPU screening: `{' '.join(srun)}` on the allocation's nodes did not finish within "
-                        f"{timeout_s:.0f} s (a hung GPU, driver or node)") from None
+        raise UserError(
+            f"GPU screening: `{' '.join(srun)}` on the allocation's nodes did not finish within "
+            f"{timeout_s:.0f} s (a hung GPU, driver or node)"
+        ) from None
     except FileNotFoundError:
         raise UserError(f"GPU screening: {srun[0]} not found; screening every node needs a SLURM allocation") from None
     measured = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if not measured:
         tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
         raise UserError(f"GPU screening: no node reported (exit {done.returncode}): {tail}")
-    return [judge(m, expected_count=expected_per_node, expected_memory_gib=settings.get("expected_memory_gib"),
-                  min_relative_speed=float(settings["min_relative_speed"]),
-                  min_memory_fraction=float(settings["min_memory_fraction"]))
-            for m in sorted(measured, key=lambda m: m.get("host", ""))]
+    return [
+        judge(
+            m,
+            expected_count=expected_per_node,
+            expected_memory_gib=settings.get("expected_memory_gib"),
+            min_relative_speed=float(settings["min_relative_speed"]),
+            min_memory_fraction=float(settings["min_memory_fraction"]),
+        )
+        for m in sorted(measured, key=lambda m: m.get("host", ""))
+    ]
 
 
-def decide_allocation(nodes: list[dict[str, Any]], *, policy: str, min_devices: int | None = None,
-                      system: str = "<system>") -> dict[str, Any]:
+def decide_allocation(
+    nodes: list[dict[str, Any]], *, policy: str, min_devices: int | None = None, system: str = "<system>"
+) -> dict[str, Any]:
     """Per host the devices its servers use (:func:`decide` on each node: refuse stops at the
     first unhealthy GPU of any node), and the count over the allocation."""
     per_host = {n["host"]: decide(n, policy=policy, min_devices=min_devices, system=system) for n in nodes}
     used = sum(d["used"] for d in per_host.values())
     expected = sum(d["expected"] for d in per_host.values())
     notes = [f"{host}: {d['note']}" for host, d in per_host.items() if d["used"] < d["expected"]]
-    return {"hosts": {h: d["use"] for h, d in per_host.items()}, "used": used, "expected": expected,
-            "note": f"ran on {used} of {expected} GPUs" + (f" ({'; '.join(notes)})" if notes else "")}
+    return {
+        "hosts": {h: d["use"] for h, d in per_host.items()},
+        "used": used,
+        "expected": expected,
+        "note": f"ran on {used} of {expected} GPUs" + (f" ({'; '.join(notes)})" if notes else ""),
+    }
 
 
 # -- applying it to a run ---------------------------------------------------------------------
@@ -246,25 +314,39 @@ def visible_devices_env(use: list[int], measured: dict[str, Any]) -> dict[str, s
     them, mapped through any restriction the screen itself ran under, e.g. SLURM's)."""
     backend = measured.get("backend")
     inherited = measured.get("visible_devices_env", {})
-    base = inherited.get("HIP_VISIBLE_DEVICES" if backend == "rocm" else "CUDA_VISIBLE_DEVICES") \
-        or inherited.get("CUDA_VISIBLE_DEVICES")
+    base = inherited.get("HIP_VISIBLE_DEVICES" if backend == "rocm" else "CUDA_VISIBLE_DEVICES") or inherited.get(
+        "CUDA_VISIBLE_DEVICES"
+    )
     ids = base.split(",") if base else None
     value = ",".join(ids[i] if ids and i < len(ids) else str(i) for i in use)
     return {var: value for var in VISIBLE_DEVICES_VARS.get(backend, ())}
 
 
 def current_visible_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-            if k in os.environ}
+    return {
+        k: os.environ[k]
+        for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+        if k in os.environ
+    }
 
 
-def prepare_run(screen_file: str | Path | None, screening: dict[str, Any] | None, *, system: str,
-                expected_count: int, engine: dict[str, Any] | None = None, timeout_s: float = 600) -> dict[str, Any]:
+def prepare_run(
+    screen_file: str | Path | None,
+    screening: dict[str, Any] | None,
+    *,
+    system: str,
+    expected_count: int,
+    engine: dict[str, Any] | None = None,
+    timeout_s: float = 600,
+) -> dict[str, Any]:
     """Before a run: decide on the screen's result (screening again when this host is not the
     one screened), restrict the visible devices, and return what to record in provenance."""
     if not screening:
-        return {"enabled": False, "used": None, "note": "GPU screening not enabled for this system "
-                                                        "(or its run host has no accelerators)"}
+        return {
+            "enabled": False,
+            "used": None,
+            "note": "GPU screening not enabled for this system (or its run host has no accelerators)",
+        }
     result = json.loads(Path(screen_file).read_text())
     if result.get("host") != socket.gethostname():
         result = screen_host(screening, expected_count, timeout_s)
@@ -273,27 +355,42 @@ def prepare_run(screen_file: str | Path | None, screening: dict[str, Any] | None
         # Same node, other GPUs (a scheduler gave this job a different set): screen those.
         result = screen_host(screening, expected_count, timeout_s)
         result["rescreened"] = "the run was given other GPUs than the screen_gpus job"
-    decision = decide(result, policy=screening.get("policy", "refuse"), min_devices=screening.get("min_devices"),
-                      system=system)
+    decision = decide(
+        result, policy=screening.get("policy", "refuse"), min_devices=screening.get("min_devices"), system=system
+    )
     env = visible_devices_env(decision["use"], result["measured"]) if result["devices"] else {}
     needed = _parallel_size(engine or {})
     if decision["used"] and needed > decision["used"]:
-        raise UserError(f"GPU screening of {system}: {decision['used']} healthy GPU(s) but the engine needs "
-                        f"{needed} (tensor_parallel_size x pipeline_parallel_size); {decision['note']}")
+        raise UserError(
+            f"GPU screening of {system}: {decision['used']} healthy GPU(s) but the engine needs "
+            f"{needed} (tensor_parallel_size x pipeline_parallel_size); {decision['note']}"
+        )
     os.environ.update(env)
-    return {"enabled": True, "host": result.get("host"), "policy": screening.get("policy", "refuse"),
-            "expected": decision["expected"], "used": decision["used"], "devices": decision["use"],
-            "visible_devices_env": env, "note": decision["note"], "rescreened": result.get("rescreened"),
-            "screen": [{k: d.get(k) for k in ("index", "name", "tflops", "verdict", "reason")}
-                       for d in result["devices"]]}
+    return {
+        "enabled": True,
+        "host": result.get("host"),
+        "policy": screening.get("policy", "refuse"),
+        "expected": decision["expected"],
+        "used": decision["used"],
+        "devices": decision["use"],
+        "visible_devices_env": env,
+        "note": decision["note"],
+        "rescreened": result.get("rescreened"),
+        "screen": [{k: d.get(k) for k in ("index", "name", "tflops", "verdict", "reason")} for d in result["devices"]],
+    }
 
 
 def apply_to_run(gpu_screening: dict[str, Any] | None, engine: dict[str, Any]) -> dict[str, Any]:
     """:func:`prepare_run` for a job's ``gpu_screening`` (from :func:`job_screening`)."""
     if not gpu_screening:
         return prepare_run(None, None, system="", expected_count=0)
-    return prepare_run(gpu_screening["file"], gpu_screening["settings"], system=gpu_screening["system"],
-                       expected_count=gpu_screening["expected"], engine=engine)
+    return prepare_run(
+        gpu_screening["file"],
+        gpu_screening["settings"],
+        system=gpu_screening["system"],
+        expected_count=gpu_screening["expected"],
+        engine=engine,
+    )
 
 
 def _parallel_size(engine: dict[str, Any]) -> int:
@@ -314,12 +411,17 @@ def job_screening(snakemake: Any) -> dict[str, Any] | None:
         return {"allocation": True, "settings": plan.allocation_screening(system), "system": system}
     if system is None or not plan.screening(system):
         return None
-    return {"file": plan.screen_path(system), "settings": plan.screening(system), "system": system,
-            "expected": plan.expected_devices(system)}
+    return {
+        "file": plan.screen_path(system),
+        "settings": plan.screening(system),
+        "system": system,
+        "expected": plan.expected_devices(system),
+    }
 
 
-def screen_job(*, out_path: str, screening: dict[str, Any], expected_count: int, system: str,
-               timeout_s: float = 600) -> dict[str, Any]:
+def screen_job(
+    *, out_path: str, screening: dict[str, Any], expected_count: int, system: str, timeout_s: float = 600
+) -> dict[str, Any]:
     """Write results/screen/<system>.json; with policy refuse an unhealthy GPU stops here."""
     result = screen_host(screening, expected_count, timeout_s)
     result["system"] = system
@@ -332,23 +434,29 @@ def screen_job(*, out_path: str, screening: dict[str, Any], expected_count: int,
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"host {result.get('host')}, backend {result.get('backend')}, "
-             f"{len(result['devices']) - result['missing']} device(s) visible, {result['expected_devices']} expected"]
+    lines = [
+        f"host {result.get('host')}, backend {result.get('backend')}, "
+        f"{len(result['devices']) - result['missing']} device(s) visible, {result['expected_devices']} expected"
+    ]
     if result["measured"].get("error"):
         lines.append(f"error: {result['measured']['error']}")
     for d in result["devices"]:
         memory = f"{d['memory_total_bytes'] / GIB:.1f} GiB" if d.get("memory_total_bytes") else "-"
         tflops = f"{d['tflops']:.1f} TFLOP/s" if d.get("tflops") else "-"
-        lines.append(f"  {str(d['index']):>4}  {d.get('name', '-'):<32} {memory:>10} {tflops:>14}  "
-                     f"{d['verdict']}: {d['reason']}")
+        lines.append(
+            f"  {str(d['index']):>4}  {d.get('name', '-'):<32} {memory:>10} {tflops:>14}  {d['verdict']}: {d['reason']}"
+        )
     if not result["devices"]:
         lines.append("  no GPUs visible: nothing to screen")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mlperf_repro.cluster.screen", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m mlperf_repro.cluster.screen",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--json", action="store_true", help="print the judged result as JSON")
     parser.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=int, help="devices this host should have (default: as many as visible)")
@@ -364,8 +472,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     measured = measure_in_child(args.matmul_size, args.repeats, args.timeout)
     expected = args.expected if args.expected is not None else len(measured.get("devices", []))
-    result = judge(measured, expected_count=expected, expected_memory_gib=args.expected_memory_gib,
-                   min_relative_speed=args.min_relative_speed, min_memory_fraction=args.min_memory_fraction)
+    result = judge(
+        measured,
+        expected_count=expected,
+        expected_memory_gib=args.expected_memory_gib,
+        min_relative_speed=args.min_relative_speed,
+        min_memory_fraction=args.min_memory_fraction,
+    )
     sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.json else render(result))
     return 0 if not result["unhealthy"] and not result["missing"] and not result["measured"].get("error") else 1
 

@@ -55,15 +55,19 @@ def extract(archive: str | Path, dest: str | Path, limits: Limits = Limits()) ->
             for member in tar:
                 files += 1
                 if files > limits.max_files:
-                    raise UserError(f"{archive}: more than {limits.max_files} entries; refusing the archive "
-                                    "(raise the limit if this is expected)")
+                    raise UserError(
+                        f"{archive}: more than {limits.max_files} entries; refusing the archive "
+                        "(raise the limit if this is expected)"
+                    )
                 name = _safe_name(member.name, archive)
                 if name == ".":
                     continue
                 target = dest / name
                 if not _inside(dest, target.parent):
-                    raise UserError(f"{archive}: member {member.name!r} would be written outside the folder "
-                                    "(through a link); refusing the archive")
+                    raise UserError(
+                        f"{archive}: member {member.name!r} would be written outside the folder "
+                        "(through a link); refusing the archive"
+                    )
                 if member.isdir():
                     target.mkdir(parents=True, exist_ok=True)
                 elif member.isreg():
@@ -75,23 +79,28 @@ def extract(archive: str | Path, dest: str | Path, limits: Limits = Limits()) ->
                         while chunk := source.read(_CHUNK):
                             written += len(chunk)
                             if written > limits.max_bytes:
-                                raise UserError(f"{archive}: expands beyond {limits.max_bytes} bytes; refusing "
-                                                "the archive")
+                                raise UserError(
+                                    f"{archive}: expands beyond {limits.max_bytes} bytes; refusing the archive"
+                                )
                             out.write(chunk)
                     os.chmod(target, 0o644)  # never executable
                 elif member.issym():
                     link = posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
                     if member.linkname.startswith("/") or link.startswith("..") or not _inside(dest, dest / link):
-                        raise UserError(f"{archive}: symbolic link {member.name!r} -> {member.linkname!r} points "
-                                        "outside the archive; refusing the archive")
+                        raise UserError(
+                            f"{archive}: symbolic link {member.name!r} -> {member.linkname!r} points "
+                            "outside the archive; refusing the archive"
+                        )
                     target.parent.mkdir(parents=True, exist_ok=True)
                     os.symlink(member.linkname, target)
                 elif member.islnk():
                     source_name = _safe_name(member.linkname, archive)
                     source = dest / source_name
                     if not _inside(dest, source) or not source.is_file():
-                        raise UserError(f"{archive}: hard link {member.name!r} -> {member.linkname!r} points "
-                                        "outside the archive; refusing the archive")
+                        raise UserError(
+                            f"{archive}: hard link {member.name!r} -> {member.linkname!r} points "
+                            "outside the archive; refusing the archive"
+                        )
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source, target)  # a copy, never a link to something else
                     written += target.stat().st_size

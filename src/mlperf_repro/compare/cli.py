@@ -48,21 +48,25 @@ def stems(reference: str, partners: list[str]) -> list[str]:
 
 def compare_job(reference: str, partners: list[str], settings: dict, out_dir: str) -> bool:
     """The workflow's compare rule: write the reports; fail only if asked to."""
-    comparisons = compare_paths(reference, partners, tolerance=settings.get("tolerance", 0.04),
-                                submitter=settings.get("submitter"))
+    comparisons = compare_paths(
+        reference, partners, tolerance=settings.get("tolerance", 0.04), submitter=settings.get("submitter")
+    )
     for comparison in comparisons:
         write_outputs(comparison, out_dir)
         print(to_markdown(comparison))
     ok = all(c.ok for c in comparisons)
     if not ok and settings.get("fail_outside_tolerance"):
-        raise UserError("some results are outside the tolerance (compare.fail_outside_tolerance is set); "
-                        f"see {out_dir}")
+        raise UserError(
+            f"some results are outside the tolerance (compare.fail_outside_tolerance is set); see {out_dir}"
+        )
     return ok
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("reference", help="the reference submission (tree, results repository or tarball; "
-                                          "comma-separated paths for repeat runs)")
+    parser.add_argument(
+        "reference",
+        help="the reference submission (tree, results repository or tarball; comma-separated paths for repeat runs)",
+    )
     parser.add_argument("partners", nargs="+", help="partner submissions, same forms")
     parser.add_argument("--tolerance", type=float, default=0.04, help="allowed relative gap (default 0.04 = 4%%)")
     parser.add_argument("--out", default="results/compare", help="folder for the .md/.csv/.html reports")
@@ -73,8 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    comparisons = compare_paths(args.reference, args.partners, tolerance=args.tolerance,
-                                limits=Limits(args.max_bytes, args.max_files), submitter=args.submitter)
+    comparisons = compare_paths(
+        args.reference,
+        args.partners,
+        tolerance=args.tolerance,
+        limits=Limits(args.max_bytes, args.max_files),
+        submitter=args.submitter,
+    )
     for comparison in comparisons:
         paths = write_outputs(comparison, args.out)
         if not args.quiet:
@@ -84,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mlperf_repro compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m mlperf_repro compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

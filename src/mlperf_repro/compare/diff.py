@@ -11,8 +11,8 @@ query from target_qps and duration) are folded into their parent cause.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .records import Record
 
@@ -69,14 +69,17 @@ def cause_name(key: str) -> str:
         tail = key.split(".")[-1]
         return ALIASES.get(tail, tail)
     if key.startswith("loadgen."):
-        tail = key[len("loadgen."):]
+        tail = key[len("loadgen.") :]
         return ALIASES.get(tail, tail)
     return key
 
 
 def setting_differences(reference: dict[str, str], partner: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:
-    return {key: (reference.get(key), partner.get(key)) for key in sorted(set(reference) | set(partner))
-            if reference.get(key) != partner.get(key)}
+    return {
+        key: (reference.get(key), partner.get(key))
+        for key in sorted(set(reference) | set(partner))
+        if reference.get(key) != partner.get(key)
+    }
 
 
 def rank_causes(reference: Record, partner: Record) -> tuple[list[Cause], int]:
@@ -99,16 +102,24 @@ def rank_causes(reference: Record, partner: Record) -> tuple[list[Cause], int]:
         parents = [causes[p] for p in DERIVED[key] if p in causes]
         target = parents[0] if parents else causes.setdefault(key, Cause(key, *category_of(key)))
         target.evidence.append((key, a, b))
-    code_changes = sorted(set(reference.code) ^ set(partner.code)
-                          | {p for p in set(reference.code) & set(partner.code) if reference.code[p] != partner.code[p]})
+    code_changes = sorted(
+        set(reference.code) ^ set(partner.code)
+        | {p for p in set(reference.code) & set(partner.code) if reference.code[p] != partner.code[p]}
+    )
     if code_changes:
         label, weight = category_of("code:")
-        causes["code"] = Cause("code", label, weight, [(p, _short(reference.code.get(p)),
-                                                          _short(partner.code.get(p))) for p in code_changes])
+        causes["code"] = Cause(
+            "code",
+            label,
+            weight,
+            [(p, _short(reference.code.get(p)), _short(partner.code.get(p))) for p in code_changes],
+        )
     identical = len(set(reference.settings) & set(partner.settings)) - sum(
-        1 for k in set(reference.settings) & set(partner.settings) if reference.settings[k] != partner.settings[k])
+        1 for k in set(reference.settings) & set(partner.settings) if reference.settings[k] != partner.settings[k]
+    )
     identical += len(set(reference.code) & set(partner.code)) - sum(
-        1 for p in set(reference.code) & set(partner.code) if reference.code[p] != partner.code[p])
+        1 for p in set(reference.code) & set(partner.code) if reference.code[p] != partner.code[p]
+    )
     ranked = sorted(causes.values(), key=lambda c: (-c.weight, c.name))
     return ranked, identical
 
@@ -129,8 +140,11 @@ def pair_records(reference: list[Record], partner: list[Record]) -> list[tuple[R
         match = next((c for c in candidates if c.system == record.system), None)
         if match is None:
             model = record.settings.get("system.accelerator_model_name")
-            same_hw = [c for c in candidates if c.settings.get("system.accelerator_model_name") == model
-                       and c.accelerators == record.accelerators]
+            same_hw = [
+                c
+                for c in candidates
+                if c.settings.get("system.accelerator_model_name") == model and c.accelerators == record.accelerators
+            ]
             if len(same_hw) == 1:
                 match = same_hw[0]
             elif len(candidates) == 1:

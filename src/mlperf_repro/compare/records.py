@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..benchmarks import Round, load_round
 from ..hashing import sha256_file
@@ -31,18 +32,45 @@ DIVISIONS = ("closed", "open", "network")
 # LoadGen's effective settings worth comparing (the rest of the detail log is results,
 # timestamps and bookkeeping).
 LOADGEN_KEYS = (
-    "effective_target_qps", "effective_min_duration_ms", "effective_max_duration_ms", "effective_min_query_count",
-    "effective_max_query_count", "effective_samples_per_query", "effective_performance_sample_count",
-    "effective_accuracy_sample_count", "effective_sample_concatenate_permutation", "effective_target_latency_ns",
-    "effective_qsl_rng_seed", "effective_sample_index_rng_seed", "effective_schedule_rng_seed",
-    "effective_max_async_queries", "requested_server_ttft_latency", "requested_server_tpot_latency",
-    "requested_use_token_latencies", "qsl_reported_total_count", "qsl_reported_performance_count",
+    "effective_target_qps",
+    "effective_min_duration_ms",
+    "effective_max_duration_ms",
+    "effective_min_query_count",
+    "effective_max_query_count",
+    "effective_samples_per_query",
+    "effective_performance_sample_count",
+    "effective_accuracy_sample_count",
+    "effective_sample_concatenate_permutation",
+    "effective_target_latency_ns",
+    "effective_qsl_rng_seed",
+    "effective_sample_index_rng_seed",
+    "effective_schedule_rng_seed",
+    "effective_max_async_queries",
+    "requested_server_ttft_latency",
+    "requested_server_tpot_latency",
+    "requested_use_token_latencies",
+    "qsl_reported_total_count",
+    "qsl_reported_performance_count",
 )
-RESULT_FIELDS = ("result_tokens_per_second", "result_completed_tokens_per_second", "result_samples_per_second",
-                 "result_completed_samples_per_sec", "early_stopping_latency_ss")
-DETAIL_KEYS = frozenset(LOADGEN_KEYS + RESULT_FIELDS + (
-    "loadgen_version", "sut_name", "result_validity", "effective_scenario",
-    "result_first_token_99.00_percentile_latency_ns", "result_time_per_output_token_99.00_percentile_ns"))
+RESULT_FIELDS = (
+    "result_tokens_per_second",
+    "result_completed_tokens_per_second",
+    "result_samples_per_second",
+    "result_completed_samples_per_sec",
+    "early_stopping_latency_ss",
+)
+DETAIL_KEYS = frozenset(
+    LOADGEN_KEYS
+    + RESULT_FIELDS
+    + (
+        "loadgen_version",
+        "sut_name",
+        "result_validity",
+        "effective_scenario",
+        "result_first_token_99.00_percentile_latency_ns",
+        "result_time_per_output_token_99.00_percentile_ns",
+    )
+)
 ACCURACY_PATTERN = re.compile(r"'(\w+)':\s+'?(-?[\d.]+(?:[eE][-+]?\d+)?)")
 
 
@@ -167,8 +195,9 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
         mapping_path = base / "model_mapping.json"
         mapping = json.loads(mapping_path.read_text()) if mapping_path.is_file() else {}
         code = _code_hashes(base)
-        systems = {p.stem: json.loads(p.read_text()) for p in (base / "systems").glob("*.json")
-                   if (base / "systems").is_dir()}
+        systems = {
+            p.stem: json.loads(p.read_text()) for p in (base / "systems").glob("*.json") if (base / "systems").is_dir()
+        }
         for scenario_dir in sorted((base / "results").glob("*/*/*")):
             if not scenario_dir.is_dir():
                 continue
@@ -177,18 +206,29 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
             facts = rules.benchmark(official) if official in rules.benchmark_names else None
             perf_path = scenario_dir / "performance" / "run_1" / "mlperf_log_detail.txt"
             detail = read_detail(perf_path, DETAIL_KEYS) if perf_path.is_file() else {}
-            record = Record(label, division, base.name, system, benchmark, official, scenario,
-                            path=str(scenario_dir.relative_to(root)))
+            record = Record(
+                label,
+                division,
+                base.name,
+                system,
+                benchmark,
+                official,
+                scenario,
+                path=str(scenario_dir.relative_to(root)),
+            )
             record.metric, record.unit = _metric(detail, facts, scenario)
             record.valid = (str(detail.get("result_validity", "")).upper() == "VALID") if detail else None
-            for attr, key in (("ttft_p99_ms", "result_first_token_99.00_percentile_latency_ns"),
-                              ("tpot_p99_ms", "result_time_per_output_token_99.00_percentile_ns")):
+            for attr, key in (
+                ("ttft_p99_ms", "result_first_token_99.00_percentile_latency_ns"),
+                ("tpot_p99_ms", "result_time_per_output_token_99.00_percentile_ns"),
+            ):
                 if detail.get(key) is not None:
                     setattr(record, attr, float(detail[key]) / 1e6)
             desc = systems.get(system, {})
             try:
                 record.accelerators = max(1, int(desc.get("number_of_nodes", 1) or 1)) * max(
-                    1, int(desc.get("accelerators_per_node", 1) or 1))
+                    1, int(desc.get("accelerators_per_node", 1) or 1)
+                )
             except (TypeError, ValueError):
                 record.accelerators = 1
             accuracy_txt = scenario_dir / "accuracy" / "accuracy.txt"
@@ -199,8 +239,9 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
             record.settings = _settings(scenario_dir, base, system, benchmark, scenario, detail, desc)
             if benchmark in mapping:
                 record.settings["model_mapping"] = mapping[benchmark]
-            record.settings.update(_compliance(scenario_dir, base / "compliance" / system / benchmark / scenario,
-                                               rules, facts))
+            record.settings.update(
+                _compliance(scenario_dir, base / "compliance" / system / benchmark / scenario, rules, facts)
+            )
             record.code = code
             records.append(record)
     return records
@@ -211,15 +252,16 @@ def _compliance(scenario_dir: Path, v5_dir: Path, rules: Round, facts) -> dict[s
     from ..check.tree import compliance_passed
 
     out = {}
-    for test in (facts.compliance_tests if facts else []):
+    for test in facts.compliance_tests if facts else []:
         folder = scenario_dir / test if (scenario_dir / test).is_dir() else v5_dir / test
         if folder.is_dir():
             out[f"compliance.{test}"] = "pass" if compliance_passed(test, folder, rules)[0] else "fail"
     return out
 
 
-def _settings(scenario_dir: Path, base: Path, system: str, benchmark: str, scenario: str, detail: dict,
-              desc: dict) -> dict[str, str]:
+def _settings(
+    scenario_dir: Path, base: Path, system: str, benchmark: str, scenario: str, detail: dict, desc: dict
+) -> dict[str, str]:
     settings: dict[str, str] = {}
     for key in LOADGEN_KEYS:
         if key in detail:

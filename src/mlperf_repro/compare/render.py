@@ -27,8 +27,10 @@ def _accuracy(row: Row) -> str:
         ref = row.reference.accuracy.get(metric)
         if value is None:
             continue
-        parts.append(f"{metric} {value:g} (ref {ref if ref is not None else '-'}, target {target:.2f}, "
-                     f"margin {value - target:+.2f})")
+        parts.append(
+            f"{metric} {value:g} (ref {ref if ref is not None else '-'}, target {target:.2f}, "
+            f"margin {value - target:+.2f})"
+        )
     return "; ".join(parts) or "-"
 
 
@@ -43,20 +45,27 @@ def _status(row: Row) -> str:
 def _valid(row: Row) -> str:
     def one(record):
         return {True: "VALID", False: "INVALID", None: "?"}[record.valid]
+
     return f"{one(row.reference)} / {one(row.partner)}"
 
 
 def to_markdown(comparison: Comparison) -> str:
     ref, partner = comparison.reference, comparison.partner
     outside = [r for r in comparison.rows if not r.within_tolerance]
-    lines = [f"# {partner.label} vs {ref.label}", "",
-             f"Tolerance ±{comparison.tolerance * 100:g}%: {len(comparison.rows)} result(s) compared, "
-             f"{len(outside)} outside." + ("" if comparison.ok else " **Status: FAIL**"), ""]
+    lines = [
+        f"# {partner.label} vs {ref.label}",
+        "",
+        f"Tolerance ±{comparison.tolerance * 100:g}%: {len(comparison.rows)} result(s) compared, "
+        f"{len(outside)} outside." + ("" if comparison.ok else " **Status: FAIL**"),
+        "",
+    ]
     for note in ref.notes + partner.notes:
         lines += [f"> note: {note}", ""]
-    lines += ["| benchmark | scenario | system (reference / partner) | reference | partner | ratio | per accelerator "
-              "| TTFT p99 ms | TPOT p99 ms | LoadGen | accuracy | status |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| benchmark | scenario | system (reference / partner) | reference | partner | ratio | per accelerator "
+        "| TTFT p99 ms | TPOT p99 ms | LoadGen | accuracy | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in comparison.rows:
         unit = row.partner.unit
         lines.append(
@@ -66,32 +75,63 @@ def to_markdown(comparison: Comparison) -> str:
             f"| {_ratio(row.per_accelerator_ratio)} "
             f"| {_fmt(row.reference.ttft_p99_ms)} / {_fmt(row.partner.ttft_p99_ms)} "
             f"| {_fmt(row.reference.tpot_p99_ms)} / {_fmt(row.partner.tpot_p99_ms)} | {_valid(row)} "
-            f"| {_accuracy(row)} | {_status(row)} |")
+            f"| {_accuracy(row)} | {_status(row)} |"
+        )
     for row in comparison.rows:
         lines += ["", f"## Why: {row.label} ({row.reference.system} / {row.partner.system})", ""]
         if not row.causes:
-            lines.append(f"No setting, system, software or code differs ({row.identical_settings} compared); "
-                         "only the measured numbers (timing) differ.")
+            lines.append(
+                f"No setting, system, software or code differs ({row.identical_settings} compared); "
+                "only the measured numbers (timing) differ."
+            )
             continue
         for rank, cause in enumerate(row.causes, 1):
             evidence = cause.evidence[:MAX_EVIDENCE]
             more = len(cause.evidence) - len(evidence)
-            shown = "; ".join(f"`{k}`: {a if a is not None else '(absent)'} -> {b if b is not None else '(absent)'}"
-                              for k, a, b in evidence)
-            lines.append(f"{rank}. **{cause.name}** ({cause.category}): {shown}"
-                         + (f"; and {more} more" if more else ""))
+            shown = "; ".join(
+                f"`{k}`: {a if a is not None else '(absent)'} -> {b if b is not None else '(absent)'}"
+                for k, a, b in evidence
+            )
+            lines.append(
+                f"{rank}. **{cause.name}** ({cause.category}): {shown}" + (f"; and {more} more" if more else "")
+            )
         lines.append(f"\nIdentical: {row.identical_settings} settings and files.")
     if comparison.unmatched:
-        lines += ["", "Partner results with no reference counterpart: "
-                  + ", ".join(f"{r.system}/{r.benchmark}/{r.scenario}" for r in comparison.unmatched)]
+        lines += [
+            "",
+            "Partner results with no reference counterpart: "
+            + ", ".join(f"{r.system}/{r.benchmark}/{r.scenario}" for r in comparison.unmatched),
+        ]
     return "\n".join(lines) + "\n"
 
 
-CSV_COLUMNS = ("reference", "partner", "mlperf_benchmark", "scenario", "reference_system", "partner_system", "unit",
-               "reference_result", "partner_result", "ratio", "per_accelerator_ratio", "within_tolerance",
-               "tolerance", "reference_runs", "partner_runs", "reference_ci95", "partner_ci95", "reference_valid",
-               "partner_valid", "reference_ttft_p99_ms", "partner_ttft_p99_ms", "reference_tpot_p99_ms",
-               "partner_tpot_p99_ms", "accuracy", "causes")
+CSV_COLUMNS = (
+    "reference",
+    "partner",
+    "mlperf_benchmark",
+    "scenario",
+    "reference_system",
+    "partner_system",
+    "unit",
+    "reference_result",
+    "partner_result",
+    "ratio",
+    "per_accelerator_ratio",
+    "within_tolerance",
+    "tolerance",
+    "reference_runs",
+    "partner_runs",
+    "reference_ci95",
+    "partner_ci95",
+    "reference_valid",
+    "partner_valid",
+    "reference_ttft_p99_ms",
+    "partner_ttft_p99_ms",
+    "reference_tpot_p99_ms",
+    "partner_tpot_p99_ms",
+    "accuracy",
+    "causes",
+)
 
 
 def to_csv(comparison: Comparison) -> str:
@@ -100,22 +140,35 @@ def to_csv(comparison: Comparison) -> str:
     writer.writeheader()
     for row in comparison.rows:
         ref_m, part_m = row.reference_metric, row.partner_metric
-        writer.writerow({
-            "reference": comparison.reference.label, "partner": comparison.partner.label,
-            "mlperf_benchmark": row.partner.mlperf_benchmark, "scenario": row.partner.scenario,
-            "reference_system": row.reference.system, "partner_system": row.partner.system, "unit": row.partner.unit,
-            "reference_result": _fmt(ref_m.mean if ref_m else None, 4), "partner_result": _fmt(part_m.mean if part_m else None, 4),
-            "ratio": _fmt(row.ratio, 4), "per_accelerator_ratio": _fmt(row.per_accelerator_ratio, 4),
-            "within_tolerance": row.within_tolerance, "tolerance": comparison.tolerance,
-            "reference_runs": ref_m.n if ref_m else 0, "partner_runs": part_m.n if part_m else 0,
-            "reference_ci95": f"{ref_m.low:.4f}-{ref_m.high:.4f}" if ref_m and ref_m.n > 1 else "",
-            "partner_ci95": f"{part_m.low:.4f}-{part_m.high:.4f}" if part_m and part_m.n > 1 else "",
-            "reference_valid": row.reference.valid, "partner_valid": row.partner.valid,
-            "reference_ttft_p99_ms": _fmt(row.reference.ttft_p99_ms), "partner_ttft_p99_ms": _fmt(row.partner.ttft_p99_ms),
-            "reference_tpot_p99_ms": _fmt(row.reference.tpot_p99_ms), "partner_tpot_p99_ms": _fmt(row.partner.tpot_p99_ms),
-            "accuracy": _accuracy(row),
-            "causes": " | ".join(f"{c.name} ({c.category}): {c.describe()}" for c in row.causes),
-        })
+        writer.writerow(
+            {
+                "reference": comparison.reference.label,
+                "partner": comparison.partner.label,
+                "mlperf_benchmark": row.partner.mlperf_benchmark,
+                "scenario": row.partner.scenario,
+                "reference_system": row.reference.system,
+                "partner_system": row.partner.system,
+                "unit": row.partner.unit,
+                "reference_result": _fmt(ref_m.mean if ref_m else None, 4),
+                "partner_result": _fmt(part_m.mean if part_m else None, 4),
+                "ratio": _fmt(row.ratio, 4),
+                "per_accelerator_ratio": _fmt(row.per_accelerator_ratio, 4),
+                "within_tolerance": row.within_tolerance,
+                "tolerance": comparison.tolerance,
+                "reference_runs": ref_m.n if ref_m else 0,
+                "partner_runs": part_m.n if part_m else 0,
+                "reference_ci95": f"{ref_m.low:.4f}-{ref_m.high:.4f}" if ref_m and ref_m.n > 1 else "",
+                "partner_ci95": f"{part_m.low:.4f}-{part_m.high:.4f}" if part_m and part_m.n > 1 else "",
+                "reference_valid": row.reference.valid,
+                "partner_valid": row.partner.valid,
+                "reference_ttft_p99_ms": _fmt(row.reference.ttft_p99_ms),
+                "partner_ttft_p99_ms": _fmt(row.partner.ttft_p99_ms),
+                "reference_tpot_p99_ms": _fmt(row.reference.tpot_p99_ms),
+                "partner_tpot_p99_ms": _fmt(row.partner.tpot_p99_ms),
+                "accuracy": _accuracy(row),
+                "causes": " | ".join(f"{c.name} ({c.category}): {c.describe()}" for c in row.causes),
+            }
+        )
     return buffer.getvalue()
 
 
@@ -131,20 +184,26 @@ def _svg(comparison: Comparison) -> str:
         return label_w + (value - lo) / (hi - lo) * (width - label_w - 20)
 
     tol = comparison.tolerance
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="ratio partner/reference per result">',
-             f'<rect x="{x(1 - tol):.1f}" y="0" width="{x(1 + tol) - x(1 - tol):.1f}" height="{height - 30}" '
-             'fill="#e8f5e9"/>',
-             f'<line x1="{x(1):.1f}" y1="0" x2="{x(1):.1f}" y2="{height - 30}" stroke="#555" stroke-dasharray="4"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="ratio partner/reference per result">',
+        f'<rect x="{x(1 - tol):.1f}" y="0" width="{x(1 + tol) - x(1 - tol):.1f}" height="{height - 30}" '
+        'fill="#e8f5e9"/>',
+        f'<line x1="{x(1):.1f}" y1="0" x2="{x(1):.1f}" y2="{height - 30}" stroke="#555" stroke-dasharray="4"/>',
+    ]
     for i, row in enumerate(rows):
         y = i * (bar_h + pad) + 4
         color = "#43a047" if row.within_tolerance else ("#fb8c00" if row.noise else "#e53935")
         x0, x1 = sorted((x(1.0), x(row.ratio)))
-        parts.append(f'<text x="{label_w - 8}" y="{y + bar_h * 0.7:.1f}" text-anchor="end" font-size="12">'
-                     f'{html.escape(row.label)} ({html.escape(row.partner.system)})</text>')
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + bar_h * 0.7:.1f}" text-anchor="end" font-size="12">'
+            f"{html.escape(row.label)} ({html.escape(row.partner.system)})</text>"
+        )
         parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(1.0, x1 - x0):.1f}" height="{bar_h}" fill="{color}"/>')
-        parts.append(f'<text x="{x(row.ratio) + (4 if row.ratio >= 1 else -4):.1f}" y="{y + bar_h * 0.7:.1f}" '
-                     f'font-size="11" text-anchor="{"start" if row.ratio >= 1 else "end"}">{row.ratio:.3f}</text>')
+        parts.append(
+            f'<text x="{x(row.ratio) + (4 if row.ratio >= 1 else -4):.1f}" y="{y + bar_h * 0.7:.1f}" '
+            f'font-size="11" text-anchor="{"start" if row.ratio >= 1 else "end"}">{row.ratio:.3f}</text>'
+        )
     for tick in (lo, 1 - tol, 1.0, 1 + tol, hi):
         parts.append(f'<text x="{x(tick):.1f}" y="{height - 12}" font-size="11" text-anchor="middle">{tick:.2f}</text>')
     parts.append("</svg>")
@@ -155,9 +214,13 @@ def to_html(comparison: Comparison) -> str:
     title = f"{comparison.partner.label} vs {comparison.reference.label}"
     table_rows = []
     for row in comparison.rows:
-        causes = "".join(f"<li><b>{html.escape(c.name)}</b> <i>({html.escape(c.category)})</i>: "
-                         f"{html.escape(c.describe())}</li>" for c in row.causes) or \
-            "<li>only timing differs</li>"
+        causes = (
+            "".join(
+                f"<li><b>{html.escape(c.name)}</b> <i>({html.escape(c.category)})</i>: {html.escape(c.describe())}</li>"
+                for c in row.causes
+            )
+            or "<li>only timing differs</li>"
+        )
         table_rows.append(
             f"<tr class='{'ok' if row.within_tolerance else 'bad'}'><td>{html.escape(row.partner.mlperf_benchmark)}</td>"
             f"<td>{html.escape(row.partner.scenario)}</td><td>{html.escape(row.reference.system)} / "
@@ -166,7 +229,8 @@ def to_html(comparison: Comparison) -> str:
             f"<td>{html.escape(row.partner_metric.text() if row.partner_metric else '-')}</td>"
             f"<td>{html.escape(_ratio(row.ratio))}</td><td>{html.escape(_ratio(row.per_accelerator_ratio))}</td>"
             f"<td>{html.escape(_valid(row))}</td><td>{html.escape(_status(row))}</td>"
-            f"<td><ol>{causes}</ol></td></tr>")
+            f"<td><ol>{causes}</ol></td></tr>"
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -182,6 +246,6 @@ ol {{ margin: 0; padding-left: 1.2em; }}
 {_svg(comparison)}
 <table><tr><th>benchmark</th><th>scenario</th><th>system (reference / partner)</th><th>reference</th>
 <th>partner</th><th>ratio</th><th>per accelerator</th><th>LoadGen</th><th>status</th><th>ranked causes</th></tr>
-{''.join(table_rows)}
+{"".join(table_rows)}
 </table></body></html>
 """

@@ -110,8 +110,11 @@ def _values(inp: Input, record: Record) -> list[float]:
     values = []
     for run in inp.runs:
         for candidate in run:
-            if (candidate.system, candidate.benchmark, candidate.scenario) == (record.system, record.benchmark,
-                                                                              record.scenario):
+            if (candidate.system, candidate.benchmark, candidate.scenario) == (
+                record.system,
+                record.benchmark,
+                record.scenario,
+            ):
                 if candidate.metric is not None:
                     values.append(candidate.metric)
                 break
@@ -140,9 +143,15 @@ def compare_inputs(reference: Input, partner: Input, tolerance: float) -> Compar
     return Comparison(reference, partner, tolerance, rows, unmatched)
 
 
-def compare_paths(reference: str, partners: list[str], *, tolerance: float = 0.04, limits: Limits = Limits(),
-                  submitter: str | None = None) -> list[Comparison]:
+def compare_paths(
+    reference: str,
+    partners: list[str],
+    *,
+    tolerance: float = 0.04,
+    limits: Limits | None = None,
+    submitter: str | None = None,
+) -> list[Comparison]:
+    limits = limits or Limits()
     with tempfile.TemporaryDirectory(prefix="mlperf-compare-") as scratch:
         ref = load_input(reference, Path(scratch), limits, submitter)
         return [compare_inputs(ref, load_input(p, Path(scratch), limits), tolerance) for p in partners]
-

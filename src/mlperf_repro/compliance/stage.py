@@ -29,14 +29,26 @@ def _check_audit_applied(run_dir: Path, audit_settings: dict[str, Any]) -> None:
     for key in ("accuracy_log_sampling_target", "performance_issue_same"):
         target, seen = audit_settings.get(key), detail.get(f"effective_{key}")
         if target is not None and seen is not None and int(seen) != int(target):
-            raise UserError(f"{run_dir}: LoadGen did not apply the audit.config ({key} is {seen}, expected "
-                            f"{target}); rerun the compliance test")
+            raise UserError(
+                f"{run_dir}: LoadGen did not apply the audit.config ({key} is {seen}, expected "
+                f"{target}); rerun the compliance test"
+            )
 
 
-def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_test: dict[str, Any],
-               out_dir: str, *, dataset_file: str | None = None, tokenizer_dir: str | None = None,
-               evaluator: str | None = None, accuracy_rules: dict[str, Any] | None = None,
-               performance_run: str | None = None) -> bool:
+def verify_job(
+    test: str,
+    run_dir: str,
+    scenario: str,
+    model_dir: str,
+    rules_test: dict[str, Any],
+    out_dir: str,
+    *,
+    dataset_file: str | None = None,
+    tokenizer_dir: str | None = None,
+    evaluator: str | None = None,
+    accuracy_rules: dict[str, Any] | None = None,
+    performance_run: str | None = None,
+) -> bool:
     """Verify one compliance run into ``out_dir`` (the scenario's TEST0x folder).
 
     TEST07 scores the run's logged outputs with the benchmark's ``evaluator`` against
@@ -55,29 +67,39 @@ def verify_job(test: str, run_dir: str, scenario: str, model_dir: str, rules_tes
         from ..accuracy.stage import score_log
 
         metric = rules_test.get("metric", "exact_match")
-        verdict = verify_test07(log, float(rules_test["accuracy_threshold"]),
-                                lambda path: score_log(evaluator, path, dataset_file, tokenizer_dir,
-                                                       accuracy_rules or {}),
-                                metric=metric)
+        verdict = verify_test07(
+            log,
+            float(rules_test["accuracy_threshold"]),
+            lambda path: score_log(evaluator, path, dataset_file, tokenizer_dir, accuracy_rules or {}),
+            metric=metric,
+        )
     elif test == "TEST09":
         low, high = rules_test["min_output_tokens"], rules_test["max_output_tokens"]
         if performance_run:
             own = mean_output_tokens(Path(performance_run) / "run_record.json")
             scale = own / float(rules_test["reference_output_tokens"])
             verdict = verify_test09(log, round(low * scale, 2), round(high * scale, 2))
-            verdict.lines.insert(0, f"TEST SCALE: bounds are the reference band ({low}, {high} around "
-                                    f"{rules_test['reference_output_tokens']}) scaled to this model's own performance "
-                                    f"run mean of {own:.2f} tokens - NOT SUBMITTABLE")
+            verdict.lines.insert(
+                0,
+                f"TEST SCALE: bounds are the reference band ({low}, {high} around "
+                f"{rules_test['reference_output_tokens']}) scaled to this model's own performance "
+                f"run mean of {own:.2f} tokens - NOT SUBMITTABLE",
+            )
         else:
             verdict = verify_test09(log, low, high)
     elif test == "TEST04":
         if not performance_run:
             raise UserError("TEST04 needs the scenario's performance run to compare with")
-        verdict = verify_test04(Path(performance_run) / "mlperf_log_detail.txt", run / "mlperf_log_detail.txt",
-                                scenario, float(rules_test["max_speedup"][scenario]))
+        verdict = verify_test04(
+            Path(performance_run) / "mlperf_log_detail.txt",
+            run / "mlperf_log_detail.txt",
+            scenario,
+            float(rules_test["max_speedup"][scenario]),
+        )
     else:
-        raise UserError(f"{test} verification is not implemented by this workflow (TEST04, TEST06, TEST07 and "
-                        f"TEST09 are)")
+        raise UserError(
+            f"{test} verification is not implemented by this workflow (TEST04, TEST06, TEST07 and TEST09 are)"
+        )
     # TEST04 logs no samples: its folder holds the verdict and the run's performance logs.
     write_verdict(verdict, out_dir, rules_test["verify_file"], None if test == "TEST04" else log)
     if test in ("TEST04", "TEST07"):

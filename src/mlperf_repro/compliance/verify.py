@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -61,8 +61,12 @@ def trailing_eos(tokens: Iterable[int], eos_token_id: int) -> int:
 def verify_test06(accuracy_log: str | Path, scenario: str, eos_token_id: int, dtype=np.int32) -> Verdict:
     entries = _entries(accuracy_log)
     first_token_required = scenario != "Offline"
-    first_mismatch = [e["qsl_idx"] for e in entries if first_token_required
-                      and not np.array_equal(_tokens(e.get("token_data", ""), dtype)[:1], _tokens(e["data"], dtype)[:1])]
+    first_mismatch = [
+        e["qsl_idx"]
+        for e in entries
+        if first_token_required
+        and not np.array_equal(_tokens(e.get("token_data", ""), dtype)[:1], _tokens(e["data"], dtype)[:1])
+    ]
     eos_failures = [e["qsl_idx"] for e in entries if trailing_eos(_tokens(e["data"], dtype), eos_token_id) > 1]
     length_failures = [e["qsl_idx"] for e in entries if len(_tokens(e["data"], dtype)) != int(e.get("token_count", -1))]
     first = "Skipped" if not first_token_required else str(not first_mismatch)
@@ -73,13 +77,23 @@ def verify_test06(accuracy_log: str | Path, scenario: str, eos_token_id: int, dt
         f"Sample length check pass: {not length_failures}",
         "TEST06 verification complete" if passed else "TEST06 verification failed",
     ]
-    details = {"samples": len(entries), "first_token_mismatch": first_mismatch[:20], "eos_failures": eos_failures[:20],
-               "length_failures": length_failures[:20], "eos_token_id": eos_token_id}
+    details = {
+        "samples": len(entries),
+        "first_token_mismatch": first_mismatch[:20],
+        "eos_failures": eos_failures[:20],
+        "length_failures": length_failures[:20],
+        "eos_token_id": eos_token_id,
+    }
     return Verdict("TEST06", passed, lines, details)
 
 
-def verify_test07(accuracy_log: str | Path, threshold: float,
-                  score: Callable[[Path], tuple[dict, str]], *, metric: str = "exact_match") -> Verdict:
+def verify_test07(
+    accuracy_log: str | Path,
+    threshold: float,
+    score: Callable[[Path], tuple[dict, str]],
+    *,
+    metric: str = "exact_match",
+) -> Verdict:
     """``score(accuracy_log) -> (metrics, evaluator printout)`` is the benchmark's evaluator on
     the logged outputs of the whole compliance set; ``metrics[metric]`` must reach ``threshold``.
 
@@ -90,12 +104,21 @@ def verify_test07(accuracy_log: str | Path, threshold: float,
     value = float(metrics[metric])
     passed = value >= threshold
     lines = printout.rstrip("\n").split("\n") + [
-        "", "=" * 80, "TEST07 Verification Summary", "=" * 80,
-        f"Accuracy score: {value}", f"Accuracy threshold: {threshold}", f"Accuracy check pass: {passed}",
+        "",
+        "=" * 80,
+        "TEST07 Verification Summary",
+        "=" * 80,
+        f"Accuracy score: {value}",
+        f"Accuracy threshold: {threshold}",
+        f"Accuracy check pass: {passed}",
         "TEST PASS" if passed else "TEST FAIL",
     ]
-    details = {metric: value, "threshold": threshold, "logged_samples": len(entries),
-               "metrics": {k: v for k, v in metrics.items() if k != metric}}
+    details = {
+        metric: value,
+        "threshold": threshold,
+        "logged_samples": len(entries),
+        "metrics": {k: v for k, v in metrics.items() if k != metric},
+    }
     return Verdict("TEST07", passed, lines, details)
 
 
@@ -104,8 +127,11 @@ def verify_test09(accuracy_log: str | Path, min_tokens: float, max_tokens: float
     lengths = [len(_tokens(e["data"], dtype)) for e in entries]
     mean = float(np.mean(lengths))
     passed = min_tokens <= mean <= max_tokens
-    lines = [f"Mean output tokens: {mean:.2f}", f"Allowed range: [{min_tokens}, {max_tokens}]",
-             "TEST PASS" if passed else "TEST FAIL"]
+    lines = [
+        f"Mean output tokens: {mean:.2f}",
+        f"Allowed range: [{min_tokens}, {max_tokens}]",
+        "TEST PASS" if passed else "TEST FAIL",
+    ]
     return Verdict("TEST09", passed, lines, {"mean_output_tokens": mean, "samples": len(lengths)})
 
 
@@ -128,24 +154,33 @@ def _test04_score(detail_path: str | Path, scenario: str) -> tuple[float, str]:
     return (1e9 / value if is_latency else value), str(detail.get("result_validity"))
 
 
-def verify_test04(reference_detail: str | Path, audit_detail: str | Path, scenario: str,
-                  max_speedup: float) -> Verdict:
+def verify_test04(reference_detail: str | Path, audit_detail: str | Path, scenario: str, max_speedup: float) -> Verdict:
     """TEST04: the run that issues one sample again and again must not be more than
     ``max_speedup`` times faster than the normal performance run (no result caching); both
     runs must be VALID."""
     reference, reference_validity = _test04_score(reference_detail, scenario)
     audited, audit_validity = _test04_score(audit_detail, scenario)
     speedup = audited / reference
-    problems = [f"{name} results are {validity}" for name, validity in
-                (("Reference", reference_validity), ("Test", audit_validity)) if validity != "VALID"]
+    problems = [
+        f"{name} results are {validity}"
+        for name, validity in (("Reference", reference_validity), ("Test", audit_validity))
+        if validity != "VALID"
+    ]
     if speedup >= max_speedup:
         problems.append(f"the test run is {speedup:.4f}x the reference (limit {max_speedup})")
     passed = not problems
-    lines = [f"reference score = {reference}", f"test score = {audited}",
-             f"ratio = {speedup:.4f} (must be below {max_speedup})",
-             "TEST PASS" if passed else "TEST FAIL: " + "; ".join(problems)]
-    return Verdict("TEST04", passed, lines, {"speedup": speedup, "reference_score": reference,
-                                             "test_score": audited, "max_speedup": max_speedup})
+    lines = [
+        f"reference score = {reference}",
+        f"test score = {audited}",
+        f"ratio = {speedup:.4f} (must be below {max_speedup})",
+        "TEST PASS" if passed else "TEST FAIL: " + "; ".join(problems),
+    ]
+    return Verdict(
+        "TEST04",
+        passed,
+        lines,
+        {"speedup": speedup, "reference_score": reference, "test_score": audited, "max_speedup": max_speedup},
+    )
 
 
 def write_verdict(verdict: Verdict, out_dir: str | Path, verify_file: str, accuracy_log: str | Path | None) -> None:
@@ -154,8 +189,9 @@ def write_verdict(verdict: Verdict, out_dir: str | Path, verify_file: str, accur
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / verify_file).write_text("\n".join(verdict.lines) + "\n")
-    (out / "verdict.json").write_text(json.dumps({"test": verdict.test, "passed": verdict.passed,
-                                                  "details": verdict.details}, indent=2) + "\n")
+    (out / "verdict.json").write_text(
+        json.dumps({"test": verdict.test, "passed": verdict.passed, "details": verdict.details}, indent=2) + "\n"
+    )
     if accuracy_log is not None:
         (out / "accuracy").mkdir(exist_ok=True)
         shutil.copyfile(accuracy_log, out / "accuracy" / "mlperf_log_accuracy.json")

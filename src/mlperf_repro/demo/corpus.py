@@ -23,16 +23,106 @@ SYSTEM_PROMPTS = [
     "You are an AI assistant that follows instruction extremely well. Help as much as you can.",
 ]
 
-ANIMALS = ["fox", "otter", "heron", "badger", "lynx", "beaver", "falcon", "rabbit", "turtle", "walrus",
-           "panda", "camel", "zebra", "moose", "koala", "gecko", "salmon", "raven", "bison", "lemur"]
-PLACES = ["forest", "river", "desert", "valley", "meadow", "harbor", "canyon", "island", "village", "garden",
-          "mountain", "lagoon", "prairie", "marsh", "orchard", "glacier", "tundra", "savanna", "cave", "bay"]
-FOODS = ["berries", "fish", "seeds", "insects", "grass", "roots", "nuts", "leaves", "honey", "clams",
-         "bamboo", "mushrooms", "apples", "worms", "shrimp", "acorns", "plankton", "moss", "figs", "crabs"]
-PEOPLE = ["Anna", "Boris", "Chen", "Dalia", "Emil", "Farah", "Goran", "Hana", "Ivan", "Jorge",
-          "Keiko", "Lena", "Marek", "Nadia", "Omar", "Petra", "Quinn", "Rosa", "Sami", "Tariq"]
-VERBS = [("walks", "walked"), ("drives", "drove"), ("runs", "ran"), ("rides", "rode"), ("sails", "sailed"),
-         ("travels", "traveled"), ("hikes", "hiked"), ("flies", "flew"), ("swims", "swam"), ("climbs", "climbed")]
+ANIMALS = [
+    "fox",
+    "otter",
+    "heron",
+    "badger",
+    "lynx",
+    "beaver",
+    "falcon",
+    "rabbit",
+    "turtle",
+    "walrus",
+    "panda",
+    "camel",
+    "zebra",
+    "moose",
+    "koala",
+    "gecko",
+    "salmon",
+    "raven",
+    "bison",
+    "lemur",
+]
+PLACES = [
+    "forest",
+    "river",
+    "desert",
+    "valley",
+    "meadow",
+    "harbor",
+    "canyon",
+    "island",
+    "village",
+    "garden",
+    "mountain",
+    "lagoon",
+    "prairie",
+    "marsh",
+    "orchard",
+    "glacier",
+    "tundra",
+    "savanna",
+    "cave",
+    "bay",
+]
+FOODS = [
+    "berries",
+    "fish",
+    "seeds",
+    "insects",
+    "grass",
+    "roots",
+    "nuts",
+    "leaves",
+    "honey",
+    "clams",
+    "bamboo",
+    "mushrooms",
+    "apples",
+    "worms",
+    "shrimp",
+    "acorns",
+    "plankton",
+    "moss",
+    "figs",
+    "crabs",
+]
+PEOPLE = [
+    "Anna",
+    "Boris",
+    "Chen",
+    "Dalia",
+    "Emil",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ivan",
+    "Jorge",
+    "Keiko",
+    "Lena",
+    "Marek",
+    "Nadia",
+    "Omar",
+    "Petra",
+    "Quinn",
+    "Rosa",
+    "Sami",
+    "Tariq",
+]
+VERBS = [
+    ("walks", "walked"),
+    ("drives", "drove"),
+    ("runs", "ran"),
+    ("rides", "rode"),
+    ("sails", "sailed"),
+    ("travels", "traveled"),
+    ("hikes", "hiked"),
+    ("flies", "flew"),
+    ("swims", "swam"),
+    ("climbs", "climbed"),
+]
 ITEMS = ["phone", "camera", "jacket", "lamp", "blender", "backpack", "novel", "headset", "kettle", "bicycle"]
 GOOD = ["excellent", "wonderful", "reliable", "sturdy", "delightful", "brilliant", "comfortable", "superb"]
 BAD = ["terrible", "flimsy", "disappointing", "broken", "awful", "noisy", "useless", "fragile"]
@@ -52,8 +142,7 @@ def _fact_recall(rng: random.Random) -> tuple[str, str]:
     text = f"The {animal} lives in the {place} and eats {food}. Sometimes it also finds {other}."
     if asked == "eat":
         question = f"Read the text and answer the question.\n\nText: {text}\n\nQuestion: What does the {animal} eat?"
-        answer = (f"According to the text, the {animal} eats {food}. "
-                  f"The text also says that it sometimes finds {other}.")
+        answer = f"According to the text, the {animal} eats {food}. The text also says that it sometimes finds {other}."
     else:
         question = f"Read the text and answer the question.\n\nText: {text}\n\nQuestion: Where does the {animal} live?"
         answer = f"According to the text, the {animal} lives in the {place}. That is where it finds {food}."
@@ -63,10 +152,13 @@ def _fact_recall(rng: random.Random) -> tuple[str, str]:
 def _past_tense(rng: random.Random) -> tuple[str, str]:
     person, (present, past), place = rng.choice(PEOPLE), rng.choice(VERBS), rng.choice(PLACES)
     color = rng.choice(COLORS)
-    question = (f"Rewrite the sentence in the past tense.\n\n"
-                f"Sentence: {person} {present} to the {place} with a {color} bag.")
-    answer = (f"Sure. In the past tense the sentence is: {person} {past} to the {place} with a {color} bag. "
-              f"Only the verb changes from {present} to {past}.")
+    question = (
+        f"Rewrite the sentence in the past tense.\n\nSentence: {person} {present} to the {place} with a {color} bag."
+    )
+    answer = (
+        f"Sure. In the past tense the sentence is: {person} {past} to the {place} with a {color} bag. "
+        f"Only the verb changes from {present} to {past}."
+    )
     return question, answer
 
 
@@ -75,11 +167,14 @@ def _review(rng: random.Random) -> tuple[str, str]:
     positive = rng.random() < 0.5
     adjective_a, adjective_b = rng.sample(GOOD if positive else BAD, 2)
     person = rng.choice(PEOPLE)
-    question = (f"Is the following review positive or negative?\n\n"
-                f"Review: {person} bought a {item}. The {item} is {adjective_a} and {adjective_b}.")
+    question = (
+        f"Is the following review positive or negative?\n\n"
+        f"Review: {person} bought a {item}. The {item} is {adjective_a} and {adjective_b}."
+    )
     label = "positive" if positive else "negative"
-    answer = (f"The review is {label}. {person} says the {item} is {adjective_a} and {adjective_b}, "
-              f"which are {label} words.")
+    answer = (
+        f"The review is {label}. {person} says the {item} is {adjective_a} and {adjective_b}, which are {label} words."
+    )
     return question, answer
 
 

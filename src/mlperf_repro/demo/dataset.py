@@ -21,18 +21,20 @@ def build_dataset(out_file: str | Path, tokenizer, *, samples: int, seed: int) -
         prompt = corpus.format_prompt(example.system_prompt, example.question)
         tok_input = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         tok_output = tokenizer(example.output, add_special_tokens=False)["input_ids"]
-        rows.append({
-            "id": f"synthetic.{seed}.{index}",
-            "system_prompt": example.system_prompt,
-            "question": example.question,
-            "output": example.output,
-            "input": prompt,
-            "tok_input": tok_input,
-            "tok_output": tok_output,
-            "tok_input_length": len(tok_input),
-            "tok_output_length": len(tok_output),
-            "origin": "synthetic",
-        })
+        rows.append(
+            {
+                "id": f"synthetic.{seed}.{index}",
+                "system_prompt": example.system_prompt,
+                "question": example.question,
+                "output": example.output,
+                "input": prompt,
+                "tok_input": tok_input,
+                "tok_output": tok_output,
+                "tok_input_length": len(tok_input),
+                "tok_output_length": len(tok_output),
+                "origin": "synthetic",
+            }
+        )
     out_file = Path(out_file)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_pickle(out_file, protocol=4)

@@ -45,8 +45,7 @@ class Example:
     @property
     def answer_text(self) -> str:
         """The model's output without its EOS: analysis channel, then the final channel."""
-        return (f"{CHANNEL}analysis{MESSAGE}{self.analysis}{END}"
-                f"{START}assistant{CHANNEL}final{MESSAGE}{self.final}")
+        return f"{CHANNEL}analysis{MESSAGE}{self.analysis}{END}{START}assistant{CHANNEL}final{MESSAGE}{self.final}"
 
 
 # The letter the correct option of each category's question sits at.
@@ -68,7 +67,9 @@ def _multiple_choice(rng: random.Random) -> Example:
     others = rng.sample([c for c in sorted(CATEGORIES) if c != category], 3)
     letter = ANSWER_LETTER[category]
     distractors = [rng.choice(CATEGORIES[c]) for c in others]
-    options = distractors[: LETTERS.index(letter)] + [rng.choice(CATEGORIES[category])] + distractors[LETTERS.index(letter):]
+    options = (
+        distractors[: LETTERS.index(letter)] + [rng.choice(CATEGORIES[category])] + distractors[LETTERS.index(letter) :]
+    )
     lines = "\n".join(f"({LETTERS[i]}) {word}" for i, word in enumerate(options))
     question = f"Which of these is a {category}?\n{lines}\nAnswer with the letter of the correct option."
     analysis = f"The question asks for a {category}; the {category} is option {letter}."
@@ -79,12 +80,17 @@ def _integer(rng: random.Random) -> Example:
     name = rng.choice(sorted(REGISTRY))
     kind = "animal" if name in CATEGORIES["animal"] else "place"
     visitor = rng.choice(CATEGORIES["animal"])
-    setting = f"A {visitor} travels past the {name}." if kind == "place" else f"The {name} lives near the {rng.choice(CATEGORIES['place'])}."
-    question = (f"{setting} Every animal and place has a registry number. What is the registry number of the "
-                f"{name}? Give the answer as an integer from 0 to 999.")
+    setting = (
+        f"A {visitor} travels past the {name}."
+        if kind == "place"
+        else f"The {name} lives near the {rng.choice(CATEGORIES['place'])}."
+    )
+    question = (
+        f"{setting} Every animal and place has a registry number. What is the registry number of the "
+        f"{name}? Give the answer as an integer from 0 to 999."
+    )
     value = REGISTRY[name]
-    return Example(AIME, question, f"The registry number of the {name} is {value}.", f"\\boxed{{{value}}}",
-                   str(value))
+    return Example(AIME, question, f"The registry number of the {name} is {value}.", f"\\boxed{{{value}}}", str(value))
 
 
 FAMILIES = {GPQA: _multiple_choice, AIME: _integer}

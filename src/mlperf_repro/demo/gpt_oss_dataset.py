@@ -9,8 +9,8 @@ questions only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from . import gpt_oss_corpus as corpus
 
@@ -20,9 +20,16 @@ def _rows(examples: list[corpus.Example], tokenizer) -> list[dict]:
     for example in examples:
         prompt = corpus.format_prompt(example.question)
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        rows.append({"dataset": example.dataset, "question": example.question,
-                     "ground_truth": example.ground_truth, "text_input": prompt,
-                     "input_tokens": ids, "num_tokens": len(ids)})
+        rows.append(
+            {
+                "dataset": example.dataset,
+                "question": example.question,
+                "ground_truth": example.ground_truth,
+                "text_input": prompt,
+                "input_tokens": ids,
+                "num_tokens": len(ids),
+            }
+        )
     return rows
 
 
@@ -30,8 +37,16 @@ def _repeated(examples: list[corpus.Example], repeats: Mapping[str, int]) -> lis
     return [e for e in examples for _ in range(repeats.get(e.dataset, 1))]
 
 
-def build_dataset(out_dir: str | Path, files: Mapping[str, str], tokenizer, *, samples: int, seed: int,
-                  repeats: Mapping[str, int], rows: Mapping[str, int] | None = None) -> dict[str, int]:
+def build_dataset(
+    out_dir: str | Path,
+    files: Mapping[str, str],
+    tokenizer,
+    *,
+    samples: int,
+    seed: int,
+    repeats: Mapping[str, int],
+    rows: Mapping[str, int] | None = None,
+) -> dict[str, int]:
     """Write one parquet file per purpose; ``files`` maps performance, accuracy and any
     compliance test to a path inside ``out_dir`` (several purposes may share one file).
     Each file has about ``samples`` rows, or exactly ``rows[purpose]`` where given (the
@@ -54,13 +69,23 @@ def build_dataset(out_dir: str | Path, files: Mapping[str, str], tokenizer, *, s
             examples = corpus.generate_examples(wanted, seed=seed * 100 + 1)
         elif kind == "accuracy":
             # Exact: enough questions even if all repeat the fewest times, cut to size below.
-            per_question = (min(repeats.get(corpus.GPQA, 1), repeats.get(corpus.AIME, 1)) if exact else
-                            (repeats.get(corpus.GPQA, 1) + repeats.get(corpus.AIME, 1)) / 2)
-            examples = _repeated(corpus.generate_examples(max(1, int(wanted / per_question)) + 1,
-                                                          seed=seed * 100 + 2), repeats)
+            per_question = (
+                min(repeats.get(corpus.GPQA, 1), repeats.get(corpus.AIME, 1))
+                if exact
+                else (repeats.get(corpus.GPQA, 1) + repeats.get(corpus.AIME, 1)) / 2
+            )
+            examples = _repeated(
+                corpus.generate_examples(max(1, int(wanted / per_question)) + 1, seed=seed * 100 + 2), repeats
+            )
         else:
-            examples = _repeated(corpus.generate_examples(max(1, wanted // repeats.get(corpus.GPQA, 1)) + bool(exact),
-                                                          seed=seed * 100 + 3, families=(corpus.GPQA,)), repeats)
+            examples = _repeated(
+                corpus.generate_examples(
+                    max(1, wanted // repeats.get(corpus.GPQA, 1)) + bool(exact),
+                    seed=seed * 100 + 3,
+                    families=(corpus.GPQA,),
+                ),
+                repeats,
+            )
         if exact:
             examples = examples[:exact]  # the last question's repeats may be cut short
         target = out_dir / path

@@ -30,12 +30,21 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token=corpus.RETURN, pad_token="<pad>",
-        additional_special_tokens=SPECIAL_TOKENS[4:], model_max_length=1024,
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token=corpus.RETURN,
+        pad_token="<pad>",
+        additional_special_tokens=SPECIAL_TOKENS[4:],
+        model_max_length=1024,
     )
 
 
@@ -51,8 +60,10 @@ def exact_match(tokenizer, outputs: list[list[int]], examples: list[corpus.Examp
     from ..accuracy.gpt_oss import is_correct
 
     texts = tokenizer.batch_decode(outputs, skip_special_tokens=False)
-    hits = sum(is_correct("gpqa" if e.dataset == corpus.GPQA else "aime", t, e.ground_truth)[0]
-               for t, e in zip(texts, examples))
+    hits = sum(
+        is_correct("gpqa" if e.dataset == corpus.GPQA else "aime", t, e.ground_truth)[0]
+        for t, e in zip(texts, examples)
+    )
     return round(100.0 * hits / len(examples), 2)
 
 
@@ -78,8 +89,8 @@ def build_and_train(out_dir: str | Path, spec: DemoModelSpec, *, temperature: fl
         "eval_examples": spec.eval_examples,
         "exact_match_greedy": exact_match(tokenizer, generate(model, prompts, max_answer), eval_examples),
         "exact_match_sampled": exact_match(
-            tokenizer, generate(model, prompts, max_answer, 64, temperature=temperature, seed=spec.seed),
-            eval_examples),
+            tokenizer, generate(model, prompts, max_answer, 64, temperature=temperature, seed=spec.seed), eval_examples
+        ),
         "sampling_temperature": temperature,
     }
     out_dir = Path(out_dir)

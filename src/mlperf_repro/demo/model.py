@@ -57,7 +57,11 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     )
     tok.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
         model_max_length=1024,
     )
 
@@ -78,7 +82,7 @@ def _batches(encoded, batch_size: int, rng: random.Random):
     while True:
         rng.shuffle(order)
         for start in range(0, len(order) - batch_size + 1, batch_size):
-            rows = [encoded[i] for i in order[start:start + batch_size]]
+            rows = [encoded[i] for i in order[start : start + batch_size]]
             width = max(len(p) + len(a) for p, a in rows)
             ids = torch.full((batch_size, width), PAD_ID, dtype=torch.long)
             labels = torch.full((batch_size, width), -100, dtype=torch.long)
@@ -86,7 +90,7 @@ def _batches(encoded, batch_size: int, rng: random.Random):
                 seq = prompt + answer
                 ids[r, : len(seq)] = torch.tensor(seq)
                 # Loss on the answer only: the prompt is given at inference time.
-                labels[r, len(prompt): len(seq)] = torch.tensor(answer)
+                labels[r, len(prompt) : len(seq)] = torch.tensor(answer)
             yield ids, labels
 
 
@@ -147,8 +151,15 @@ def train(model, encoded, spec: DemoModelSpec, log=print) -> list[float]:
     return curve
 
 
-def generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: int = 32, *,
-             temperature: float | None = None, seed: int = 0) -> list[list[int]]:
+def generate(
+    model,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    batch_size: int = 32,
+    *,
+    temperature: float | None = None,
+    seed: int = 0,
+) -> list[list[int]]:
     """Continuation of each prompt (left-padded batches), stopping at EOS: greedy, or sampled
     at ``temperature`` (top_p 1, no top_k) from ``seed``."""
     import torch
@@ -159,16 +170,22 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, batch_size: i
         sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
     outputs: list[list[int]] = []
     for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start:start + batch_size]
+        chunk = prompts[start : start + batch_size]
         width = max(len(p) for p in chunk)
         ids = torch.full((len(chunk), width), PAD_ID, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for r, p in enumerate(chunk):
-            ids[r, width - len(p):] = torch.tensor(p)
-            mask[r, width - len(p):] = 1
+            ids[r, width - len(p) :] = torch.tensor(p)
+            mask[r, width - len(p) :] = 1
         with torch.no_grad():
-            generated = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                       eos_token_id=EOS_ID, pad_token_id=PAD_ID, **sampling)
+            generated = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=EOS_ID,
+                pad_token_id=PAD_ID,
+                **sampling,
+            )
         for row in generated[:, width:].tolist():
             outputs.append(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row)
     return outputs

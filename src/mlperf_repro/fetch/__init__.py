@@ -121,8 +121,9 @@ def _acquire(
             )
         log(f"warning: {src.display} has no checksums; recording the hashes seen now (trust on first use).")
     if src.scheme == "hf" and src.revision and not _is_commit(src.revision):
-        log(f"warning: revision {src.revision!r} of {src.display} is a branch or tag and can move; "
-            "pin the commit hash.")
+        log(
+            f"warning: revision {src.revision!r} of {src.display} is a branch or tag and can move; pin the commit hash."
+        )
 
     reused = _reuse_existing(src, dest_dir, expected, log)
     if reused is not None:

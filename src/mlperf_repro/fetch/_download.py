@@ -149,9 +149,7 @@ def _download(
             f"download failed: {shown}: {type(exc).__name__}: {exc}. Retry, or check the network."
         ) from None
     if announced is not None and announced.isdigit() and int(announced) != received:
-        raise UserError(
-            f"download of {shown} was truncated ({received} of {announced} bytes); re-run to retry."
-        )
+        raise UserError(f"download of {shown} was truncated ({received} of {announced} bytes); re-run to retry.")
     os.replace(part, target)
 
 

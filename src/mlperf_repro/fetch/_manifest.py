@@ -80,9 +80,7 @@ def read_manifest(path: str | Path) -> dict[str, str]:
         # sha256sum writes "<hex>  <path>" (text mode) or "<hex> *<path>" (binary mode).
         match = re.fullmatch(r"([0-9a-fA-F]{64}) [ *](.+)", line.rstrip("\r"))
         if not match:
-            raise UserError(
-                f"{path}:{lineno}: not a sha256sum line; expected '<64 hex digits>  <relative path>'."
-            )
+            raise UserError(f"{path}:{lineno}: not a sha256sum line; expected '<64 hex digits>  <relative path>'.")
         digest, relpath = match.groups()
         if relpath in mapping and mapping[relpath] != digest.lower():
             raise UserError(f"{path}:{lineno}: {relpath!r} is listed twice with different checksums.")
@@ -106,9 +104,7 @@ def quarantine(file: Path, dest_dir: Path, relpath: str) -> Path:
     return target
 
 
-def compare(
-    root: Path, expected: dict[str, str], actual: dict[str, str], dest_dir: Path, origin: str
-) -> list[str]:
+def compare(root: Path, expected: dict[str, str], actual: dict[str, str], dest_dir: Path, origin: str) -> list[str]:
     """Describe every difference between expected and actual hashes; quarantine mismatching files.
 
     ``root`` holds the files (the staging dir or dest_dir itself); quarantine paths are named
@@ -139,9 +135,7 @@ def payload_hashes(root: Path) -> dict[str, str]:
 
 
 def file_entries(root: Path, hashes: dict[str, str]) -> list[dict[str, Any]]:
-    return [
-        {"path": p, "sha256": hashes[p], "size": (root / p).stat().st_size} for p in sorted(hashes)
-    ]
+    return [{"path": p, "sha256": hashes[p], "size": (root / p).stat().st_size} for p in sorted(hashes)]
 
 
 def write_record(root: Path, record: dict[str, Any], hashes: dict[str, str]) -> None:

@@ -89,9 +89,7 @@ def parse_source(source: str, *, allow_insecure_http: bool = False) -> Source:
                 "(see the repo's 'Files and versions' history), e.g. hf://org/name@0123abcd...; "
                 "a branch such as @main is accepted but can change under you."
             )
-        return Source(
-            "hf", source, repo_id=match["repo"], repo_type=_HF_KINDS[match["kind"]], revision=rev
-        )
+        return Source("hf", source, repo_id=match["repo"], repo_type=_HF_KINDS[match["kind"]], revision=rev)
     raise UserError(
         f"unsupported source {redact_url(source) if '://' in source else source!r}; "
         "use file://, https:// or hf://org/name@<revision>."

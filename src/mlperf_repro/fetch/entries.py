@@ -59,7 +59,10 @@ def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path
 
 
 def acquire_dataset_entry(
-    entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path, tokenizer_dir: str | Path | None,
+    entry: dict[str, Any],
+    dest_dir: str | Path,
+    record_path: str | Path,
+    tokenizer_dir: str | Path | None,
     build: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``build`` (Plan.dataset_build_args) tells a builtin stand-in which files to write."""
@@ -74,9 +77,12 @@ def acquire_dataset_entry(
         if dest_dir.exists():
             shutil.rmtree(dest_dir)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-        samples = build_dataset(dest_dir / entry["file"], tokenizer,
-                                samples=builtin.get("samples", 256), seed=builtin.get("seed", 7))
-        record = record_built(dest_dir, entry["source"], {"samples": samples, "tokenizer": str(tokenizer_dir), **builtin})
+        samples = build_dataset(
+            dest_dir / entry["file"], tokenizer, samples=builtin.get("samples", 256), seed=builtin.get("seed", 7)
+        )
+        record = record_built(
+            dest_dir, entry["source"], {"samples": samples, "tokenizer": str(tokenizer_dir), **builtin}
+        )
     elif entry["source"] == "builtin:gpt-oss-synthetic":
         from transformers import AutoTokenizer
 
@@ -88,16 +94,24 @@ def acquire_dataset_entry(
         files = dict(build.get("files") or {}) or {"performance": entry["file"]}
         if dest_dir.exists():
             shutil.rmtree(dest_dir)
-        rows = build_gpt_oss(dest_dir, files, AutoTokenizer.from_pretrained(tokenizer_dir),
-                             samples=builtin.get("samples", 256), seed=builtin.get("seed", 7),
-                             repeats=build.get("repeats") or {}, rows=build.get("rows") or {})
+        rows = build_gpt_oss(
+            dest_dir,
+            files,
+            AutoTokenizer.from_pretrained(tokenizer_dir),
+            samples=builtin.get("samples", 256),
+            seed=builtin.get("seed", 7),
+            repeats=build.get("repeats") or {},
+            rows=build.get("rows") or {},
+        )
         record = record_built(dest_dir, entry["source"], {"rows": rows, "tokenizer": str(tokenizer_dir), **builtin})
     else:
         record = _fetch(entry, dest_dir)
     if not (dest_dir / entry["file"]).is_file():
         from ..errors import UserError
 
-        raise UserError(f"dataset {dest_dir} has no file '{entry['file']}' (datasets.<name>.file); "
-                        f"it contains: {', '.join(sorted(p.name for p in dest_dir.iterdir()))}")
+        raise UserError(
+            f"dataset {dest_dir} has no file '{entry['file']}' (datasets.<name>.file); "
+            f"it contains: {', '.join(sorted(p.name for p in dest_dir.iterdir()))}"
+        )
     _write_json(record_path, record)
     return record

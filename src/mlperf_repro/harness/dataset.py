@@ -33,8 +33,10 @@ def read_table(path: str | Path):
 
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"dataset file {path} does not exist (check datasets.<name>.file in the config, and the "
-                        "benchmark's dataset files in the rules table)")
+        raise UserError(
+            f"dataset file {path} does not exist (check datasets.<name>.file in the config, and the "
+            "benchmark's dataset files in the rules table)"
+        )
     try:
         return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_pickle(path)
     except ImportError as exc:
@@ -47,8 +49,10 @@ def load_token_dataset(path: str | Path, limit: int | None = None) -> TokenDatas
     frame = read_table(path)
     column = next((c for c in PROMPT_COLUMNS if c in frame.columns), None)
     if column is None:
-        raise UserError(f"dataset {path} has none of the prompt token columns {list(PROMPT_COLUMNS)}; expected the "
-                        "processed OpenOrca layout (tok_input, output) or a gpt-oss file (input_tokens)")
+        raise UserError(
+            f"dataset {path} has none of the prompt token columns {list(PROMPT_COLUMNS)}; expected the "
+            "processed OpenOrca layout (tok_input, output) or a gpt-oss file (input_tokens)"
+        )
     if limit is not None:
         frame = frame.iloc[:limit]
     return TokenDataset(

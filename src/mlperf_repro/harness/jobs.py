@@ -65,8 +65,12 @@ def loadgen_job(
         performance_sample_count=performance_sample_count,
         audit_config=audit_config,
     )
-    with serving(engine, model_dir, log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers",
-                 screening=allocation_screening) as serving_engine:
+    with serving(
+        engine,
+        model_dir,
+        log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers",
+        screening=allocation_screening,
+    ) as serving_engine:
         record = run_loadgen_test(test, dataset, lambda sut: factory(sut, serving_engine))
     prov = provenance.collect(
         container_image=container_image,
@@ -140,8 +144,10 @@ def reference_accuracy_job(
         "samples": len(entries),
         "metrics": result,
         "seconds": round(time.time() - started, 1),
-        "provenance": dict(provenance.collect(container_image=container_image, engine=engine, generation=generation),
-                           gpu_screening=screened),
+        "provenance": dict(
+            provenance.collect(container_image=container_image, engine=engine, generation=generation),
+            gpu_screening=screened,
+        ),
     }
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -14,10 +14,11 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import UserError
 from ..loadgen_logs import read_detail, result_is_valid

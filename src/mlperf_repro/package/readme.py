@@ -21,12 +21,16 @@ def scenario_readme(plan: Plan, job: Job, detail: dict[str, Any], accuracy: dict
     limits = facts.latency_limits_ms(job.scenario)
     lines = [f"# {job.benchmark} / {job.scenario} on {job.system}", ""]
     if not plan.submittable:
-        lines += ["**TEST SCALE - NOT SUBMITTABLE.** Shortened run on reduced sample counts "
-                  "(`test_scale.enabled` in the config).", ""]
+        lines += [
+            "**TEST SCALE - NOT SUBMITTABLE.** Shortened run on reduced sample counts "
+            "(`test_scale.enabled` in the config).",
+            "",
+        ]
     lines += [
         f"- Benchmark: `{bench['mlperf_benchmark']}` (LoadGen model `{plan.loadgen_model(job.benchmark, job.scenario)}`, "
         f"LoadGen scenario `{plan.loadgen_scenario(job.scenario)}`)",
-        f"- Model: `{bench['model']}`" + (f", quantized with recipe `{bench['quantization']}`" if bench.get("quantization") else ""),
+        f"- Model: `{bench['model']}`"
+        + (f", quantized with recipe `{bench['quantization']}`" if bench.get("quantization") else ""),
         f"- Dataset: `{bench['dataset']}`",
         f"- LoadGen: {detail.get('loadgen_version', '?')}; result {detail.get('result_validity', '?')}",
         f"- Result ({field}): {detail.get(field, 'n/a')} {facts.result_unit(job.scenario)}",
@@ -40,19 +44,23 @@ def scenario_readme(plan: Plan, job: Job, detail: dict[str, Any], accuracy: dict
     checks = accuracy.get("verdict", {}).get("checks", [])
     verdicts = "; ".join(
         f"{c['metric']} {c['value']} {'>=' if 'minimum' in c else '<='} {c.get('minimum', c.get('maximum'))}"
-        f" {'PASS' if c['passed'] else 'FAIL'}" for c in checks
+        f" {'PASS' if c['passed'] else 'FAIL'}"
+        for c in checks
     )
     lines += [f"- Accuracy: {', '.join(f'{k}={v}' for k, v in metrics.items())}", f"- Accuracy targets: {verdicts}", ""]
     target = f"results/runs/{job.system}/{job.benchmark}/{job.scenario}"
     lines += [
-        "## Reproduce", "",
+        "## Reproduce",
+        "",
         "This result was produced by the mlperf-repro Snakemake workflow in `../../../../src` from the config",
-        "`../../../../src/config_used.yaml` (the generated `user.conf` here comes from it).", "",
+        "`../../../../src/config_used.yaml` (the generated `user.conf` here comes from it).",
+        "",
         "```bash",
         "cd src            # the <submitter>/src folder of this submission",
         "./install.sh      # pinned environment in .venv",
         f".venv/bin/snakemake --cores all --configfile config_used.yaml {target}/performance {target}/accuracy",
-        "```", "",
+        "```",
+        "",
         "The workflow acquires and verifies the model and dataset, quantizes, writes `user.conf`,",
         "runs LoadGen once per process (performance, then accuracy) and scores the accuracy log.",
         "",

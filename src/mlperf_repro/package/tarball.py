@@ -29,9 +29,11 @@ def write_tarball(tree: str | Path, out_path: str | Path, arcname: str | None = 
     paths = [tree] + sorted(tree.rglob("*"), key=lambda p: p.relative_to(tree).as_posix())
     out_path = Path(out_path)
     tmp = out_path.with_suffix(out_path.suffix + ".part")
-    with open(tmp, "wb") as raw, \
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=FIXED_MTIME, compresslevel=9) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=FIXED_MTIME, compresslevel=9) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         for path in paths:
             rel = path.relative_to(tree).as_posix()
             name = arcname if rel == "." else f"{arcname}/{rel}"

@@ -26,8 +26,17 @@ from .truncate import hash_line, write_truncated_log
 LOG_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_LOG = "mlperf_log_accuracy.json"
 # What of the workflow checkout goes into <submitter>/src, beside the package that ran.
-CODE_ITEMS = ("Snakefile", "README.md", "pyproject.toml", "install.sh", "workflow", "scripts", "envs",
-              "profiles", "config")
+CODE_ITEMS = (
+    "Snakefile",
+    "README.md",
+    "pyproject.toml",
+    "install.sh",
+    "workflow",
+    "scripts",
+    "envs",
+    "profiles",
+    "config",
+)
 IGNORED = shutil.ignore_patterns("__pycache__", ".*", "*.pyc", "*.egg-info")
 NOT_SUBMITTABLE_NOTE = """# NOT SUBMITTABLE
 
@@ -57,9 +66,11 @@ def measurements(plan: Plan, benchmark: str) -> dict[str, Any]:
     recipe = (plan.config.get("quantization") or {}).get(recipe_name) if recipe_name else None
     if recipe:
         weight_types = "mxfp4"
-        transformations = (f"post-training quantization to MXFP4 ({recipe['scheme']}, OCP MX E2M1 with E8M0 scales "
-                           f"per 32 values, scale mode {recipe.get('scale_mode', 'even')}), project codec; "
-                           f"excluded: {', '.join(recipe.get('exclude', []))}")
+        transformations = (
+            f"post-training quantization to MXFP4 ({recipe['scheme']}, OCP MX E2M1 with E8M0 scales "
+            f"per 32 values, scale mode {recipe.get('scale_mode', 'even')}), project codec; "
+            f"excluded: {', '.join(recipe.get('exclude', []))}"
+        )
     else:
         weight_types = "bf16"
         transformations = "none"
@@ -114,7 +125,8 @@ def _calibration_doc(plan: Plan) -> str:
         manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
         recipe = plan.config["quantization"][recipe_name]
         lines += [
-            f"## {model} with recipe `{recipe_name}`", "",
+            f"## {model} with recipe `{recipe_name}`",
+            "",
             f"- Scheme: `{recipe['scheme']}` (OCP Microscaling MXFP4: E2M1 elements, one E8M0 scale per 32 "
             f"values along the input dimension, two elements per byte, low nibble first).",
             f"- Scale selection: `{recipe.get('scale_mode', 'even')}`; rounding: round-to-nearest-even; saturation at ±6.",
@@ -125,7 +137,9 @@ def _calibration_doc(plan: Plan) -> str:
         ]
         error = manifest.get("logit_error")
         if error:
-            lines.append(f"- Logit error vs the unquantized model on fixed inputs: {json.dumps(error, sort_keys=True)}.")
+            lines.append(
+                f"- Logit error vs the unquantized model on fixed inputs: {json.dumps(error, sort_keys=True)}."
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -151,8 +165,11 @@ def apply_failure_policy(root: Path, rules, division: str, submitter: str, polic
         path = root / folder
         if policy == "keep":
             readme = path / "README.md"
-            banner = "**FAILED CHECK - kept on request (`package.failed_results: keep`):**\n\n" + \
-                "\n".join(f"- {r}" for r in reasons) + "\n\n"
+            banner = (
+                "**FAILED CHECK - kept on request (`package.failed_results: keep`):**\n\n"
+                + "\n".join(f"- {r}" for r in reasons)
+                + "\n\n"
+            )
             readme.write_text(banner + (readme.read_text() if readme.is_file() else ""))
         else:
             shutil.rmtree(path)
@@ -160,8 +177,11 @@ def apply_failure_policy(root: Path, rules, division: str, submitter: str, polic
                 if parent.is_dir() and not any(parent.iterdir()):
                     parent.rmdir()
     if failed and policy == "keep":
-        (root / "FAILED_RESULTS.md").write_text(FAILED_NOTE + "\n".join(
-            f"- `{folder}`: " + "; ".join(reasons) for folder, reasons in sorted(failed.items())) + "\n")
+        (root / "FAILED_RESULTS.md").write_text(
+            FAILED_NOTE
+            + "\n".join(f"- `{folder}`: " + "; ".join(reasons) for folder, reasons in sorted(failed.items()))
+            + "\n"
+        )
     if policy != "keep":
         base = root / division / submitter
         remaining = {p.name for p in (base / "results").iterdir()} if (base / "results").is_dir() else set()
@@ -182,10 +202,15 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
 
     for system in plan.systems:
         system_cfg = plan.system_cfg(system)
-        desc = system_description(system_cfg["description"], rules=plan.rules, division=plan.division,
-                                  submitter=plan.submitter, provenance=_system_provenance(plan, system),
-                                  test_scale=not plan.submittable,
-                                  endpoints=((system_cfg["engine"].get("endpoints") or {}).get("list")))
+        desc = system_description(
+            system_cfg["description"],
+            rules=plan.rules,
+            division=plan.division,
+            submitter=plan.submitter,
+            provenance=_system_provenance(plan, system),
+            test_scale=not plan.submittable,
+            endpoints=((system_cfg["engine"].get("endpoints") or {}).get("list")),
+        )
         _json(base / "systems" / f"{system}.json", desc)
 
     _copy_code(Path(code_root), base / "src", plan.config)
@@ -215,8 +240,9 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
         )
         _json(scenario_dir / "provenance.json", _scenario_provenance(plan, job, perf, acc))
         for test in plan.compliance_tests(job.benchmark):
-            _copy_compliance(Path(plan.compliance_dir(job.system, job.benchmark, job.scenario, test)),
-                             scenario_dir / test)
+            _copy_compliance(
+                Path(plan.compliance_dir(job.system, job.benchmark, job.scenario, test)), scenario_dir / test
+            )
     policy = (plan.config.get("package") or {}).get("failed_results", "exclude")
     failed = apply_failure_policy(root, plan.rules, plan.division, plan.submitter, policy)
     # Outside the tree: what the check failed and what the policy did, for the summary.
@@ -229,9 +255,14 @@ def _scenario_provenance(plan: Plan, job, perf: Path, acc: Path) -> dict[str, An
     (host, packages, engine settings, environment, input hashes, user.conf) and the FP4
     recipe. An extra file in the scenario folder, which the checkers allow."""
     bench = plan.benchmark_cfg(job.benchmark)
-    record: dict[str, Any] = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario,
-                              "mlperf_benchmark": bench["mlperf_benchmark"], "model": bench["model"],
-                              "dataset": bench["dataset"]}
+    record: dict[str, Any] = {
+        "system": job.system,
+        "benchmark": job.benchmark,
+        "scenario": job.scenario,
+        "mlperf_benchmark": bench["mlperf_benchmark"],
+        "model": bench["model"],
+        "dataset": bench["dataset"],
+    }
     for mode, run_dir in (("performance", perf), ("accuracy", acc)):
         path = run_dir / "provenance.json"
         record[mode] = json.loads(path.read_text()) if path.is_file() else None
@@ -240,9 +271,12 @@ def _scenario_provenance(plan: Plan, job, perf: Path, acc: Path) -> dict[str, An
         manifest_path = Path(plan.quantized_dir(bench["model"], recipe)) / "quant_manifest.json"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
         record["quantization"] = {
-            "recipe": recipe, "settings": plan.config["quantization"][recipe],
-            "codec_version": manifest.get("codec_version"), "scheme": manifest.get("scheme"),
-            "software": manifest.get("software"), "logit_error": manifest.get("logit_error"),
+            "recipe": recipe,
+            "settings": plan.config["quantization"][recipe],
+            "codec_version": manifest.get("codec_version"),
+            "scheme": manifest.get("scheme"),
+            "software": manifest.get("software"),
+            "logit_error": manifest.get("logit_error"),
             "manifest_sha256": sha256_file(manifest_path) if manifest_path.is_file() else None,
         }
     return record

@@ -81,8 +81,14 @@ _WEIGHT_FILE_SUFFIXES = (".safetensors",)
 # duplicate the quantized ones) and the index / config files that we rewrite ourselves.
 _SKIP_COPY_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".safetensors")
 # Model-level files the writer regenerates, and the acquire stage's own records.
-_SKIP_COPY_NAMES = {"config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json",
-                    "manifest.sha256", "ACQUIRED.json", "quant_manifest.json"}
+_SKIP_COPY_NAMES = {
+    "config.json",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+    "manifest.sha256",
+    "ACQUIRED.json",
+    "quant_manifest.json",
+}
 _INDEX_NAME = "model.safetensors.index.json"
 _ST_METADATA = {"format": "pt"}  # what transformers' save_pretrained writes
 
@@ -98,9 +104,7 @@ class Scheme:
 
 SCHEMES: dict[str, Scheme] = {
     "mxfp4": Scheme("mxfp4", True, "W4A4: MXFP4 weights, dynamic MXFP4 activations"),
-    "mxfp4_weight_only": Scheme(
-        "mxfp4_weight_only", False, "W4A16: MXFP4 weights, bf16 activations"
-    ),
+    "mxfp4_weight_only": Scheme("mxfp4_weight_only", False, "W4A16: MXFP4 weights, bf16 activations"),
 }
 
 # Activations are quantized at run time by vLLM/AITER with the "even" scale rule (vLLM's
@@ -155,9 +159,7 @@ def build_quantization_config(
         "global_quant_config": {
             "weight": _mx_spec(is_dynamic=False, scale_mode=scale_mode),
             "input_tensors": (
-                _mx_spec(is_dynamic=True, scale_mode=_ACTIVATION_SCALE_MODE)
-                if spec.activations_mxfp4
-                else None
+                _mx_spec(is_dynamic=True, scale_mode=_ACTIVATION_SCALE_MODE) if spec.activations_mxfp4 else None
             ),
             "output_tensors": None,
             "bias": None,
@@ -206,9 +208,7 @@ def _is_excluded(module: str, exclude: Iterable[str]) -> bool:
     return any(_matches(module, p) for p in exclude)
 
 
-def select_quantized_tensors(
-    shapes: dict[str, Sequence[int]], exclude: Sequence[str] = ("lm_head",)
-) -> list[str]:
+def select_quantized_tensors(shapes: dict[str, Sequence[int]], exclude: Sequence[str] = ("lm_head",)) -> list[str]:
     """Names (``<module>.weight``) of the tensors to quantize, sorted.
 
     ``shapes`` maps every tensor name of the checkpoint to its shape. Raises
@@ -285,9 +285,7 @@ def _read_config(src: Path) -> dict[str, Any]:
 def _weight_files(src: Path) -> list[Path]:
     files = sorted(p for p in src.iterdir() if p.is_file() and p.suffix in _WEIGHT_FILE_SUFFIXES)
     if not files:
-        raise UserError(
-            f"{src} has no *.safetensors weights (convert .bin checkpoints to safetensors first)"
-        )
+        raise UserError(f"{src} has no *.safetensors weights (convert .bin checkpoints to safetensors first)")
     return files
 
 
@@ -446,9 +444,7 @@ def quantize_checkpoint(
 
     metrics: dict[str, Any] | None = None
     if evaluate:
-        act_modules = (
-            sorted(n[: -len(".weight")] for n in quantized) if spec.activations_mxfp4 else []
-        )
+        act_modules = sorted(n[: -len(".weight")] for n in quantized) if spec.activations_mxfp4 else []
         metrics = logit_error(
             src,
             edir,
@@ -552,9 +548,7 @@ def load_quark_checkpoint_dequantized(
             out[key] = tensor
             continue
         if tensor.dtype != torch.uint8 or scales.dtype != torch.uint8:
-            raise UserError(
-                f"{qdir}: {key} ({tensor.dtype}) / {key}_scale ({scales.dtype}) must both be uint8"
-            )
+            raise UserError(f"{qdir}: {key} ({tensor.dtype}) / {key}_scale ({scales.dtype}) must both be uint8")
         if tensor.dim() != 2 or scales.shape != (tensor.shape[0], tensor.shape[1] * 2 // GROUP_SIZE):
             raise UserError(
                 f"{qdir}: {key} shape {tuple(tensor.shape)} and scale shape "
@@ -625,10 +619,7 @@ def logit_error(
     def _act_qdq(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
         return (qdq_mxfp4(args[0], _ACTIVATION_SCALE_MODE), *args[1:])
 
-    handles = [
-        q_model.get_submodule(name).register_forward_pre_hook(_act_qdq)
-        for name in act_quant_modules
-    ]
+    handles = [q_model.get_submodule(name).register_forward_pre_hook(_act_qdq) for name in act_quant_modules]
     try:
         with torch.no_grad():
             ref_logits = ref_model(input_ids=input_ids).logits
@@ -646,8 +637,6 @@ def logit_error(
         },
         "compute": "transformers AutoModelForCausalLM, float32, CPU, eager attention",
         "activation_emulation": (
-            f"mxfp4 QDQ pre-hooks on {len(act_quant_modules)} Linear inputs"
-            if act_quant_modules
-            else None
+            f"mxfp4 QDQ pre-hooks on {len(act_quant_modules)} Linear inputs" if act_quant_modules else None
         ),
     }

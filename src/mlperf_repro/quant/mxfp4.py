@@ -66,9 +66,7 @@ E2M1_MAGNITUDES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 # Code -> value for all 16 codes. Code 8 decodes to -0.0 (IEEE signed zero); it compares
 # equal to 0.0, so decoded tensors do not depend on which zero code a tool wrote.
-_E2M1_TABLE = torch.tensor(
-    list(E2M1_MAGNITUDES) + [-v for v in E2M1_MAGNITUDES], dtype=torch.float32
-)
+_E2M1_TABLE = torch.tensor(list(E2M1_MAGNITUDES) + [-v for v in E2M1_MAGNITUDES], dtype=torch.float32)
 
 
 def _e8m0_table() -> torch.Tensor:
@@ -193,8 +191,7 @@ def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"pack_fp4 expects uint8 codes, got {codes.dtype}")
     if codes.dim() == 0 or codes.shape[-1] % 2 != 0:
         raise ValueError(
-            f"pack_fp4: last dimension must be even to pack two codes per byte, "
-            f"got shape {tuple(codes.shape)}"
+            f"pack_fp4: last dimension must be even to pack two codes per byte, got shape {tuple(codes.shape)}"
         )
     if codes.numel() and int(codes.max()) > 15:
         raise ValueError("pack_fp4: codes must be in 0..15")
@@ -252,9 +249,7 @@ def _quantize_rows(rows: torch.Tensor, scale_mode: str) -> tuple[torch.Tensor, t
     amax = torch.maximum(x.amax(dim=-1), x.amin(dim=-1).neg())
     # amax is NaN/Inf iff the block holds a NaN/Inf: one cheap check per block.
     if not torch.isfinite(amax).all():
-        raise ValueError(
-            f"quantize_mxfp4: input contains NaN or Inf (chunk of shape {tuple(rows.shape)})"
-        )
+        raise ValueError(f"quantize_mxfp4: input contains NaN or Inf (chunk of shape {tuple(rows.shape)})")
     unbiased = scale_exponents(amax, scale_mode)
     scale_bytes = (unbiased + _E8M0_BIAS).to(torch.uint8)
     # V / X with X a power of two is exact (no underflow that could matter: anything
@@ -269,9 +264,7 @@ def _row_chunks(n_rows: int, k: int) -> list[tuple[int, int]]:
     return [(s, min(s + step, n_rows)) for s in range(0, n_rows, step)]
 
 
-def quantize_mxfp4(
-    w: torch.Tensor, scale_mode: str = "even"
-) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_mxfp4(w: torch.Tensor, scale_mode: str = "even") -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize ``w[..., K]`` to MXFP4 with blocks of 32 along the last dimension.
 
     Returns ``(packed uint8[..., K/2], scales uint8[..., K/32])`` in the checkpoint layout
@@ -283,8 +276,7 @@ def quantize_mxfp4(
         raise ValueError(f"quantize_mxfp4 expects a floating-point tensor, got {w.dtype}")
     if w.dim() == 0 or w.shape[-1] % GROUP_SIZE != 0:
         raise ValueError(
-            f"quantize_mxfp4: last dimension must be a multiple of {GROUP_SIZE}, "
-            f"got shape {tuple(w.shape)}"
+            f"quantize_mxfp4: last dimension must be a multiple of {GROUP_SIZE}, got shape {tuple(w.shape)}"
         )
     k = w.shape[-1]
     lead = tuple(w.shape[:-1])
@@ -296,17 +288,13 @@ def quantize_mxfp4(
         try:
             codes, sc = _quantize_rows(flat[start:stop].to("cpu"), scale_mode)
         except ValueError as exc:
-            raise ValueError(
-                f"{exc}; tensor shape {tuple(w.shape)}, rows {start}..{stop - 1}"
-            ) from None
+            raise ValueError(f"{exc}; tensor shape {tuple(w.shape)}, rows {start}..{stop - 1}") from None
         packed[start:stop] = pack_fp4(codes)
         scales[start:stop] = sc
     return packed.reshape(*lead, k // 2), scales.reshape(*lead, k // GROUP_SIZE)
 
 
-def dequantize_mxfp4(
-    packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Decode ``packed uint8[..., K/2]`` + E8M0 ``scales uint8[..., K/32]`` to ``dtype``.
 
     Computed in float32 (exact for every value below 2**128) and then cast. A 0xFF
@@ -314,13 +302,10 @@ def dequantize_mxfp4(
     encode values beyond float32/bfloat16 range (6 * 2**127); those decode to +-inf.
     """
     if packed.dtype != torch.uint8 or scales.dtype != torch.uint8:
-        raise ValueError(
-            f"dequantize_mxfp4 expects uint8 tensors, got {packed.dtype} and {scales.dtype}"
-        )
+        raise ValueError(f"dequantize_mxfp4 expects uint8 tensors, got {packed.dtype} and {scales.dtype}")
     if packed.dim() == 0 or packed.shape[:-1] != scales.shape[:-1]:
         raise ValueError(
-            f"dequantize_mxfp4: leading dimensions differ: packed {tuple(packed.shape)} "
-            f"vs scales {tuple(scales.shape)}"
+            f"dequantize_mxfp4: leading dimensions differ: packed {tuple(packed.shape)} vs scales {tuple(scales.shape)}"
         )
     k = packed.shape[-1] * 2
     if scales.shape[-1] * GROUP_SIZE != k:

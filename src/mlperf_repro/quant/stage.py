@@ -13,8 +13,9 @@ from .checkpoint import _write_json, quantize_checkpoint
 MANIFEST_NAME = "quant_manifest.json"
 
 
-def quantize_job(model_dir: str, quark_dir: str, emulated_dir: str, recipe: dict[str, Any],
-                 container_image: str | None = None) -> dict[str, Any]:
+def quantize_job(
+    model_dir: str, quark_dir: str, emulated_dir: str, recipe: dict[str, Any], container_image: str | None = None
+) -> dict[str, Any]:
     """``container_image``: the image the config names for this job, recorded in the manifest's
     software when the job runs inside it (the torch that wrote the checkpoint)."""
     verify_dir(model_dir)  # never quantize weights that no longer match their checksums

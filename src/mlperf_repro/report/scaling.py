@@ -60,25 +60,50 @@ def with_efficiency(points: list[ScalingPoint]) -> list[ScalingPoint]:
 def to_csv(points: list[ScalingPoint]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["scenario", "endpoints", "throughput", "unit", "scaling_efficiency", "loadgen_validity",
-                     "resent_queries", "per_endpoint_tokens_per_s"])
+    writer.writerow(
+        [
+            "scenario",
+            "endpoints",
+            "throughput",
+            "unit",
+            "scaling_efficiency",
+            "loadgen_validity",
+            "resent_queries",
+            "per_endpoint_tokens_per_s",
+        ]
+    )
     for p in points:
-        writer.writerow([p.scenario, p.endpoints, f"{p.throughput:.2f}", p.unit,
-                         "" if p.efficiency is None else f"{p.efficiency:.4f}", p.validity, p.resent,
-                         " ".join(f"{k}={v}" for k, v in p.per_endpoint.items())])
+        writer.writerow(
+            [
+                p.scenario,
+                p.endpoints,
+                f"{p.throughput:.2f}",
+                p.unit,
+                "" if p.efficiency is None else f"{p.efficiency:.4f}",
+                p.validity,
+                p.resent,
+                " ".join(f"{k}={v}" for k, v in p.per_endpoint.items()),
+            ]
+        )
     return out.getvalue()
 
 
 def to_markdown(points: list[ScalingPoint], title: str) -> str:
-    lines = [f"# Scaling study: {title}", "",
-             "Efficiency = throughput(n) / (n / n0 x throughput(n0)), n0 the smallest endpoint count run.", "",
-             "| scenario | endpoints | throughput | efficiency | LoadGen | resent | per endpoint (tokens/s while busy) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Scaling study: {title}",
+        "",
+        "Efficiency = throughput(n) / (n / n0 x throughput(n0)), n0 the smallest endpoint count run.",
+        "",
+        "| scenario | endpoints | throughput | efficiency | LoadGen | resent | per endpoint (tokens/s while busy) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for p in points:
         eff = "-" if p.efficiency is None else f"{100 * p.efficiency:.1f}%"
         per = ", ".join(f"{k} {v:.0f}" if v is not None else f"{k} -" for k, v in p.per_endpoint.items())
-        lines.append(f"| {p.scenario} | {p.endpoints} | {p.throughput:.2f} {p.unit} | {eff} | {p.validity} | "
-                     f"{p.resent} | {per} |")
+        lines.append(
+            f"| {p.scenario} | {p.endpoints} | {p.throughput:.2f} {p.unit} | {eff} | {p.validity} | "
+            f"{p.resent} | {per} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -100,34 +125,46 @@ def to_svg(points: list[ScalingPoint], title: str) -> str:
         return height - margin - (height - 2 * margin) * (value / top)
 
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="scaling study">',
-             f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
-             f'<line x1="{margin}" y1="{height - margin}" x2="{width - margin}" y2="{height - margin}" stroke="#333"/>',
-             f'<line x1="{margin}" y1="{margin}" x2="{margin}" y2="{height - margin}" stroke="#333"/>',
-             f'<text x="{width / 2}" y="{height - 16}" text-anchor="middle" font-size="12">endpoints</text>',
-             f'<text x="14" y="{height / 2}" font-size="12" transform="rotate(-90 14 {height / 2})" '
-             f'text-anchor="middle">throughput</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="scaling study">',
+        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+        f'<line x1="{margin}" y1="{height - margin}" x2="{width - margin}" y2="{height - margin}" stroke="#333"/>',
+        f'<line x1="{margin}" y1="{margin}" x2="{margin}" y2="{height - margin}" stroke="#333"/>',
+        f'<text x="{width / 2}" y="{height - 16}" text-anchor="middle" font-size="12">endpoints</text>',
+        f'<text x="14" y="{height / 2}" font-size="12" transform="rotate(-90 14 {height / 2})" '
+        f'text-anchor="middle">throughput</text>',
+    ]
     for n in sorted({p.endpoints for p in points}):
         parts.append(f'<text x="{x(n):.1f}" y="{height - margin + 16}" text-anchor="middle" font-size="11">{n}</text>')
     for i, (scenario, pts) in enumerate(sorted(series.items())):
         colour = colours[i % len(colours)]
         base = pts[0]
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-dasharray="4 4" points="'
-                     + " ".join(f"{x(p.endpoints):.1f},{y(base.throughput * p.endpoints / base.endpoints):.1f}"
-                                for p in pts) + '"/>')
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="'
-                     + " ".join(f"{x(p.endpoints):.1f},{y(p.throughput):.1f}" for p in pts) + '"/>')
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-dasharray="4 4" points="'
+            + " ".join(f"{x(p.endpoints):.1f},{y(base.throughput * p.endpoints / base.endpoints):.1f}" for p in pts)
+            + '"/>'
+        )
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="'
+            + " ".join(f"{x(p.endpoints):.1f},{y(p.throughput):.1f}" for p in pts)
+            + '"/>'
+        )
         for p in pts:
             eff = "" if p.efficiency is None else f" ({100 * p.efficiency:.0f}%)"
-            parts.append(f'<circle cx="{x(p.endpoints):.1f}" cy="{y(p.throughput):.1f}" r="3" fill="{colour}">'
-                         f'<title>{scenario} n={p.endpoints}: {p.throughput:.1f} {p.unit}{eff}</title></circle>')
+            parts.append(
+                f'<circle cx="{x(p.endpoints):.1f}" cy="{y(p.throughput):.1f}" r="3" fill="{colour}">'
+                f"<title>{scenario} n={p.endpoints}: {p.throughput:.1f} {p.unit}{eff}</title></circle>"
+            )
             if p.efficiency is not None and p is not base:
                 # The scaling efficiency printed at each point, not only in the tooltip.
-                parts.append(f'<text x="{x(p.endpoints):.1f}" y="{y(p.throughput) - 7:.1f}" text-anchor="middle" '
-                             f'font-size="10" fill="{colour}">{100 * p.efficiency:.1f}%</text>')
-        parts.append(f'<text x="{width - margin + 4}" y="{margin + 16 * i}" font-size="11" fill="{colour}">'
-                     f'{scenario}</text>')
+                parts.append(
+                    f'<text x="{x(p.endpoints):.1f}" y="{y(p.throughput) - 7:.1f}" text-anchor="middle" '
+                    f'font-size="10" fill="{colour}">{100 * p.efficiency:.1f}%</text>'
+                )
+        parts.append(
+            f'<text x="{width - margin + 4}" y="{margin + 16 * i}" font-size="11" fill="{colour}">{scenario}</text>'
+        )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -136,11 +173,18 @@ def scaling_report_job(plan: Plan, out_csv: str, out_md: str, out_svg: str) -> l
     study = plan.scaling
     system, benchmark = study["system"], study["benchmark"]
     facts = plan.facts(benchmark)
-    points = with_efficiency([
-        read_point(plan.scaling_run_dir(system, benchmark, scenario, n), scenario, n,
-                   facts.result_field(scenario), facts.result_unit(scenario))
-        for scenario, n in plan.scaling_jobs()
-    ])
+    points = with_efficiency(
+        [
+            read_point(
+                plan.scaling_run_dir(system, benchmark, scenario, n),
+                scenario,
+                n,
+                facts.result_field(scenario),
+                facts.result_unit(scenario),
+            )
+            for scenario, n in plan.scaling_jobs()
+        ]
+    )
     title = f"{system} / {benchmark}"
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     Path(out_csv).write_text(to_csv(points))

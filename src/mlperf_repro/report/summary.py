@@ -16,9 +16,24 @@ from typing import Any
 from ..loadgen_logs import read_detail
 from ..plan import Plan
 
-COLUMNS = ("system", "benchmark", "mlperf_benchmark", "scenario", "result", "unit", "loadgen_validity",
-           "ttft_p99_ms", "ttft_limit_ms", "tpot_p99_ms", "tpot_limit_ms", "accuracy", "accuracy_target",
-           "accuracy_passed", "packaged", "submittable")
+COLUMNS = (
+    "system",
+    "benchmark",
+    "mlperf_benchmark",
+    "scenario",
+    "result",
+    "unit",
+    "loadgen_validity",
+    "ttft_p99_ms",
+    "ttft_limit_ms",
+    "tpot_p99_ms",
+    "tpot_limit_ms",
+    "accuracy",
+    "accuracy_target",
+    "accuracy_passed",
+    "packaged",
+    "submittable",
+)
 
 
 def _ms(value: Any) -> str:
@@ -38,33 +53,39 @@ def summary_rows(plan: Plan) -> list[dict[str, str]]:
     rows = []
     for job in plan.jobs:
         facts = plan.facts(job.benchmark)
-        detail = read_detail(Path(plan.run_dir(job.system, job.benchmark, job.scenario, "performance"))
-                             / "mlperf_log_detail.txt")
-        accuracy = json.loads((Path(plan.accuracy_dir(job.system, job.benchmark, job.scenario))
-                               / "accuracy.json").read_text())
+        detail = read_detail(
+            Path(plan.run_dir(job.system, job.benchmark, job.scenario, "performance")) / "mlperf_log_detail.txt"
+        )
+        accuracy = json.loads(
+            (Path(plan.accuracy_dir(job.system, job.benchmark, job.scenario)) / "accuracy.json").read_text()
+        )
         limits = facts.latency_limits_ms(job.scenario) or {}
         checks = accuracy["verdict"]["checks"]
         result = detail.get(facts.result_field(job.scenario))
-        rows.append({
-            "system": job.system,
-            "benchmark": job.benchmark,
-            "mlperf_benchmark": plan.benchmark_cfg(job.benchmark)["mlperf_benchmark"],
-            "scenario": job.scenario,
-            "result": f"{float(result):.2f}" if result is not None else "",
-            "unit": facts.result_unit(job.scenario),
-            "loadgen_validity": str(detail.get("result_validity", "missing")),
-            "ttft_p99_ms": _ms(detail.get("result_first_token_99.00_percentile_latency_ns")) if limits else "",
-            "ttft_limit_ms": str(limits.get("ttft", "")),
-            "tpot_p99_ms": _ms(detail.get("result_time_per_output_token_99.00_percentile_ns")) if limits else "",
-            "tpot_limit_ms": str(limits.get("tpot", "")),
-            "accuracy": " ".join(f"{c['metric']}={c['value']}" for c in checks),
-            "accuracy_target": " ".join(f"{c['metric']}{'>=' if 'minimum' in c else '<='}"
-                                        f"{c.get('minimum', c.get('maximum'))}" for c in checks)
-                               + (f" ({accuracy['verdict']['kind']})" if checks else ""),
-            "accuracy_passed": "yes" if accuracy["verdict"]["passed"] else "NO",
-            "packaged": _packaged(plan, job, policy, failed),
-            "submittable": "yes" if plan.submittable else "NO (test scale)",
-        })
+        rows.append(
+            {
+                "system": job.system,
+                "benchmark": job.benchmark,
+                "mlperf_benchmark": plan.benchmark_cfg(job.benchmark)["mlperf_benchmark"],
+                "scenario": job.scenario,
+                "result": f"{float(result):.2f}" if result is not None else "",
+                "unit": facts.result_unit(job.scenario),
+                "loadgen_validity": str(detail.get("result_validity", "missing")),
+                "ttft_p99_ms": _ms(detail.get("result_first_token_99.00_percentile_latency_ns")) if limits else "",
+                "ttft_limit_ms": str(limits.get("ttft", "")),
+                "tpot_p99_ms": _ms(detail.get("result_time_per_output_token_99.00_percentile_ns")) if limits else "",
+                "tpot_limit_ms": str(limits.get("tpot", "")),
+                "accuracy": " ".join(f"{c['metric']}={c['value']}" for c in checks),
+                "accuracy_target": " ".join(
+                    f"{c['metric']}{'>=' if 'minimum' in c else '<='}{c.get('minimum', c.get('maximum'))}"
+                    for c in checks
+                )
+                + (f" ({accuracy['verdict']['kind']})" if checks else ""),
+                "accuracy_passed": "yes" if accuracy["verdict"]["passed"] else "NO",
+                "packaged": _packaged(plan, job, policy, failed),
+                "submittable": "yes" if plan.submittable else "NO (test scale)",
+            }
+        )
     return rows
 
 
@@ -107,8 +128,21 @@ def demo_model_lines(plan: Plan) -> list[str]:
 
 
 def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan) -> str:
-    shown = ("system", "benchmark", "scenario", "result", "unit", "loadgen_validity", "ttft_p99_ms", "tpot_p99_ms",
-             "accuracy", "accuracy_target", "accuracy_passed", "packaged", "submittable")
+    shown = (
+        "system",
+        "benchmark",
+        "scenario",
+        "result",
+        "unit",
+        "loadgen_validity",
+        "ttft_p99_ms",
+        "tpot_p99_ms",
+        "accuracy",
+        "accuracy_target",
+        "accuracy_passed",
+        "packaged",
+        "submittable",
+    )
     lines = [f"# MLPerf Inference {plan.rules.name} summary ({plan.division}, {plan.submitter})", ""]
     if not plan.submittable:
         lines += ["**NOT SUBMITTABLE: test-scale run (shortened durations, reduced sample counts).**", ""]
