@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..tasks import find_evaluator
 
 
 def judge(metrics: dict[str, Any], targets: dict[str, Any], reference: dict[str, Any] | None) -> dict[str, Any]:
@@ -54,51 +55,36 @@ def load_fast_tokenizer(model_dir: str):
         raise UserError(f"cannot load the tokenizer of {model_dir}: {exc}") from exc
 
 
-EVALUATORS = ("llama2-rouge", "gpt-oss-exact-match")
-
-
 def score_entries(
     evaluator: str, entries: list, dataset_file: str, tokenizer: Any, accuracy_rules: dict[str, Any]
 ) -> tuple[dict[str, Any], str]:
-    """(metrics, accuracy.txt text) of ``[(qsl_idx, token ids)]`` by the benchmark's evaluator.
+    """(metrics, accuracy.txt text) of ``[(qsl_idx, values)]`` by the benchmark's evaluator,
+    looked up in the task registry (mlperf_repro.tasks).
 
     ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table."""
-    if evaluator == "llama2-rouge":
-        from ..harness.dataset import load_token_dataset
-        from .llama2 import evaluate_llama2, format_accuracy_txt
-
-        metrics = evaluate_llama2(entries, load_token_dataset(dataset_file).references, tokenizer)
-        return metrics, format_accuracy_txt(metrics)
-    if evaluator == "gpt-oss-exact-match":
-        from .gpt_oss import evaluate_gpt_oss, format_gpt_oss_accuracy_txt, load_gpt_oss_rows
-
-        result = evaluate_gpt_oss(
-            entries,
-            load_gpt_oss_rows(dataset_file),
-            tokenizer,
-            families=accuracy_rules["families"],
-            repeats=accuracy_rules.get("dataset_repeats", {}),
-        )
-        return result, format_gpt_oss_accuracy_txt(result)
-    raise UserError(f"evaluator '{evaluator}' is not implemented (implemented: {', '.join(EVALUATORS)})")
+    _, found = find_evaluator(evaluator)
+    return found.score(entries, dataset_file, tokenizer, accuracy_rules)
 
 
 def evaluator_tokenizer(evaluator: str, tokenizer_dir: str) -> Any:
-    """The tokenizer as the evaluator's reference script loads it."""
-    return load_fast_tokenizer(tokenizer_dir) if evaluator == "gpt-oss-exact-match" else load_tokenizer(tokenizer_dir)
+    """The tokenizer as the evaluator's reference script loads it (None if it needs none)."""
+    _, found = find_evaluator(evaluator)
+    return found.load_tokenizer(tokenizer_dir) if found.load_tokenizer else None
 
 
 def score_log(
     evaluator: str, log: str | Path, dataset_file: str, tokenizer_dir: str, accuracy_rules: dict[str, Any]
 ) -> tuple[dict[str, Any], str]:
-    """(metrics, accuracy.txt text) of one LoadGen accuracy log (int32 token ids). The llama2
-    reference keeps the first entry per sample, the gpt-oss one scores every entry."""
+    """(metrics, accuracy.txt text) of one LoadGen accuracy log, read as its task's data type
+    (int32 token ids for the LLMs). Whether the first entry per sample or every entry is
+    scored is the evaluator's (llama2: the first, gpt-oss: every entry)."""
     from .loadgen_log import read_accuracy_log
 
+    task, found = find_evaluator(evaluator)
     log = Path(log)
     if not log.is_file():
         raise UserError(f"{log} is missing: the run did not write its accuracy log")
-    entries = read_accuracy_log(log, "int32", first_per_sample=evaluator != "gpt-oss-exact-match")
+    entries = read_accuracy_log(log, task.accuracy_log_dtype, first_per_sample=found.first_per_sample)
     return score_entries(
         evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir), accuracy_rules
     )

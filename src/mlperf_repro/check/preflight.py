@@ -15,15 +15,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..accuracy.stage import EVALUATORS  # accuracy evaluators the workflow implements
+from ..errors import UserError
 from ..plan import Plan
+from ..quant.formats import format_for
+from ..tasks import task_for  # the benchmark tasks the workflow serves (rules table: task)
 from .findings import Finding
 
-SERVED_TASKS = ("llm",)  # benchmark tasks the harness has a SUT for (rules table: task)
-VERIFIABLE_COMPLIANCE = ("TEST04", "TEST06", "TEST07", "TEST09")  # compliance tests it runs and verifies end to end
-# Bytes of the quantized outputs per byte of bf16 weights: the MXFP4 checkpoint
-# (4.25 bits per weight) and, when served emulated, a dequantized bf16 copy.
-MXFP4_FRACTION = 0.27
+# The quantized outputs per byte of bf16 weights: the checkpoint (its format's
+# bytes_per_param / 2 bytes of bf16; MXFP4: 4.25 of 16 bits) and, when served emulated, a
+# dequantized bf16 copy.
+BF16_BYTES_PER_PARAM = 2
 
 
 def _loadgen(plan: Plan) -> list[Finding]:
@@ -177,37 +178,46 @@ def _systems(plan: Plan) -> list[Finding]:
 
 
 def _support(plan: Plan) -> list[Finding]:
+    """The benchmark's task is registered (mlperf_repro.tasks) and implements its evaluator
+    and compliance tests, and each system's backend can serve it."""
     findings = []
     for benchmark in plan.benchmarks:
         facts = plan.facts(benchmark)
-        evaluator = facts.accuracy["evaluator"]
         where = f"benchmarks.{benchmark}.mlperf_benchmark"
-        if facts.facts["task"] not in SERVED_TASKS:
+        try:
+            task = task_for(facts)
+        except UserError as exc:
+            findings.append(Finding("support", where, str(exc)))
+            continue
+        evaluator = facts.accuracy["evaluator"]
+        if evaluator not in task.evaluator_names:
             findings.append(
                 Finding(
                     "support",
                     where,
-                    f"{facts.name} is a {facts.facts['task']} benchmark; the "
-                    f"harness has a system under test for {', '.join(SERVED_TASKS)} benchmarks only",
-                )
-            )
-        if evaluator not in EVALUATORS:
-            findings.append(
-                Finding(
-                    "support",
-                    where,
-                    f"{facts.name} needs the '{evaluator}' accuracy evaluator, "
-                    f"which this workflow does not implement yet (implemented: {', '.join(EVALUATORS)})",
+                    f"{facts.name} needs the '{evaluator}' accuracy evaluator, which this workflow's "
+                    f"{task.name} task does not implement yet (implemented: {', '.join(task.evaluator_names)})",
                 )
             )
         for test in facts.compliance_tests:
-            if test not in VERIFIABLE_COMPLIANCE:
+            if test not in task.compliance:
                 findings.append(
                     Finding(
                         "support",
                         where,
                         f"compliance {test} for {facts.name} is not run by this "
-                        f"workflow yet (runs: {', '.join(VERIFIABLE_COMPLIANCE)})",
+                        f"workflow yet (runs for {task.name} benchmarks: {', '.join(task.compliance)})",
+                    )
+                )
+        for system, bench in plan.system_benchmarks():
+            backend = plan.engine(system).get("backend")
+            if bench == benchmark and backend not in task.backends:
+                findings.append(
+                    Finding(
+                        "support",
+                        f"systems.{system}.engine.backend",
+                        f"backend '{backend}' cannot serve {facts.name} ({task.name} benchmarks run "
+                        f"on: {', '.join(task.backends)})",
                     )
                 )
     return findings
@@ -230,7 +240,8 @@ def estimated_bytes(plan: Plan, workdir: Path) -> int:
         for m, recipe in plan.quantized_models:
             if m == model and not (workdir / plan.quantized_dir(m, recipe)).exists():
                 emulated = any(plan.engine(s).get("serve_quantized_as") == "emulated" for s in plan.systems)
-                total += int(model_bytes * (MXFP4_FRACTION + (1.0 if emulated else 0.0)))
+                fraction = format_for(plan.config["quantization"][recipe]["scheme"]).bytes_per_param / BF16_BYTES_PER_PARAM
+                total += int(model_bytes * (fraction + (1.0 if emulated else 0.0)))
     return total
 
 

@@ -119,15 +119,17 @@ def reference_accuracy_job(
     screened = apply_to_run(None if (gpu_screening or {}).get("allocation") else gpu_screening, engine)
     verify_dir(model_dir)
     verify_dir(dataset_dir)
-    from ..accuracy.stage import EVALUATORS, score_entries
+    from ..accuracy.stage import score_entries
+    from ..errors import UserError
+    from ..tasks import find_evaluator
 
-    if evaluator not in EVALUATORS:
-        from ..errors import UserError
-
-        raise UserError(f"a measured accuracy reference is not implemented for evaluator '{evaluator}'")
+    try:
+        task, _ = find_evaluator(evaluator)
+    except UserError as exc:
+        raise UserError(f"a measured accuracy reference is not implemented: {exc}") from None
     from ..backends.vllm_engine import create_llm, sampling_params
 
-    dataset = load_token_dataset(dataset_file)
+    dataset = task.read_dataset(dataset_file)
     started = time.time()
     llm = create_llm(model_dir, engine.get("engine_args", {}))
     outputs = llm.generate(

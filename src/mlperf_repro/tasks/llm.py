@@ -1,0 +1,78 @@
+"""The LLM task (llama2-70b, gpt-oss-120b): token-id prompts in, token ids out.
+
+Datasets are MLCommons' processed OpenOrca pickle or the gpt-oss parquet files; the SUT
+reports first tokens and int32 token outputs (harness.sut.LlmSut); accuracy is ROUGE
+against the OpenOrca references (llama2) or exact match per dataset family (gpt-oss).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import Evaluator, Task, register_task
+
+
+def read_dataset(path: str, limit: int | None = None):
+    from ..harness.dataset import load_token_dataset
+
+    return load_token_dataset(path, limit)
+
+
+def make_sut(dataset, *, report_first_token: bool):
+    from ..harness.sut import LlmSut
+
+    return LlmSut(dataset, report_first_token=report_first_token)
+
+
+def score_llama2_rouge(
+    entries: list, dataset_file: str, tokenizer: Any, accuracy_rules: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    from ..accuracy.llama2 import evaluate_llama2, format_accuracy_txt
+
+    metrics = evaluate_llama2(entries, read_dataset(dataset_file).references, tokenizer)
+    return metrics, format_accuracy_txt(metrics)
+
+
+def score_gpt_oss_exact_match(
+    entries: list, dataset_file: str, tokenizer: Any, accuracy_rules: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    from ..accuracy.gpt_oss import evaluate_gpt_oss, format_gpt_oss_accuracy_txt, load_gpt_oss_rows
+
+    result = evaluate_gpt_oss(
+        entries,
+        load_gpt_oss_rows(dataset_file),
+        tokenizer,
+        families=accuracy_rules["families"],
+        repeats=accuracy_rules.get("dataset_repeats", {}),
+    )
+    return result, format_gpt_oss_accuracy_txt(result)
+
+
+def _slow_tokenizer(tokenizer_dir: str):
+    from ..accuracy.stage import load_tokenizer
+
+    return load_tokenizer(tokenizer_dir)
+
+
+def _fast_tokenizer(tokenizer_dir: str):
+    from ..accuracy.stage import load_fast_tokenizer
+
+    return load_fast_tokenizer(tokenizer_dir)
+
+
+LLM = register_task(
+    Task(
+        name="llm",
+        read_dataset=read_dataset,
+        make_sut=make_sut,
+        backends=("vllm", "endpoints"),
+        evaluators=(
+            # The llama2 reference keeps the first log entry per sample, the gpt-oss one
+            # scores every entry.
+            Evaluator("llama2-rouge", score_llama2_rouge, _slow_tokenizer, first_per_sample=True),
+            Evaluator("gpt-oss-exact-match", score_gpt_oss_exact_match, _fast_tokenizer, first_per_sample=False),
+        ),
+        accuracy_log_dtype="int32",  # LoadGen token responses (harness.sut)
+        compliance=("TEST04", "TEST06", "TEST07", "TEST09"),
+    )
+)
