@@ -13,7 +13,7 @@ from ..backends.endpoints import serving
 from ..cluster.screen import apply_to_run
 from ..fetch import verify_dir
 from ..stage import apply_env
-from .dataset import load_token_dataset
+from ..tasks import task_named
 from .run import LoadgenTest, run_loadgen_test
 
 
@@ -33,6 +33,7 @@ def loadgen_job(
     audit_config: str | None = None,
     container_image: str | None = None,
     gpu_screening: dict[str, Any] | None = None,
+    task: str = "llm",
 ) -> dict[str, Any]:
     """One LoadGen test; ``audit_config`` (text) makes it a compliance run; ``container_image``
     is the image the config names for the job (recorded when the job runs inside it);
@@ -42,7 +43,9 @@ def loadgen_job(
     allocation_screening = gpu_screening if (gpu_screening or {}).get("allocation") else None
     screened = apply_to_run(None if allocation_screening else gpu_screening, engine)
     verify_dir(dataset_dir)
-    dataset = load_token_dataset(dataset_file)
+    # The benchmark's task (rules table: task) reads the dataset and makes the SUT.
+    served = task_named(task)
+    dataset = served.read_dataset(dataset_file)
     settings = GenerationSettings(**generation)
     stream = loadgen_scenario != "Offline"
 
@@ -71,7 +74,7 @@ def loadgen_job(
         log_dir=Path(out_dir).parent / f"{Path(out_dir).name}.servers",
         screening=allocation_screening,
     ) as serving_engine:
-        record = run_loadgen_test(test, dataset, lambda sut: factory(sut, serving_engine))
+        record = run_loadgen_test(test, dataset, lambda sut: factory(sut, serving_engine), served.make_sut)
     prov = provenance.collect(
         container_image=container_image,
         engine=engine,

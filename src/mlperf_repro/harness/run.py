@@ -79,8 +79,11 @@ def run_loadgen_test(
     test: LoadgenTest,
     dataset: TokenDataset,
     backend_factory: Callable[[LlmSut], Any],
+    make_sut: Callable[..., Any] = LlmSut,
 ) -> dict[str, Any]:
-    """Run one test; return a record of what ran (validity, counters, wall time)."""
+    """Run one test; return a record of what ran (validity, counters, wall time).
+    ``make_sut(dataset, report_first_token=...)`` is the benchmark task's system under test
+    (mlperf_repro.tasks; the LLM SUT by default)."""
     import mlperf_loadgen as lg
 
     if test.mode not in MODES:
@@ -96,7 +99,7 @@ def run_loadgen_test(
         settings.performance_sample_count_override = len(dataset)
 
     stream = test.loadgen_scenario in ("Server", "SingleStream", "MultiStream")
-    sut = LlmSut(dataset, report_first_token=stream)
+    sut = make_sut(dataset, report_first_token=stream)
     backend = backend_factory(sut)
     sut.attach(backend)
     started = time.time()

@@ -5,7 +5,17 @@ A new task is a module here that calls :func:`register_task`, imported below."""
 from __future__ import annotations
 
 from . import llm
-from .registry import TASKS, Evaluator, Task, evaluator_names, find_evaluator, known_tasks, register_task, task_for
+from .registry import (
+    TASKS,
+    Evaluator,
+    Task,
+    evaluator_names,
+    find_evaluator,
+    known_tasks,
+    register_task,
+    task_for,
+    task_named,
+)
 
 __all__ = [
     "TASKS",
@@ -17,4 +27,5 @@ __all__ = [
     "llm",
     "register_task",
     "task_for",
+    "task_named",
 ]

@@ -88,6 +88,14 @@ def known_tasks() -> str:
     return ", ".join(sorted(TASKS)) or "none"
 
 
+def task_named(name: str) -> Task:
+    """A registered task by its rules-table name."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise UserError(f"no '{name}' task is registered (known tasks: {known_tasks()})") from None
+
+
 def task_for(benchmark: Any) -> Task:
     """The task of a rules-table benchmark (a :class:`benchmarks.Benchmark`)."""
     name = benchmark.facts["task"]
