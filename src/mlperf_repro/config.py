@@ -565,11 +565,28 @@ def _generate_allocation_lists(config: dict) -> None:
                 settings["image"] = container
 
 
+def with_registered_schemes(schema: dict) -> dict:
+    """The schema with ``quantization.<recipe>.scheme`` limited to the schemes of the
+    registered quantization formats (mlperf_repro.quant.formats), the one list of them; a
+    wrong scheme is then reported like any other enum, with its key path and the allowed values."""
+    from .quant.formats import schemes
+
+    try:
+        scheme = schema["properties"]["quantization"]["additionalProperties"]["properties"]["scheme"]
+    except (KeyError, TypeError):
+        raise UserError(
+            "the config schema has no quantization.<recipe>.scheme property; the quantization formats "
+            "cannot be checked against it (see workflow/schemas/config.schema.yaml)"
+        ) from None
+    scheme["enum"] = list(schemes())
+    return schema
+
+
 def validate_config(config: dict, schema_path: str | Path) -> dict:
     """Validate in place (filling defaults) and return the config; raise one UserError listing every problem."""
     if not isinstance(config, dict) or not config:
         raise UserError("the config is empty; start from config/config.yaml")
-    schema = load_yaml(schema_path)
+    schema = with_registered_schemes(load_yaml(schema_path))
     problems = validate_schema(config, schema)
     if not problems:
         _generate_allocation_lists(config)

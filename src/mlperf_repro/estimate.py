@@ -18,13 +18,13 @@ from typing import Any
 
 from .errors import UserError
 from .plan import MODES, Plan
+from .quant.formats import FORMATS, format_for
 
 # LoadGen writes each generated token into mlperf_log_accuracy.json as 8 hex characters
 # (int32), plus the first token again and the entry's keys.
 ACCURACY_LOG_HEX_PER_TOKEN = 8
 ACCURACY_LOG_ENTRY_OVERHEAD = 100
-# MXFP4 (OCP MX v1.0): 4-bit E2M1 elements, one E8M0 byte per block of 32 along K.
-MXFP4_BYTES_PER_PARAM = 0.5 + 1 / 32
+# Quantized weights take their format's bytes_per_param (mlperf_repro.quant.formats).
 BF16_BYTES_PER_PARAM = 2
 # Offline issues 1.1 x min_duration x target_qps samples (LoadGen's slack over min_duration).
 OFFLINE_SLACK = 1.1
@@ -275,10 +275,12 @@ class Estimator:
             + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable"),
         }
 
-    def quantized_bytes(self, model: str) -> float:
+    def quantized_bytes(self, model: str, recipe: str) -> float:
+        """The quantized checkpoint: the linear layers in the recipe's format, the rest bf16."""
         sizes = self.model_sizes(model)
         rest = sizes["parameters"] - sizes["linear"]
-        return sizes["linear"] * MXFP4_BYTES_PER_PARAM + rest * BF16_BYTES_PER_PARAM
+        fmt = format_for(self.config["quantization"][recipe]["scheme"])
+        return sizes["linear"] * fmt.bytes_per_param + rest * BF16_BYTES_PER_PARAM
 
     def output_tokens(self, benchmark: str, mode: str) -> float:
         """Tokens per answer for log sizes: the reference mean where the table has it, else the cap."""
@@ -371,7 +373,7 @@ class Estimator:
             if not any(self.plan.benchmark_cfg(b)["model"] == model for b in self.plan.benchmarks):
                 continue
             sizes = self.model_sizes(model)
-            fp4 = self.quantized_bytes(model)
+            fp4 = self.quantized_bytes(model, recipe)
             # The rule writes the FP4 checkpoint and its dequantized bf16 copy (served on CPU).
             row.add(
                 "quantize",
@@ -521,6 +523,13 @@ class Estimator:
         row.add("scaling_report", self.assume.light_job_s, system=system, benchmark=benchmark)
         return row
 
+    def size_notes(self) -> str:
+        """The size per parameter of the formats the plan quantizes to (all registered ones when none)."""
+        recipes = self.config.get("quantization") or {}
+        used = [format_for(recipes[recipe]["scheme"]) for _, recipe in self.plan.quantized_models]
+        notes = [fmt.size_note for fmt in used or FORMATS.values()]
+        return "; ".join(dict.fromkeys(notes))
+
     def estimate(self) -> Estimate:
         rows = [
             self.acquire(),
@@ -540,8 +549,8 @@ class Estimator:
             f"(rules table {self.plan.rules.name})",
             "GPU-hours: wall time x every accelerator of the system (accelerators_per_node x number_of_nodes, "
             "or the endpoints' accelerators) for the jobs that occupy it",
-            "disk: bf16 = 2 bytes per parameter; MXFP4 = 0.5 byte per quantized parameter + one E8M0 scale byte "
-            "per 32, the rest (embeddings, lm_head, norms) bf16; quantize also writes the dequantized bf16 copy",
+            f"disk: bf16 = 2 bytes per parameter; {self.size_notes()}, the rest (embeddings, lm_head, norms) "
+            "bf16; quantize also writes the dequantized bf16 copy",
             "accuracy logs: 8 hex characters per token (the reference tokens_per_sample where the rules table "
             "has it, else max_new_tokens) + 100 bytes per sample",
             "wall time total: jobs one after another (a measurement owns its machine); on a cluster, systems "

@@ -240,7 +240,8 @@ def estimated_bytes(plan: Plan, workdir: Path) -> int:
         for m, recipe in plan.quantized_models:
             if m == model and not (workdir / plan.quantized_dir(m, recipe)).exists():
                 emulated = any(plan.engine(s).get("serve_quantized_as") == "emulated" for s in plan.systems)
-                fraction = format_for(plan.config["quantization"][recipe]["scheme"]).bytes_per_param / BF16_BYTES_PER_PARAM
+                fmt = format_for(plan.config["quantization"][recipe]["scheme"])
+                fraction = fmt.bytes_per_param / BF16_BYTES_PER_PARAM
                 total += int(model_bytes * (fraction + (1.0 if emulated else 0.0)))
     return total
 

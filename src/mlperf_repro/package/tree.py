@@ -19,6 +19,7 @@ from ..errors import UserError
 from ..hashing import sha256_file
 from ..loadgen_logs import read_detail
 from ..plan import Plan
+from ..quant.formats import format_for
 from .readme import scenario_readme
 from .systems import system_description
 from .truncate import hash_line, write_truncated_log
@@ -65,12 +66,9 @@ def measurements(plan: Plan, benchmark: str) -> dict[str, Any]:
     recipe_name = bench.get("quantization")
     recipe = (plan.config.get("quantization") or {}).get(recipe_name) if recipe_name else None
     if recipe:
-        weight_types = "mxfp4"
-        transformations = (
-            f"post-training quantization to MXFP4 ({recipe['scheme']}, OCP MX E2M1 with E8M0 scales "
-            f"per 32 values, scale mode {recipe.get('scale_mode', 'even')}), project codec; "
-            f"excluded: {', '.join(recipe.get('exclude', []))}"
-        )
+        fmt = format_for(recipe["scheme"])  # the registry's words for the format
+        weight_types = fmt.weight_data_types
+        transformations = fmt.transformations(recipe)
     else:
         weight_types = "bf16"
         transformations = "none"
@@ -127,12 +125,7 @@ def _calibration_doc(plan: Plan) -> str:
         lines += [
             f"## {model} with recipe `{recipe_name}`",
             "",
-            f"- Scheme: `{recipe['scheme']}` (OCP Microscaling MXFP4: E2M1 elements, one E8M0 scale per 32 "
-            f"values along the input dimension, two elements per byte, low nibble first).",
-            f"- Scale selection: `{recipe.get('scale_mode', 'even')}`; rounding: round-to-nearest-even; saturation at ±6.",
-            f"- Excluded modules: {', '.join(recipe.get('exclude', [])) or 'none'}.",
-            "- Calibration data: none. MXFP4 weight scales are computed from the weights alone and MXFP4 "
-            "activation scales (W4A4) dynamically per block at run time.",
+            *format_for(recipe["scheme"]).calibration(recipe),  # scheme, scales, exclusions, calibration
             f"- Codec: `{manifest.get('codec_version', '?')}` (this repository, src/mlperf_repro/quant).",
         ]
         error = manifest.get("logit_error")

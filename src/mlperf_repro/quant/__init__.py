@@ -5,22 +5,33 @@
 * :mod:`mlperf_repro.quant.checkpoint` - turns a HF Llama checkpoint into a Quark-layout
   MXFP4 checkpoint (what vLLM loads with ``quant_method: quark``), an emulated bf16 copy
   for CPU serving, and a provenance/quality manifest.
+* :mod:`mlperf_repro.quant.formats` - the registry of quantization formats (schemes, codec,
+  writer, size per parameter, description texts) that the rest of the workflow reads.
 """
 
-from mlperf_repro.quant.checkpoint import (
-    SCHEMES,
-    build_quantization_config,
-    load_quark_checkpoint_dequantized,
-    logit_error,
-    quantize_checkpoint,
-    select_quantized_tensors,
-)
-from mlperf_repro.quant.mxfp4 import (
-    CODEC_VERSION,
-    dequantize_mxfp4,
-    qdq_mxfp4,
-    quantize_mxfp4,
-)
+# Imported on first use (PEP 562): the format registry (mlperf_repro.quant.formats) is read
+# by config validation and the plan view, which must not pay for importing torch.
+_LAZY = {
+    "SCHEMES": "checkpoint",
+    "build_quantization_config": "checkpoint",
+    "load_quark_checkpoint_dequantized": "checkpoint",
+    "logit_error": "checkpoint",
+    "quantize_checkpoint": "checkpoint",
+    "select_quantized_tensors": "checkpoint",
+    "CODEC_VERSION": "mxfp4",
+    "dequantize_mxfp4": "mxfp4",
+    "qdq_mxfp4": "mxfp4",
+    "quantize_mxfp4": "mxfp4",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CODEC_VERSION",

@@ -8,7 +8,8 @@ from typing import Any
 
 from .. import provenance
 from ..fetch import verify_dir
-from .checkpoint import _write_json, quantize_checkpoint
+from .checkpoint import _write_json
+from .formats import format_for
 
 MANIFEST_NAME = "quant_manifest.json"
 
@@ -18,11 +19,12 @@ def quantize_job(
 ) -> dict[str, Any]:
     """``container_image``: the image the config names for this job, recorded in the manifest's
     software when the job runs inside it (the torch that wrote the checkpoint)."""
+    writer = format_for(recipe["scheme"]).writer  # the scheme's format writes the checkpoint
     verify_dir(model_dir)  # never quantize weights that no longer match their checksums
     for out in (quark_dir, emulated_dir):
         if Path(out).exists():
             shutil.rmtree(out)  # a half-written dir from a killed job
-    manifest = quantize_checkpoint(
+    manifest = writer(
         model_dir,
         quark_dir,
         emulated_dir,
