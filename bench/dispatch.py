@@ -1,7 +1,7 @@
 """The LoadGen head's own ceiling, against SIMULATED endpoints on loopback.
 
 Real servers on this 2-core machine would saturate long before the head does, so the
-endpoints here are simulated (mlperf_repro.backends.simulated_endpoint: vLLM's wire
+endpoints here are simulated (tests/simulated_endpoint.py: vLLM's wire
 format and continuous batching at a fixed token rate, no model). The head is the real
 thing: LoadGen (one test per child process), our SUT and the dispatcher. The simulated
 endpoints run at nice 10: they stand in for other machines, which would not take CPU
@@ -171,8 +171,8 @@ def measure(
     capacities: list[float | None] | None = None,
 ) -> dict:
     from sim_endpoints import SimProcess, free_ports
+    from simulated_endpoint import SimulatedEndpointSpec
 
-    from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
     from mlperf_repro.loadgen_logs import read_detail
 
     ports = free_ports(len(sims))

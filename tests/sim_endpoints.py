@@ -1,4 +1,4 @@
-"""Start SIMULATED endpoints (mlperf_repro.backends.simulated_endpoint) in a child process.
+"""Start SIMULATED endpoints (tests/simulated_endpoint.py) in a child process.
 
 They stand in for inference servers only where the dispatcher's own behaviour is under
 test (balancing, the ledger, faults); real vLLM servers are tested in test_endpoints_vllm.
@@ -15,8 +15,12 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 
-from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
+from simulated_endpoint import SimulatedEndpointSpec
+
+# Run as a script (not ``-m``): it lives with the tests, outside the installed package.
+SIMULATOR = str(Path(__file__).with_name("simulated_endpoint.py"))
 
 
 def free_ports(n: int) -> list[int]:
@@ -35,7 +39,7 @@ class SimProcess:
         handle, self.spec_path = tempfile.mkstemp(suffix=".json")
         os.write(handle, json.dumps([asdict(s) for s in specs]).encode())
         os.close(handle)
-        args = [sys.executable, "-m", "mlperf_repro.backends.simulated_endpoint", self.spec_path]
+        args = [sys.executable, SIMULATOR, self.spec_path]
         if timestamps:
             args.append(timestamps)
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)

@@ -13,9 +13,9 @@ import pytest
 from conftest import SCHEMA
 
 from mlperf_repro.backends.endpoints import serving
-from mlperf_repro.backends.servers import allocation_endpoints_on, place_on_screened_gpus, srun_server_step
 from mlperf_repro.config import allocation_endpoints, validate_config
 from mlperf_repro.errors import UserError
+from mlperf_repro.launch.slurm import allocation_endpoints_on, place_on_screened_gpus, srun_server_step
 from mlperf_repro.plan import Plan
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from sim_endpoints import free_ports, simulated_endpoints
+from simulated_endpoint import SimulatedEndpointSpec
 
-from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.compliance.stage import verify_job

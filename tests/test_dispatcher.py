@@ -10,11 +10,11 @@ from collections import defaultdict
 
 import pytest
 from sim_endpoints import SimProcess, free_ports, simulated_endpoints
+from simulated_endpoint import SimulatedEndpointSpec, output_token_ids
 
 from mlperf_repro.backends import GenerationSettings, Request
 from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointsLost, EndpointSpec
 from mlperf_repro.backends.endpoints import EndpointBackend
-from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec, output_token_ids
 
 MAX_NEW = 64
 

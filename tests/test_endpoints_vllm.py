@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from sim_endpoints import free_ports
 
-from mlperf_repro.backends.servers import local_vllm_servers
+from mlperf_repro.launch.local import local_vllm_servers
 from mlperf_repro.loadgen_logs import read_detail
 
 pytestmark = pytest.mark.slow
@@ -131,7 +131,7 @@ def test_accuracy_run_across_two_servers_matches_the_in_process_engine(e2e_workd
 
 def restart(servers: dict, index: int) -> None:
     """Bring a killed server back (a new process on the same port)."""
-    from mlperf_repro.backends.servers import serve_command
+    from mlperf_repro.launch.common import serve_command
 
     port = servers["ports"][index]
     log = open(servers["logs"] / f"restart-{port}.log", "w")
@@ -142,7 +142,7 @@ def restart(servers: dict, index: int) -> None:
         env=dict(os.environ, **servers["env"]),
         start_new_session=True,
     )
-    from mlperf_repro.backends.servers import _healthy
+    from mlperf_repro.launch.common import _healthy
 
     deadline = time.monotonic() + 600
     while not _healthy("127.0.0.1", port):

@@ -14,7 +14,7 @@ import pytest
 from sim_endpoints import free_ports
 from test_endpoints_vllm import BENCH, MODEL, SERVED, SYSTEM, engine_record, record_of, run_child, token_lists
 
-from mlperf_repro.backends.servers import local_vllm_servers
+from mlperf_repro.launch.local import local_vllm_servers
 
 pytestmark = pytest.mark.slow
 DATA_PARALLEL = 2

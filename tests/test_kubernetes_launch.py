@@ -21,22 +21,23 @@ import yaml
 from conftest import REPO, SCHEMA
 
 from mlperf_repro.backends.endpoints import serving
-from mlperf_repro.backends.servers import _healthy, wait_until_healthy
-from mlperf_repro.cluster.kubernetes import render_servers, validate_manifest
-from mlperf_repro.cluster.kubernetes_servers import (
+from mlperf_repro.cluster.kubernetes import validate_manifest
+from mlperf_repro.config import load_yaml, validate_config
+from mlperf_repro.errors import UserError
+from mlperf_repro.estimate import estimate_file
+from mlperf_repro.launch.common import _healthy, wait_until_healthy
+from mlperf_repro.launch.kubernetes import (
     Teardown,
     endpoints_on_pods,
     failing_containers,
     model_path_on_claim,
     placement,
     pod_report,
+    render_servers,
     server_manifests,
     server_set_from_config,
     sigterm_unwinds,
 )
-from mlperf_repro.config import load_yaml, validate_config
-from mlperf_repro.errors import UserError
-from mlperf_repro.estimate import estimate_file
 from mlperf_repro.plan import Plan
 
 EXAMPLE = REPO / "config/examples/mi355x-multinode-kubernetes.yaml"
@@ -543,7 +544,7 @@ def test_teardown_runs_every_step_last_first_once_even_when_one_fails():
 
 SIGTERM_CHILD = textwrap.dedent("""
     import sys, time
-    from mlperf_repro.cluster.kubernetes_servers import Teardown, sigterm_unwinds
+    from mlperf_repro.launch.kubernetes import Teardown, sigterm_unwinds
     out = open(sys.argv[1], "w", buffering=1)
     with sigterm_unwinds(), Teardown(log=lambda text: out.write(text + "\\n")) as teardown:
         teardown.push("service deleted", lambda: None)

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import E2E_CONFIG, make_workdir, run_snakemake
 from sim_endpoints import free_ports, simulated_endpoints
+from simulated_endpoint import SimulatedEndpointSpec
 from test_dag import job_counts
 
-from mlperf_repro.backends.simulated_endpoint import SimulatedEndpointSpec
 from mlperf_repro.config import check_references
 from mlperf_repro.plan import Plan
 from mlperf_repro.report.scaling import ScalingPoint, to_csv, to_markdown, to_svg, with_efficiency

@@ -90,7 +90,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_k8s_render(args: argparse.Namespace) -> int:
-    from .cluster.kubernetes import render, render_servers, validate_manifest, write_manifests, write_server_manifests
+    from .cluster.kubernetes import render, validate_manifest, write_manifests
+    from .launch.kubernetes import render_servers, write_server_manifests
 
     jobs = render(args.configfile, args.profile, workdir=args.workdir)
     paths = write_manifests(jobs, args.out)

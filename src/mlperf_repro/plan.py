@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from .backends import GenerationSettings
 from .benchmarks import Benchmark, Round, load_round
+from .generation import GenerationSettings
 from .userconf import render_user_conf, user_conf_settings
 
 MODES = ("performance", "accuracy")

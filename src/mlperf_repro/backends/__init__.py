@@ -12,6 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..generation import GenerationSettings
+
+__all__ = ["Backend", "CompleteCallback", "FirstTokenCallback", "GenerationSettings", "Request", "make_backend"]
+
 
 @dataclass(frozen=True)
 class Request:
@@ -21,18 +25,6 @@ class Request:
 
 FirstTokenCallback = Callable[[int, int], None]  # (request_id, first token id)
 CompleteCallback = Callable[[int, list[int]], None]  # (request_id, all generated ids)
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Decoding settings from the benchmark table (never per run, never per query)."""
-
-    max_new_tokens: int
-    min_new_tokens: int = 1
-    greedy: bool = True
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
 
 
 class Backend(Protocol):

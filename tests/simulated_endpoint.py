@@ -19,7 +19,8 @@ Output tokens are a deterministic function of the prompt, as with greedy decodin
 resent query gets the same answer. The simulator is kept cheap (prompts stay raw JSON, each
 prompt's answer is encoded once) because it shares the CPU with the head it measures.
 
-Run ``python -m mlperf_repro.backends.simulated_endpoint SPEC.json``: it serves every
+A test and bench tool, kept out of the installed package (``tests/sim_endpoints.py``
+starts it). Run ``python tests/simulated_endpoint.py SPEC.json``: it serves every
 endpoint in the spec from one process, prints ``READY`` and, on SIGTERM/SIGINT, writes
 per-request timestamps (time.monotonic, comparable across processes) if asked.
 """
@@ -350,7 +351,7 @@ def main(argv: list[str]) -> int:
     spec_path = argv[0]
     timestamps_path = argv[1] if len(argv) > 1 else None
     specs = [SimulatedEndpointSpec(**item) for item in json.loads(open(spec_path).read())]
-    from .endpoints import raise_open_file_limit
+    from mlperf_repro.backends.endpoints import raise_open_file_limit
 
     raise_open_file_limit()
     # As in the head: no cyclic-GC pauses in the middle of a measurement (connections

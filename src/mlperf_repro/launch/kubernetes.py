@@ -15,7 +15,8 @@ had no chance to.
 
 The manifest builders and the waiting/teardown logic are plain functions, tested without a
 cluster; the API calls are in :func:`kubernetes_servers` and have not been run against a
-real cluster (see config/README.md).
+real cluster (see config/README.md). :func:`render_servers` previews the objects every
+``launch: kubernetes`` system would create (``mlperf-repro k8s-render``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -36,6 +38,8 @@ from typing import Any
 
 from ..config import KUBERNETES_HOST_PREFIX, kubernetes_gpu_resource
 from ..errors import UserError
+from . import register_launcher
+from .common import engine_args_to_flags, wait_until_healthy
 
 # Labels on every object and pod the launcher creates; the set label selects one run's pods.
 SET_LABEL = "mlperf-repro/server-set"
@@ -199,8 +203,6 @@ def _metadata(servers: ServerSet) -> dict[str, Any]:
 
 
 def server_container(servers: ServerSet, index: int, port: int) -> dict[str, Any]:
-    from ..backends.servers import engine_args_to_flags
-
     requests: dict[str, Any] = {}
     limits: dict[str, Any] = {}
     if servers.gpu_resource and servers.gpus_per_server:
@@ -575,8 +577,6 @@ def kubernetes_servers(
     of what ran where; delete everything afterwards."""
     from kubernetes.client.exceptions import ApiException
 
-    from ..backends.servers import wait_until_healthy
-
     client, core, apps = _connect()
     failed = api_errors()
     settings = engine["endpoints"]["kubernetes"]
@@ -720,3 +720,111 @@ def kubernetes_servers(
         }
         (log_dir / "servers.json").write_text(json.dumps(record, indent=2) + "\n")
         yield placed, record
+
+
+@register_launcher("kubernetes")
+@contextmanager
+def launch_kubernetes(
+    engine: dict[str, Any], model_path: str, log_dir: str | Path, *, screening: dict | None = None
+) -> Iterator[dict[str, Any]]:
+    """The system's server pods; yields the engine with the endpoint list naming the pods and
+    ``servers``: the image and which pod ran on which node."""
+    endpoints = engine["endpoints"]
+    with kubernetes_servers(
+        endpoints["list"], model_path, engine, log_dir, startup_timeout_s=endpoints.get("startup_timeout_s", 600)
+    ) as (placed, record):
+        yield dict(engine, endpoints=dict(endpoints, list=placed), servers=record)
+
+
+# -- preview: the server objects of every launch: kubernetes system (mlperf-repro k8s-render) --
+@dataclass
+class RenderedServers:
+    """The server objects a ``launch: kubernetes`` run job of ``system`` creates for ``benchmark``
+    (its model), as they would be created, with a fixed preview id in the names."""
+
+    system: str
+    benchmark: str
+    manifests: list[dict[str, Any]]
+    problems: list[str]
+
+    @property
+    def file_stem(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"servers-{self.system}-{self.benchmark}")
+
+
+def render_servers(configfile: str | Path, profile: str | Path, *, workdir: str | Path = ".") -> list[RenderedServers]:
+    """The StatefulSet and headless Service of every launch: kubernetes system and benchmark,
+    with the namespace, claim and storage prefix of the profile. ``problems`` lists where the
+    config and the profile disagree (the run pod would not see the model where the servers
+    read it, or could not create the servers)."""
+    from ..config import load_yaml, validate_config
+    from ..plan import Plan
+
+    workdir = Path(workdir).resolve()
+    config = validate_config(load_yaml(workdir / configfile), workdir / "workflow/schemas/config.schema.yaml")
+    settings = load_yaml(workdir / profile / "config.yaml") or {}
+    plan = Plan(config)
+    volumes = [str(v) for v in settings.get("kubernetes-persistent-volumes") or []]
+    prefix = str(settings.get("default-storage-prefix") or "").rstrip("/")
+    rendered = []
+    for system in plan.systems:
+        if not plan.launches_on_kubernetes(system):
+            continue
+        engine = plan.engine(system)
+        k8s = engine["endpoints"]["kubernetes"]
+        claim, mount = k8s["model_volume"]["claim"], k8s["model_volume"]["mount_path"].rstrip("/")
+        where = f"systems.{system}.engine.endpoints.kubernetes"
+        problems = []
+        if f"{claim}:{mount}" not in volumes:
+            problems.append(
+                f"{where}.model_volume: claim {claim} at {mount} is not among the profile's "
+                f"kubernetes-persistent-volumes ({', '.join(volumes) or 'none'}), so the run pod does "
+                f"not see the model where the server pods read it"
+            )
+        if not (prefix == mount or prefix.startswith(mount + "/")):
+            problems.append(
+                f"{where}.model_volume: the profile's default-storage-prefix {prefix or '(unset)'} is not "
+                f"below {mount}, so the workflow's files are not on the claim the server pods mount"
+            )
+        if not settings.get("kubernetes-service-account-name"):
+            problems.append(
+                "profile: kubernetes-service-account-name is unset; the run pod creates the server pods "
+                "and needs a service account with the Role in profiles/kubernetes/rbac.yaml"
+            )
+        namespace = k8s.get("namespace") or settings.get("kubernetes-namespace") or "default"
+        for benchmark in config["systems"][system]["benchmarks"]:
+            servers = server_set_from_config(
+                engine,
+                name=set_name(preview_run_id(f"{system}/{benchmark}")),
+                namespace=namespace,
+                model_path=f"{prefix}/{plan.serving_dir(system, benchmark)}",
+            )
+            rendered.append(RenderedServers(system, benchmark, server_manifests(servers), list(problems)))
+    return rendered
+
+
+def write_server_manifests(sets: list[RenderedServers], out_dir: str | Path) -> list[Path]:
+    """One YAML file per object (``servers-<system>-<benchmark>-<kind>.yaml``), added to index.json."""
+    import yaml
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    index_path = out_dir / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.is_file() else []
+    paths = []
+    for entry in sets:
+        for manifest in entry.manifests:
+            path = out_dir / f"{entry.file_stem}-{manifest['kind'].lower()}.yaml"
+            path.write_text(yaml.safe_dump(manifest, sort_keys=False, width=120))
+            paths.append(path)
+            index.append(
+                {
+                    "file": path.name,
+                    "kind": manifest["kind"],
+                    "system": entry.system,
+                    "benchmark": entry.benchmark,
+                    "created_by": "the run jobs of this system (launch: kubernetes), with a random id per run",
+                }
+            )
+    index_path.write_text(json.dumps(index, indent=2) + "\n")
+    return paths
