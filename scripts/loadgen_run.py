@@ -1,8 +1,7 @@
 """One LoadGen test (performance or accuracy) in this process."""
 
-from mlperf_repro.cluster.screen import job_screening
 from mlperf_repro.harness.jobs import loadgen_job
-from mlperf_repro.stage import configured_container, run
+from mlperf_repro.stage import run
 
 
 def main(smk):
@@ -19,9 +18,10 @@ def main(smk):
         performance_sample_count=smk.params.performance_sample_count,
         generation=smk.params.generation,
         engine=smk.params.engine,
-        container_image=configured_container(smk),
+        container_image=smk.params.container_image,
         audit_config=smk.params.get("audit_config"),
-        gpu_screening=job_screening(smk),
+        gpu_screening=smk.params.gpu_screening,
+        task=smk.params.task,
     )
 
 

@@ -6,7 +6,9 @@ from mlperf_repro.stage import run
 
 
 def main(smk):
-    build_submission(Plan(smk.config), f"{smk.output.package}/submission", smk.params.code_root)
+    # params.config: the sections that shape the tree (Plan.submission_config), so that
+    # Snakemake reruns this job exactly when one of them changes.
+    build_submission(Plan(smk.params.config), f"{smk.output.package}/submission", smk.params.code_root)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Quantize one model with one recipe: FP4 checkpoint + emulated copy + quant_manifest.json."""
 
 from mlperf_repro.quant.stage import quantize_job
-from mlperf_repro.stage import configured_container, run
+from mlperf_repro.stage import run
 
 
 def main(smk):
@@ -10,7 +10,7 @@ def main(smk):
         smk.output.quantized,
         smk.output.emulated,
         smk.params.recipe,
-        container_image=configured_container(smk),
+        container_image=smk.params.container_image,
     )
 
 

@@ -1,8 +1,7 @@
 """Accuracy of the unquantized model on this system (the baseline for measured targets)."""
 
-from mlperf_repro.cluster.screen import job_screening
 from mlperf_repro.harness.jobs import reference_accuracy_job
-from mlperf_repro.stage import configured_container, run
+from mlperf_repro.stage import run
 
 
 def main(smk):
@@ -13,10 +12,10 @@ def main(smk):
         out_path=smk.output[0],
         generation=smk.params.generation,
         engine=smk.params.engine,
-        container_image=configured_container(smk),
+        container_image=smk.params.container_image,
         evaluator=smk.params.evaluator,
         accuracy_rules=smk.params.accuracy_rules,
-        gpu_screening=job_screening(smk),
+        gpu_screening=smk.params.gpu_screening,
     )
 
 

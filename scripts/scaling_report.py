@@ -1,12 +1,11 @@
 """Write the scaling study's table and plot (results/scaling/<system>/<benchmark>/scaling.*)."""
 
-from mlperf_repro.plan import Plan
 from mlperf_repro.report.scaling import scaling_report_job
 from mlperf_repro.stage import run
 
 
 def main(smk):
-    scaling_report_job(Plan(smk.config), smk.output.csv, smk.output.md, smk.output.svg)
+    scaling_report_job(smk.params.points, smk.params.title, smk.output.csv, smk.output.md, smk.output.svg)
 
 
 if __name__ == "__main__":

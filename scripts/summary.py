@@ -6,7 +6,7 @@ from mlperf_repro.stage import run
 
 
 def main(smk):
-    summary_job(Plan(smk.config), smk.input.check, smk.output.csv, smk.output.md)
+    summary_job(Plan(smk.params.config), smk.input.check, smk.output.csv, smk.output.md)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,21 @@ from .generation import GenerationSettings
 from .userconf import render_user_conf, user_conf_settings
 
 MODES = ("performance", "accuracy")
+# The config sections that shape the submission tree (its config_used.yaml included). The
+# others (`compare`, `estimate`, `scaling_study`) make other outputs: editing them reruns
+# those, not the package.
+SUBMISSION_SECTIONS = (
+    "round",
+    "submitter",
+    "division",
+    "test_scale",
+    "package",
+    "models",
+    "datasets",
+    "quantization",
+    "benchmarks",
+    "systems",
+)
 COMPLIANCE_TEST_PATTERN = r"TEST\d\d"
 
 
@@ -52,11 +67,20 @@ class Plan:
     def submittable(self) -> bool:
         return self.test_scale is None
 
+    def submission_config(self) -> dict[str, Any]:
+        """What the package and summary jobs read, handed to them as a param so that Snakemake
+        reruns them exactly when it changes (a job that read the whole config hides its inputs)."""
+        return {key: self.config[key] for key in SUBMISSION_SECTIONS if key in self.config}
+
     def benchmark_cfg(self, benchmark: str) -> dict[str, Any]:
         return self.config["benchmarks"][benchmark]
 
     def facts(self, benchmark: str) -> Benchmark:
         return self.rules.benchmark(self.benchmark_cfg(benchmark)["mlperf_benchmark"])
+
+    def task(self, benchmark: str) -> str:
+        """The rules table's task of this benchmark (the tasks registry's key)."""
+        return self.facts(benchmark).facts["task"]
 
     def system_cfg(self, system: str) -> dict[str, Any]:
         return self.config["systems"][system]
@@ -348,6 +372,21 @@ class Plan:
         """The screen result a run of this system waits for (none when it is not screened)."""
         return [self.screen_path(system)] if self.screening(system) else []
 
+    def job_screening(self, system: str) -> dict[str, Any] | None:
+        """What a run job of this system needs to apply the GPU screen (its rule's param; None
+        when the system is not screened)."""
+        if self.allocation_screening(system):
+            # launch: slurm: the run screens its allocation's nodes when it starts the servers.
+            return {"allocation": True, "settings": self.allocation_screening(system), "system": system}
+        if not self.screening(system):
+            return None
+        return {
+            "file": self.screen_path(system),
+            "settings": self.screening(system),
+            "system": system,
+            "expected": self.expected_devices(system),
+        }
+
     def expected_devices(self, system: str) -> int:
         """Accelerators the run host should show: one node's for the in-process engine, every
         locally launched server's for backend endpoints."""
@@ -424,6 +463,21 @@ class Plan:
         study = self.scaling
         scenarios = study.get("scenarios") or list(self.system_cfg(study["system"])["benchmarks"][study["benchmark"]])
         return [(scenario, n) for scenario in scenarios for n in self.scaling_counts()]
+
+    def scaling_points(self) -> list[dict[str, Any]]:
+        """What the scaling report reads, per run of the study (its rule's param)."""
+        system, benchmark = self.scaling["system"], self.scaling["benchmark"]
+        facts = self.facts(benchmark)
+        return [
+            {
+                "run_dir": self.scaling_run_dir(system, benchmark, scenario, n),
+                "scenario": scenario,
+                "endpoints": n,
+                "result_field": facts.result_field(scenario),
+                "result_unit": facts.result_unit(scenario),
+            }
+            for scenario, n in self.scaling_jobs()
+        ]
 
     def scaling_engine(self, system: str, count: int) -> dict[str, Any]:
         """The system's engine with only its first ``count`` endpoints."""

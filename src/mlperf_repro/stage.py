@@ -61,15 +61,3 @@ def apply_env(env: dict[str, str]) -> None:
     """Set a system's engine environment before vLLM is imported (it reads env at import)."""
     for key, value in env.items():
         os.environ[key] = str(value)
-
-
-def configured_container(snakemake: Any) -> str | None:
-    """The image the config names for this job's system (quantization: for the systems that
-    serve its output); None on CPU hosts. Mirrors the rules' ``container:`` functions."""
-    from .plan import Plan
-
-    plan = Plan(snakemake.config)
-    system = snakemake.wildcards.get("system")
-    if system is not None:
-        return plan.container(system)
-    return plan.quantize_container(snakemake.wildcards.get("model"), snakemake.wildcards.get("recipe"))

@@ -30,6 +30,11 @@ rule compliance_run:
         mpi=lambda wc: "srun" if PLAN.server_tasks(wc.system) else None,
         tasks_per_gpu=lambda wc: 0 if PLAN.server_tasks(wc.system) else None,
     params:
+        # The rules table's task: its dataset reader and system under test.
+        task=lambda wc: PLAN.task(wc.benchmark),
+        # The image (provenance) and the GPU screen the job applies.
+        container_image=system_container,
+        gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),

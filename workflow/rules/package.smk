@@ -18,6 +18,7 @@ rule package:
     conda:
         WORKFLOW_ENV
     params:
+        config=PLAN.submission_config(),
         code_root=workflow.basedir,
     script:
         f"{SCRIPTS}/package.py"

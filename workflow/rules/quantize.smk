@@ -19,6 +19,7 @@ rule quantize:
         mem_mb=8000,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
+        container_image=quantize_container,
         recipe=lambda wc: config["quantization"][wc.recipe],
     script:
         f"{SCRIPTS}/quantize.py"

@@ -15,6 +15,8 @@ rule summary:
     localrule: True
     conda:
         WORKFLOW_ENV
+    params:
+        config=PLAN.submission_config(),
     script:
         f"{SCRIPTS}/summary.py"
 

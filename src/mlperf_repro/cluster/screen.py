@@ -381,7 +381,7 @@ def prepare_run(
 
 
 def apply_to_run(gpu_screening: dict[str, Any] | None, engine: dict[str, Any]) -> dict[str, Any]:
-    """:func:`prepare_run` for a job's ``gpu_screening`` (from :func:`job_screening`)."""
+    """:func:`prepare_run` for a job's ``gpu_screening`` (from :meth:`mlperf_repro.plan.Plan.job_screening`)."""
     if not gpu_screening:
         return prepare_run(None, None, system="", expected_count=0)
     return prepare_run(
@@ -399,26 +399,6 @@ def _parallel_size(engine: dict[str, Any]) -> int:
 
 
 # -- the screen_gpus job and the standalone command ----------------------------------------------
-def job_screening(snakemake: Any) -> dict[str, Any] | None:
-    """What a run job needs to apply the screen (None when its system is not screened);
-    read from the config, like the rules' input functions, so the rules keep their params."""
-    from ..plan import Plan
-
-    plan = Plan(snakemake.config)
-    system = snakemake.wildcards.get("system")
-    if system is not None and plan.allocation_screening(system):
-        # launch: slurm: the run screens its allocation's nodes when it starts the servers.
-        return {"allocation": True, "settings": plan.allocation_screening(system), "system": system}
-    if system is None or not plan.screening(system):
-        return None
-    return {
-        "file": plan.screen_path(system),
-        "settings": plan.screening(system),
-        "system": system,
-        "expected": plan.expected_devices(system),
-    }
-
-
 def screen_job(
     *, out_path: str, screening: dict[str, Any], expected_count: int, system: str, timeout_s: float = 600
 ) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def loadgen_job(
 ) -> dict[str, Any]:
     """One LoadGen test; ``audit_config`` (text) makes it a compliance run; ``container_image``
     is the image the config names for the job (recorded when the job runs inside it);
-    ``gpu_screening`` (see cluster.screen.job_screening) restricts the run to healthy GPUs."""
+    ``gpu_screening`` (see Plan.job_screening) restricts the run to healthy GPUs."""
     apply_env(engine.get("env", {}))
     # Before any engine or server starts: they see only the GPUs the screen passed.
     allocation_screening = gpu_screening if (gpu_screening or {}).get("allocation") else None

@@ -105,7 +105,8 @@ def _copy_code(code_root: Path, dest: Path, config: dict[str, Any]) -> None:
     import mlperf_repro
 
     shutil.copytree(Path(mlperf_repro.__file__).parent, dest / "src" / "mlperf_repro", ignore=IGNORED)
-    # The exact (validated, defaults filled) config this tree came from.
+    # The config this tree came from (validated, defaults filled): the sections that shape the
+    # tree (Plan.submission_config; compare, estimate and scaling_study make other outputs).
     (dest / "config_used.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     # The checker rejects empty folders (a checkout can hold some that git does not track).
     for folder in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):

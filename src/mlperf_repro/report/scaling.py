@@ -11,9 +11,9 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..loadgen_logs import read_detail
-from ..plan import Plan
 
 
 @dataclass
@@ -169,23 +169,14 @@ def to_svg(points: list[ScalingPoint], title: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def scaling_report_job(plan: Plan, out_csv: str, out_md: str, out_svg: str) -> list[ScalingPoint]:
-    study = plan.scaling
-    system, benchmark = study["system"], study["benchmark"]
-    facts = plan.facts(benchmark)
+def scaling_report_job(
+    points: list[dict[str, Any]], title: str, out_csv: str, out_md: str, out_svg: str
+) -> list[ScalingPoint]:
+    """``points``: per run, its folder, scenario, endpoint count and the round's result field
+    and unit (:meth:`mlperf_repro.plan.Plan.scaling_points`)."""
     points = with_efficiency(
-        [
-            read_point(
-                plan.scaling_run_dir(system, benchmark, scenario, n),
-                scenario,
-                n,
-                facts.result_field(scenario),
-                facts.result_unit(scenario),
-            )
-            for scenario, n in plan.scaling_jobs()
-        ]
+        [read_point(p["run_dir"], p["scenario"], p["endpoints"], p["result_field"], p["result_unit"]) for p in points]
     )
-    title = f"{system} / {benchmark}"
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     Path(out_csv).write_text(to_csv(points))
     Path(out_md).write_text(to_markdown(points, title))
