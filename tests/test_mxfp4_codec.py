@@ -1,4 +1,4 @@
-"""Bit-level tests of the project's MXFP4 codec (spec/fp4-formats.md section 1)."""
+"""Bit-level tests of the project's MXFP4 codec (OCP Microscaling Formats v1.0: E2M1 elements, E8M0 block scales)."""
 
 from __future__ import annotations
 

@@ -280,7 +280,7 @@ def test_vllm_quark_parser_accepts_config(w4a16, w4a4, src_dir, tmp_path):
 
     We go as far as the parser and scheme construction. ``QuarkOCP_MX.create_weights``
     is not called: it picks an MXFP4 linear kernel, and the CPU platform has none (vLLM
-    raises "Failed to find a kernel"), see spec/fp4-formats.md section 3.
+    raises "Failed to find a kernel"): on CPU the workflow serves the dequantized copy.
     """
     pytest.importorskip("vllm")
     from vllm.model_executor.layers.linear import (

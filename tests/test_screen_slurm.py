@@ -9,6 +9,9 @@ import pytest
 from mlperf_repro.cluster import screen
 from mlperf_repro.errors import UserError
 
+# A real SLURM cluster is started for these (tests/cluster/slurm.py): not in the fast loop.
+pytestmark = pytest.mark.slow
+
 
 def test_every_node_of_a_slurm_allocation(slurm_cluster):
     """One srun task per node of a real (one-node, GPU-less) SLURM allocation reports its devices."""

@@ -20,6 +20,9 @@ import yaml
 from cluster import slurm
 from conftest import DEFAULT_CONFIG, REPO, make_workdir
 
+# A real SLURM cluster is started for these (tests/cluster/slurm.py): not in the fast loop.
+pytestmark = pytest.mark.slow
+
 TINY_SNAKEFILE = REPO / "tests" / "cluster" / "Snakefile"
 SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 

@@ -1,7 +1,7 @@
 """A real one-node SLURM cluster for the tests: Debian's slurm-wlm 22.05 and munge started as
 plain daemons on localhost, no slurmdbd (the workflow's profile asks ``squeue`` for job states).
 
-The recipe and its pitfalls are measured in shared/spec/slurm-local.md. In short:
+The recipe and its pitfalls, as measured on this kind of machine:
 - the config must be at /etc/slurm/slurm.conf (a symlink here): the slurm-jobstep plugin strips
   ``SLURM_CONF`` before the in-job ``srun``;
 - no cgroup plugins (a container has no delegated cgroup tree), everything runs as root;
@@ -107,7 +107,7 @@ def _mem_total_mb() -> int:
 def _slurm_conf(root: Path, node: str, cpus: int, real_memory_mb: int) -> str:
     state, run_dir, log = root / "state", root / "run", root / "log"
     return f"""\
-# Written by tests/cluster/slurm.py for a one-node test cluster (see shared/spec/slurm-local.md).
+# Written by tests/cluster/slurm.py for a one-node test cluster.
 ClusterName=testcluster
 SlurmctldHost={node}(127.0.0.1)
 SlurmUser=root

@@ -2,7 +2,7 @@
 
 A backend accepts token-id prompts and reports, per request, the first generated token
 (so LoadGen can time TTFT) and the complete list of generated token ids. The same
-interface serves vLLM in-process here and, later, remote endpoints on a cluster.
+interface serves vLLM in-process and remote OpenAI-compatible endpoints (backends.endpoints).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Quantize stage: the project's own MXFP4 codec and the MXFP4 checkpoint writer.
 
 * :mod:`mlperf_repro.quant.mxfp4` - pure-torch E2M1 / E8M0 / MXFP4 codec (no third-party
-  quantization library), written from ``spec/fp4-formats.md``.
+  quantization library), written from the OCP Microscaling Formats (MX) v1.0 specification.
 * :mod:`mlperf_repro.quant.checkpoint` - turns a HF Llama checkpoint into a Quark-layout
   MXFP4 checkpoint (what vLLM loads with ``quant_method: quark``), an emulated bf16 copy
   for CPU serving, and a provenance/quality manifest.

@@ -1,6 +1,6 @@
 """MXFP4 (OCP Microscaling, FP4 E2M1 elements + E8M0 block scales) codec in plain torch.
 
-Written from the format facts in ``spec/fp4-formats.md`` (section 1), not from any
+Written from the OCP Microscaling Formats (MX) v1.0 specification, not from any
 quantization library, so that the project can check and decode FP4 checkpoints from any
 tool on any hardware, CPU included.
 
