@@ -1,7 +1,7 @@
 """Score one accuracy run: accuracy.txt (checker format) and accuracy.json (verdict)."""
 
-from mlperf_repro.accuracy.stage import accuracy_job
 from mlperf_repro.stage import optional_input, run
+from mlperf_repro.stages.accuracy import accuracy_job
 
 
 def main(smk):

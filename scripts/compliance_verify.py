@@ -1,7 +1,7 @@
 """Verify one compliance run and write its TEST0x folder (verify file + accuracy log)."""
 
-from mlperf_repro.compliance.stage import verify_job
 from mlperf_repro.stage import run
+from mlperf_repro.stages.compliance import verify_job
 
 
 def main(smk):

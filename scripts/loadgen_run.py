@@ -1,7 +1,7 @@
 """One LoadGen test (performance or accuracy) in this process."""
 
-from mlperf_repro.harness.jobs import loadgen_job
 from mlperf_repro.stage import run
+from mlperf_repro.stages.runs import loadgen_job
 
 
 def main(smk):

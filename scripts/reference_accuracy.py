@@ -1,7 +1,7 @@
 """Accuracy of the unquantized model on this system (the baseline for measured targets)."""
 
-from mlperf_repro.harness.jobs import reference_accuracy_job
 from mlperf_repro.stage import run
+from mlperf_repro.stages.runs import reference_accuracy_job
 
 
 def main(smk):

@@ -1,6 +1,6 @@
 """Run one LoadGen test through the endpoint backend (the run stage's own entry point).
 
-    python endpoint_child.py ARGS.json    (the keyword arguments of harness.jobs.loadgen_job)
+    python endpoint_child.py ARGS.json    (the keyword arguments of stages.runs.loadgen_job)
 
 Fault injection: with KILL_PGID and KILL_AFTER set, the server process group KILL_PGID
 gets SIGKILL right after the KILL_AFTER-th answer reaches LoadGen, i.e. mid-run with
@@ -18,7 +18,7 @@ import sys
 
 from mlperf_repro.backends.dispatcher import EndpointsLost
 from mlperf_repro.harness import sut as sut_module
-from mlperf_repro.harness.jobs import loadgen_job
+from mlperf_repro.stages.runs import loadgen_job
 
 
 def inject_kill(pgid: int, after: int) -> None:

@@ -19,12 +19,12 @@ from mlperf_repro.accuracy.gpt_oss import (
     parse_multiple_choice,
 )
 from mlperf_repro.accuracy.loadgen_log import read_accuracy_log
-from mlperf_repro.accuracy.stage import accuracy_job
 from mlperf_repro.benchmarks import load_round
-from mlperf_repro.compliance.stage import verify_job
 from mlperf_repro.demo import gpt_oss_corpus
 from mlperf_repro.demo.gpt_oss_model import train_tokenizer
 from mlperf_repro.errors import UserError
+from mlperf_repro.stages.accuracy import accuracy_job
+from mlperf_repro.stages.compliance import verify_job
 
 FACTS = load_round("v6.0").benchmark("gpt-oss-120b")
 FAMILIES = FACTS.accuracy["families"]

@@ -136,7 +136,7 @@ def test_test04_compares_single_stream_as_inverse_latency_with_its_wider_limit(t
 
 
 def test_test09_at_test_scale_scales_the_band_to_the_models_own_performance_run(tmp_path):
-    from mlperf_repro.compliance.stage import verify_job
+    from mlperf_repro.stages.compliance import verify_job
 
     rules = ROUND.compliance_test("TEST09")
     run = tmp_path / "TEST09_run"

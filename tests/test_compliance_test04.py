@@ -18,8 +18,8 @@ from simulated_endpoint import SimulatedEndpointSpec
 
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.compliance import audit_config_text
-from mlperf_repro.compliance.stage import verify_job
 from mlperf_repro.loadgen_logs import read_detail
+from mlperf_repro.stages.compliance import verify_job
 
 pytestmark = pytest.mark.slow
 CHILD = Path(__file__).with_name("endpoint_child.py")

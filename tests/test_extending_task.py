@@ -20,11 +20,11 @@ import yaml
 from conftest import SCHEMA
 
 from mlperf_repro import benchmarks
-from mlperf_repro.accuracy.stage import accuracy_job, score_log
 from mlperf_repro.check.preflight import preflight
 from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.plan import Plan
+from mlperf_repro.stages.accuracy import accuracy_job, score_log
 from mlperf_repro.tasks import TASKS, task_for
 
 SYSTEM, BENCH = "cpu-2c-vllm", "tiny-llama-mxfp4"

@@ -1,4 +1,5 @@
-"""Accuracy evaluation stages (llama2-70b ROUGE), offline and exact.
+"""Accuracy evaluators (llama2-70b ROUGE, gpt-oss-120b), offline and exact; the evaluate stage
+that runs them is `mlperf_repro.stages.accuracy`.
 
 Importing this package is cheap: NLTK, the Punkt model and any tokenizer are
 loaded only when first used.

@@ -164,7 +164,7 @@ class GptOssRows:
 
 
 def load_gpt_oss_rows(path: str | os.PathLike[str]) -> GptOssRows:
-    from ..harness.dataset import read_table
+    from ..dataset_files import read_table
 
     frame = read_table(path)
     missing = [c for c in ("dataset", "ground_truth") if c not in frame.columns]

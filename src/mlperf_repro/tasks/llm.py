@@ -49,13 +49,13 @@ def score_gpt_oss_exact_match(
 
 
 def _slow_tokenizer(tokenizer_dir: str):
-    from ..accuracy.stage import load_tokenizer
+    from ..accuracy.tokenizers import load_tokenizer
 
     return load_tokenizer(tokenizer_dir)
 
 
 def _fast_tokenizer(tokenizer_dir: str):
-    from ..accuracy.stage import load_fast_tokenizer
+    from ..accuracy.tokenizers import load_fast_tokenizer
 
     return load_fast_tokenizer(tokenizer_dir)
 

@@ -1,4 +1,5 @@
-"""The evaluate stage: score an accuracy run and judge it against its target."""
+"""The evaluate stage: score an accuracy run with its task's evaluator (looked up in the task
+registry) and judge it against its target."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..accuracy.loadgen_log import read_accuracy_log
 from ..errors import UserError
 from ..tasks import find_evaluator
 
@@ -34,27 +36,6 @@ def judge(metrics: dict[str, Any], targets: dict[str, Any], reference: dict[str,
     return {"kind": targets["kind"], "checks": checks, "passed": all(c["passed"] for c in checks)}
 
 
-def load_tokenizer(model_dir: str):
-    """The tokenizer as the reference evaluation loads it (slow when one exists)."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(model_dir, model_max_length=2048, padding_side="left", use_fast=False)
-    except (ValueError, OSError, TypeError):
-        # Tokenizers that exist only as tokenizer.json (the demo's byte-level BPE).
-        return AutoTokenizer.from_pretrained(model_dir, model_max_length=2048, padding_side="left")
-
-
-def load_fast_tokenizer(model_dir: str):
-    """The tokenizer as the gpt-oss reference loads it (``AutoTokenizer.from_pretrained``)."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(model_dir)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load the tokenizer of {model_dir}: {exc}") from exc
-
-
 def score_entries(
     evaluator: str, entries: list, dataset_file: str, tokenizer: Any, accuracy_rules: dict[str, Any]
 ) -> tuple[dict[str, Any], str]:
@@ -78,8 +59,6 @@ def score_log(
     """(metrics, accuracy.txt text) of one LoadGen accuracy log, read as its task's data type
     (int32 token ids for the LLMs). Whether the first entry per sample or every entry is
     scored is the evaluator's (llama2: the first, gpt-oss: every entry)."""
-    from .loadgen_log import read_accuracy_log
-
     task, found = find_evaluator(evaluator)
     log = Path(log)
     if not log.is_file():

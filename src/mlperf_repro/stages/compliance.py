@@ -5,10 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..compliance import eos_token_id
+from ..compliance.verify import (
+    copy_performance_logs,
+    verify_test04,
+    verify_test06,
+    verify_test07,
+    verify_test09,
+    write_verdict,
+)
 from ..errors import UserError
 from ..loadgen_logs import read_detail
-from . import eos_token_id
-from .verify import copy_performance_logs, verify_test04, verify_test06, verify_test07, verify_test09, write_verdict
+from .accuracy import score_log
 
 
 def mean_output_tokens(run_record: Path) -> float:
@@ -64,8 +72,6 @@ def verify_job(
     elif test == "TEST07":
         if not (dataset_file and tokenizer_dir and evaluator):
             raise UserError("TEST07 needs the benchmark's evaluator, its compliance dataset file and a tokenizer")
-        from ..accuracy.stage import score_log
-
         metric = rules_test.get("metric", "exact_match")
         verdict = verify_test07(
             log,

@@ -11,10 +11,12 @@ from .. import provenance
 from ..backends import GenerationSettings, make_backend
 from ..backends.endpoints import serving
 from ..cluster.screen import apply_to_run
+from ..errors import UserError
 from ..fetch import verify_dir
+from ..harness.run import LoadgenTest, run_loadgen_test
 from ..stage import apply_env
-from ..tasks import task_named
-from .run import LoadgenTest, run_loadgen_test
+from ..tasks import find_evaluator, task_named
+from .accuracy import score_entries
 
 
 def loadgen_job(
@@ -122,9 +124,6 @@ def reference_accuracy_job(
     screened = apply_to_run(None if (gpu_screening or {}).get("allocation") else gpu_screening, engine)
     verify_dir(model_dir)
     verify_dir(dataset_dir)
-    from ..accuracy.stage import score_entries
-    from ..errors import UserError
-    from ..tasks import find_evaluator
 
     try:
         task, _ = find_evaluator(evaluator)
