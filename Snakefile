@@ -35,13 +35,13 @@ rule all:
         PLAN.run_outputs(),
         PLAN.accuracy_outputs(),
         PLAN.compliance_outputs(),
-        "results/submission.tar.gz",
-        "results/check/report.txt",
-        "results/report/summary.md",
-        "results/report/summary_official.csv",
+        PATHS["tarball"],
+        PATHS["check_txt"],
+        PATHS["summary_md"],
+        PATHS["official_summary_csv"],
         compare_outputs(config),
         PLAN.scaling_outputs(),
 
 
 onsuccess:
-    print_summary("results/report/summary.md")
+    print_summary(PATHS["summary_md"])

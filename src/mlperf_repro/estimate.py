@@ -217,23 +217,6 @@ class Estimator:
         ]
 
     # -- facts ---------------------------------------------------------------------------
-    def system_accelerators(self, system: str) -> int:
-        """All accelerators the system occupies while it runs (every node, every endpoint)."""
-        desc = self.plan.system_cfg(system)["description"]
-        per_node, nodes = desc["accelerators_per_node"], desc["number_of_nodes"]
-        if "auto" in (per_node, nodes):
-            # The servers' accelerators, wherever they run (SLURM allocation, Kubernetes server pods).
-            return self.plan.server_accelerators(system)
-        return int(per_node) * int(nodes)
-
-    def endpoint_accelerators(self, system: str, count: int) -> int:
-        endpoints = self.plan.engine(system)["endpoints"]["list"][:count]
-        with_accelerators = [e for e in endpoints if e.get("accelerator", "N/A") != "N/A"]
-        if with_accelerators:
-            return sum(e.get("accelerator_count", 1) for e in with_accelerators)
-        total = len(self.plan.engine(system)["endpoints"]["list"])
-        return self.system_accelerators(system) * count // total
-
     def model_sizes(self, model: str) -> dict[str, float]:
         """Parameters (total, in quantizable linear layers) and bf16 checkpoint bytes."""
         entry = self.config["models"][model]
@@ -288,8 +271,7 @@ class Estimator:
         reference = facts.accuracy.get("reference", {}).get("tokens_per_sample")
         if reference:
             return float(reference)
-        gen = facts.facts.get("generation", {})
-        return float(gen.get("max_new_tokens") or gen.get(f"max_new_tokens_{mode}") or 1)
+        return float(self.plan.max_new_tokens(benchmark, mode) or 1)
 
     def accuracy_log_bytes(self, benchmark: str, samples: float, mode: str) -> float:
         per_sample = ACCURACY_LOG_ENTRY_OVERHEAD + ACCURACY_LOG_HEX_PER_TOKEN * (
@@ -390,7 +372,7 @@ class Estimator:
         row = Row("screen GPUs")
         for system in self.plan.systems:
             if self.plan.screening(system):
-                row.add("screen_gpus", self.assume.screen_s, self.system_accelerators(system), system=system)
+                row.add("screen_gpus", self.assume.screen_s, self.plan.system_accelerators(system), system=system)
         return row
 
     def runs(self) -> list[Row]:
@@ -402,7 +384,7 @@ class Estimator:
                 "user_conf", self.assume.light_job_s, system=job.system, benchmark=job.benchmark, scenario=job.scenario
             )
             settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
-            accelerators = self.system_accelerators(job.system)
+            accelerators = self.plan.system_accelerators(job.system)
             for mode in MODES:
                 row = rows.setdefault((job.scenario, mode), Row(f"run: {job.scenario} {mode}"))
                 where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "mode": mode}
@@ -440,7 +422,7 @@ class Estimator:
                 row.add(
                     "reference_accuracy",
                     samples / qps + self.assume.run_overhead_s,
-                    self.system_accelerators(system),
+                    self.plan.system_accelerators(system),
                     system=system,
                     benchmark=benchmark,
                     samples=samples,
@@ -471,7 +453,7 @@ class Estimator:
             row.add(
                 "compliance_run",
                 run["seconds"] + self.assume.run_overhead_s,
-                self.system_accelerators(job.system),
+                self.plan.system_accelerators(job.system),
                 logs,
                 **where,
                 queries=round(run["queries"], 3),
@@ -503,17 +485,15 @@ class Estimator:
         if not study:
             return row
         system, benchmark = study["system"], study["benchmark"]
-        total = len(plan.engine(system)["endpoints"]["list"])
         for scenario, count in plan.scaling_jobs():
-            settings = dict(plan.user_conf_settings(system, benchmark, scenario))
-            settings["target_qps"] = float(settings["target_qps"]) * count / total
+            settings = plan.scaling_user_conf_settings(system, benchmark, scenario, count)
             run = self.performance_run(settings, scenario, benchmark)
             where = {"system": system, "benchmark": benchmark, "scenario": scenario, "endpoints": count}
             row.add("scaling_user_conf", self.assume.light_job_s, **where)
             row.add(
                 "scaling_run",
                 run["seconds"] + self.assume.run_overhead_s,
-                self.endpoint_accelerators(system, count),
+                self.plan.endpoint_accelerators(system, count),
                 self.assume.log_bytes_per_run,
                 **where,
                 queries=round(run["queries"], 3),

@@ -13,6 +13,7 @@ from typing import Any
 
 from .benchmarks import Benchmark, Round, load_round
 from .generation import GenerationSettings
+from .paths import PATHS, path
 from .userconf import render_user_conf, user_conf_settings
 
 MODES = ("performance", "accuracy")
@@ -139,49 +140,49 @@ class Plan:
     # -- paths -------------------------------------------------------------------------
     @staticmethod
     def model_dir(model: str) -> str:
-        return f"resources/models/{model}"
+        return path("model", model=model)
 
     @staticmethod
     def dataset_dir(dataset: str) -> str:
-        return f"resources/datasets/{dataset}"
+        return path("dataset", dataset=dataset)
 
     @staticmethod
     def quantized_dir(model: str, recipe: str) -> str:
-        return f"results/models/{model}-{recipe}"
+        return path("quantized", model=model, recipe=recipe)
 
     @staticmethod
     def emulated_dir(model: str, recipe: str) -> str:
-        return f"results/models/{model}-{recipe}-emulated"
+        return path("emulated", model=model, recipe=recipe)
 
     @staticmethod
     def run_dir(system: str, benchmark: str, scenario: str, mode: str) -> str:
-        return f"results/runs/{system}/{benchmark}/{scenario}/{mode}"
+        return path("run", system=system, benchmark=benchmark, scenario=scenario, mode=mode)
 
     @staticmethod
     def compliance_run_dir(system: str, benchmark: str, scenario: str, test: str) -> str:
-        return f"results/runs/{system}/{benchmark}/{scenario}/{test}"
+        return path("compliance_run", system=system, benchmark=benchmark, scenario=scenario, test=test)
 
     @staticmethod
     def compliance_dir(system: str, benchmark: str, scenario: str, test: str) -> str:
-        return f"results/compliance/{system}/{benchmark}/{scenario}/{test}"
+        return path("compliance", system=system, benchmark=benchmark, scenario=scenario, test=test)
 
     @staticmethod
     def user_conf_path(system: str, benchmark: str, scenario: str) -> str:
-        return f"results/runs/{system}/{benchmark}/{scenario}/user.conf"
+        return path("user_conf", system=system, benchmark=benchmark, scenario=scenario)
 
     @staticmethod
     def accuracy_dir(system: str, benchmark: str, scenario: str) -> str:
-        return f"results/accuracy/{system}/{benchmark}/{scenario}"
+        return path("accuracy", system=system, benchmark=benchmark, scenario=scenario)
 
-    failed_results_path = "results/package/failed_results.json"
+    failed_results_path = PATHS["failed_results"]
 
     @staticmethod
     def acquire_record_path(kind: str, name: str) -> str:
-        return f"results/acquire/{kind}/{name}.json"
+        return path("acquire_record", kind=kind, name=name)
 
     @staticmethod
     def reference_accuracy_path(system: str, benchmark: str) -> str:
-        return f"results/reference/{system}/{benchmark}/accuracy.json"
+        return path("reference_accuracy", system=system, benchmark=benchmark)
 
     def dataset_file(self, benchmark: str, purpose: str = "performance") -> str:
         """The file a run or evaluation reads. ``purpose``: performance, accuracy or a compliance
@@ -277,11 +278,19 @@ class Plan:
             header,
         )
 
+    def max_new_tokens(self, benchmark: str, mode: str = "performance") -> int | None:
+        """The rules table's cap on generated tokens for this mode (None where it has none)."""
+        gen = self.facts(benchmark).facts.get("generation") or {}
+        max_new = gen.get("max_new_tokens") or gen.get(f"max_new_tokens_{mode}")
+        return int(max_new) if max_new else None
+
     def generation(self, benchmark: str, mode: str = "performance") -> GenerationSettings:
         gen = self.facts(benchmark).facts["generation"]
-        max_new = gen.get("max_new_tokens") or gen.get(f"max_new_tokens_{mode}")
+        max_new = self.max_new_tokens(benchmark, mode)
+        if max_new is None:
+            raise KeyError(f"{benchmark}: the rules table gives no max_new_tokens for {mode} runs")
         return GenerationSettings(
-            max_new_tokens=int(max_new),
+            max_new_tokens=max_new,
             min_new_tokens=int(gen.get("min_new_tokens", 1)),
             greedy=bool(gen.get("greedy", True)),
             temperature=float(gen.get("temperature", 1.0)),
@@ -310,6 +319,25 @@ class Plan:
             )
         desc = self.system_cfg(system)["description"]
         return int(desc["accelerators_per_node"]) * int(desc["number_of_nodes"])
+
+    def system_accelerators(self, system: str) -> int:
+        """All accelerators the system occupies while it runs (every node, every endpoint; the
+        GPU-hours of the plan view): the description's accelerators_per_node x number_of_nodes,
+        the servers' own (:meth:`server_accelerators`) where either is ``auto``."""
+        desc = self.system_cfg(system)["description"]
+        per_node, nodes = desc["accelerators_per_node"], desc["number_of_nodes"]
+        if "auto" in (per_node, nodes):
+            # The servers' accelerators, wherever they run (SLURM allocation, Kubernetes server pods).
+            return self.server_accelerators(system)
+        return int(per_node) * int(nodes)
+
+    def endpoint_accelerators(self, system: str, count: int) -> int:
+        """Accelerators a run on the first ``count`` endpoints occupies: those listed with an
+        accelerator, else that share of :meth:`system_accelerators`."""
+        endpoints = self.engine(system)["endpoints"]["list"]
+        if any(e.get("accelerator", "N/A") != "N/A" for e in endpoints[:count]):
+            return self.server_accelerators(system, count)
+        return self.system_accelerators(system) * count // len(endpoints)
 
     def server_nodes(self, system: str, endpoints: int | None = None) -> int:
         """Nodes a run of this system occupies: the allocation of launch slurm, one per server
@@ -366,7 +394,7 @@ class Plan:
 
     @staticmethod
     def screen_path(system: str) -> str:
-        return f"results/screen/{system}.json"
+        return path("screen", system=system)
 
     def screen_input(self, system: str) -> list[str]:
         """The screen result a run of this system waits for (none when it is not screened)."""
@@ -485,12 +513,19 @@ class Plan:
         engine["endpoints"] = dict(engine["endpoints"], list=engine["endpoints"]["list"][:count])
         return engine
 
-    def scaling_user_conf_text(self, system: str, benchmark: str, scenario: str, count: int) -> str:
-        """The scenario's user.conf with target_qps scaled to ``count`` of the system's endpoints,
-        so every point of the study loads its endpoints alike."""
+    def scaling_user_conf_settings(self, system: str, benchmark: str, scenario: str, count: int) -> dict[str, Any]:
+        """The scenario's user.conf settings with target_qps scaled to ``count`` of the system's
+        endpoints (count / all of them)."""
         settings = dict(self.user_conf_settings(system, benchmark, scenario))
         total = len(self.engine(system)["endpoints"]["list"])
         settings["target_qps"] = round(float(settings["target_qps"]) * count / total, 6)
+        return settings
+
+    def scaling_user_conf_text(self, system: str, benchmark: str, scenario: str, count: int) -> str:
+        """The scenario's user.conf with target_qps scaled to ``count`` of the system's endpoints,
+        so every point of the study loads its endpoints alike."""
+        settings = self.scaling_user_conf_settings(system, benchmark, scenario, count)
+        total = len(self.engine(system)["endpoints"]["list"])
         header = (
             f"LoadGen user.conf for the scaling study: {system} / {benchmark} / {scenario} on {count} of "
             f"{total} endpoints (target_qps scaled by {count}/{total}); generated by mlperf-repro."
@@ -501,20 +536,20 @@ class Plan:
 
     @staticmethod
     def scaling_run_dir(system: str, benchmark: str, scenario: str, count: int) -> str:
-        return f"results/scaling/{system}/{benchmark}/{scenario}/n{count}"
+        return path("scaling_run", system=system, benchmark=benchmark, scenario=scenario, n_endpoints=count)
 
     def scaling_outputs(self) -> list[str]:
         if not self.scaling:
             return []
-        base = f"results/scaling/{self.scaling['system']}/{self.scaling['benchmark']}/scaling"
-        return [f"{base}.csv", f"{base}.md", f"{base}.svg"]
+        where = {"system": self.scaling["system"], "benchmark": self.scaling["benchmark"]}
+        return [path(key, **where) for key in ("scaling_csv", "scaling_md", "scaling_svg")]
 
     # -- targets ------------------------------------------------------------------------
     def run_outputs(self) -> list[str]:
         return [self.run_dir(j.system, j.benchmark, j.scenario, m) for j in self.jobs for m in MODES]
 
     def accuracy_outputs(self) -> list[str]:
-        return [f"{self.accuracy_dir(j.system, j.benchmark, j.scenario)}/accuracy.json" for j in self.jobs]
+        return [path("accuracy_json", system=j.system, benchmark=j.benchmark, scenario=j.scenario) for j in self.jobs]
 
     def compliance_outputs(self) -> list[str]:
         return [self.compliance_dir(j.system, j.benchmark, j.scenario, t) for j, t in self.compliance_jobs]

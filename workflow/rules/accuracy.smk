@@ -4,13 +4,13 @@
 
 rule accuracy_eval:
     input:
-        run="results/runs/{system}/{benchmark}/{scenario}/accuracy",
+        run=path("run", mode="accuracy"),
         dataset=dataset_dir_of,
         tokenizer=tokenizer_dir_of,
         reference=reference_accuracy_of,
     output:
-        txt="results/accuracy/{system}/{benchmark}/{scenario}/accuracy.txt",
-        json="results/accuracy/{system}/{benchmark}/{scenario}/accuracy.json",
+        txt=PATHS["accuracy_txt"],
+        json=PATHS["accuracy_json"],
     log:
         "logs/accuracy/{system}/{benchmark}/{scenario}.log",
     conda:

@@ -4,8 +4,8 @@
 
 rule acquire_model:
     output:
-        model=directory("resources/models/{model}"),
-        record="results/acquire/models/{model}.json",
+        model=directory(PATHS["model"]),
+        record=path("acquire_record", kind="models", name="{model}"),
     log:
         "logs/acquire/models/{model}.log",
     conda:
@@ -30,8 +30,8 @@ rule acquire_dataset:
             else []
         ),
     output:
-        dataset=directory("resources/datasets/{dataset}"),
-        record="results/acquire/datasets/{dataset}.json",
+        dataset=directory(PATHS["dataset"]),
+        record=path("acquire_record", kind="datasets", name="{dataset}"),
     log:
         "logs/acquire/datasets/{dataset}.log",
     conda:

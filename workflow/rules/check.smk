@@ -3,10 +3,10 @@
 
 rule check_submission:
     input:
-        package="results/package",
+        package=PATHS["package"],
     output:
-        txt="results/check/report.txt",
-        json="results/check/report.json",
+        txt=PATHS["check_txt"],
+        json=PATHS["check_json"],
     log:
         "logs/check/check.log",
     localrule: True
@@ -23,4 +23,4 @@ onstart:
     # installed LoadGen's seeds, the disk; writes results/check/preflight.txt and stops the
     # workflow before any job starts if something is wrong. A handler, not a rule: a rule
     # that every run depends on hides config edits from Snakemake's rerun triggers.
-    preflight_or_stop(config, "results/check/preflight.txt")
+    preflight_or_stop(config, PATHS["preflight"])

@@ -8,6 +8,7 @@ from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.errors import UserError
 from mlperf_repro.compare.targets import compare_inputs, compare_outputs, compare_specs
+from mlperf_repro.paths import PATHS, path
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
 
 try:

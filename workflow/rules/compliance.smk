@@ -8,9 +8,9 @@ rule compliance_run:
         model=serving_dir,
         dataset=dataset_dir_of,
         screen=screen_of,
-        user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
+        user_conf=PATHS["user_conf"],
     output:
-        run=directory("results/runs/{system}/{benchmark}/{scenario}/{test}"),
+        run=directory(PATHS["compliance_run"]),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{test}.log",
     container:
@@ -48,7 +48,7 @@ rule compliance_run:
 
 rule compliance_verify:
     input:
-        run="results/runs/{system}/{benchmark}/{scenario}/{test}",
+        run=PATHS["compliance_run"],
         model=serving_dir,
         dataset=dataset_dir_of,
         tokenizer=tokenizer_dir_of,
@@ -61,7 +61,7 @@ rule compliance_verify:
             else []
         ),
     output:
-        verdict=directory("results/compliance/{system}/{benchmark}/{scenario}/{test}"),
+        verdict=directory(PATHS["compliance"]),
     log:
         "logs/compliance/{system}/{benchmark}/{scenario}/{test}.log",
     localrule: True

@@ -11,7 +11,7 @@ rule package:
         compliance=PLAN.compliance_outputs(),
         quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
     output:
-        package=directory("results/package"),
+        package=directory(PATHS["package"]),
     log:
         "logs/package/package.log",
     localrule: True
@@ -26,9 +26,9 @@ rule package:
 
 rule tarball:
     input:
-        package="results/package",
+        package=PATHS["package"],
     output:
-        "results/submission.tar.gz",
+        PATHS["tarball"],
     log:
         "logs/package/tarball.log",
     localrule: True

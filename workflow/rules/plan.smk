@@ -3,8 +3,8 @@
 # numbers as `mlperf-repro plan --configfile <config>`; not part of `all`.
 rule plan_view:
     output:
-        txt="results/plan/plan.txt",
-        json="results/plan/plan.json",
+        txt=PATHS["plan_txt"],
+        json=PATHS["plan_json"],
     log:
         "logs/plan/plan_view.log",
     localrule: True

@@ -5,10 +5,10 @@
 
 rule quantize:
     input:
-        model="resources/models/{model}",
+        model=PATHS["model"],
     output:
-        quantized=directory("results/models/{model}-{recipe}"),
-        emulated=directory("results/models/{model}-{recipe}-emulated"),
+        quantized=directory(PATHS["quantized"]),
+        emulated=directory(PATHS["emulated"]),
     log:
         "logs/quantize/{model}-{recipe}.log",
     container:

@@ -5,11 +5,11 @@ rule summary:
     input:
         accuracy=PLAN.accuracy_outputs(),
         runs=PLAN.run_outputs(),
-        check="results/check/report.json",
+        check=PATHS["check_json"],
         acquired=[PLAN.acquire_record_path("models", m) for m in PLAN.models],
     output:
-        csv="results/report/summary.csv",
-        md="results/report/summary.md",
+        csv=PATHS["summary_csv"],
+        md=PATHS["summary_md"],
     log:
         "logs/report/summary.log",
     localrule: True
@@ -24,10 +24,10 @@ rule summary:
 rule official_summary:
     # The submission checker's summary CSV and the final-report spreadsheet, from the tree.
     input:
-        package="results/package",
+        package=PATHS["package"],
     output:
-        csv="results/report/summary_official.csv",
-        xlsx="results/report/final_report.xlsx",
+        csv=PATHS["official_summary_csv"],
+        xlsx=PATHS["final_report_xlsx"],
     log:
         "logs/report/official_summary.log",
     localrule: True

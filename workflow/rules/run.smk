@@ -4,7 +4,7 @@
 
 rule user_conf:
     output:
-        "results/runs/{system}/{benchmark}/{scenario}/user.conf",
+        PATHS["user_conf"],
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/user_conf.log",
     localrule: True
@@ -23,9 +23,9 @@ rule loadgen_run:
         model=serving_dir,
         dataset=dataset_dir_of,
         screen=screen_of,
-        user_conf="results/runs/{system}/{benchmark}/{scenario}/user.conf",
+        user_conf=PATHS["user_conf"],
     output:
-        run=directory("results/runs/{system}/{benchmark}/{scenario}/{mode}"),
+        run=directory(PATHS["run"]),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{mode}.log",
     container:
@@ -69,7 +69,7 @@ rule reference_accuracy:
         dataset=dataset_dir_of,
         screen=screen_of,
     output:
-        "results/reference/{system}/{benchmark}/accuracy.json",
+        PATHS["reference_accuracy"],
     log:
         "logs/reference/{system}/{benchmark}.log",
     container:

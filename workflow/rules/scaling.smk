@@ -4,7 +4,7 @@
 
 rule scaling_user_conf:
     output:
-        "results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
+        PATHS["scaling_user_conf"],
     log:
         "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user_conf.log",
     localrule: True
@@ -21,9 +21,9 @@ rule scaling_run:
         model=serving_dir,
         dataset=dataset_dir_of,
         screen=screen_of,
-        user_conf="results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.user.conf",
+        user_conf=PATHS["scaling_user_conf"],
     output:
-        run=directory("results/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}"),
+        run=directory(PATHS["scaling_run"]),
     log:
         "logs/scaling/{system}/{benchmark}/{scenario}/n{n_endpoints}.log",
     container:
@@ -62,9 +62,9 @@ rule scaling_report:
     input:
         lambda wc: [PLAN.scaling_run_dir(wc.system, wc.benchmark, s, n) for s, n in PLAN.scaling_jobs()],
     output:
-        csv="results/scaling/{system}/{benchmark}/scaling.csv",
-        md="results/scaling/{system}/{benchmark}/scaling.md",
-        svg="results/scaling/{system}/{benchmark}/scaling.svg",
+        csv=PATHS["scaling_csv"],
+        md=PATHS["scaling_md"],
+        svg=PATHS["scaling_svg"],
     log:
         "logs/scaling/{system}/{benchmark}/report.log",
     localrule: True

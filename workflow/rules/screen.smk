@@ -6,7 +6,7 @@
 
 rule screen_gpus:
     output:
-        "results/screen/{system}.json",
+        PATHS["screen"],
     log:
         "logs/screen/{system}.log",
     container:

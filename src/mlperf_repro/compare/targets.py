@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..paths import PATHS
 from .cli import stems
 
 REPORT_EXTENSIONS = ("md", "csv", "html")
-OWN_TREE = "results/package"
+OWN_TREE = PATHS["package"]
 
 
 def _joined(entry: str | list[str]) -> str:
