@@ -3,8 +3,9 @@
     python endpoint_child.py ARGS.json    (the keyword arguments of stages.runs.loadgen_job)
 
 Fault injection: with KILL_PGID and KILL_AFTER set, the server process group KILL_PGID
-gets SIGKILL right after the KILL_AFTER-th answer reaches LoadGen, i.e. mid-run with
-queries in flight, however fast the run goes.
+gets SIGKILL once KILL_AFTER answers have reached LoadGen, at the moment the dispatcher
+next sends queries to endpoint KILL_ENDPOINT (default srv1): mid-run and with queries in
+flight on that server, however fast the run goes and whatever the scenario's arrival gaps.
 
 Prints ``RECORD <json>`` with the run record; ``ERROR <message>`` when the run stops.
 """
@@ -16,25 +17,35 @@ import os
 import signal
 import sys
 
-from mlperf_repro.backends.dispatcher import EndpointsLost
+from mlperf_repro.backends.dispatcher import Dispatcher, EndpointsLost
 from mlperf_repro.harness import sut as sut_module
 from mlperf_repro.stages.runs import loadgen_job
 
 
-def inject_kill(pgid: int, after: int) -> None:
-    complete = sut_module.LlmSut.complete
+def inject_kill(pgid: int, after: int, endpoint_name: str) -> None:
+    complete, start = sut_module.LlmSut.complete, Dispatcher._start
+    state = {"armed": False, "killed": False}
 
-    def complete_then_kill(self, request_id, token_ids):
+    def complete_and_count(self, request_id, token_ids):
         complete(self, request_id, token_ids)
-        if self.completed == after:
+        state["armed"] = state["armed"] or self.completed >= after
+
+    def start_then_kill(self, endpoint, queries):
+        start(self, endpoint, queries)
+        # Killed right after a send, the server holds at least these queries unanswered.
+        if state["armed"] and not state["killed"] and endpoint.name == endpoint_name:
+            state["killed"] = True
             os.killpg(pgid, signal.SIGKILL)
 
-    sut_module.LlmSut.complete = complete_then_kill
+    sut_module.LlmSut.complete = complete_and_count
+    Dispatcher._start = start_then_kill
 
 
 if __name__ == "__main__":
     if os.environ.get("KILL_PGID"):
-        inject_kill(int(os.environ["KILL_PGID"]), int(os.environ["KILL_AFTER"]))
+        inject_kill(
+            int(os.environ["KILL_PGID"]), int(os.environ["KILL_AFTER"]), os.environ.get("KILL_ENDPOINT", "srv1")
+        )
     kwargs = json.loads(open(sys.argv[1]).read())
     try:
         record = loadgen_job(**kwargs)

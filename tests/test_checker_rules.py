@@ -16,6 +16,7 @@ import pytest
 from tree_factory import BENCH, GOOD_ACCURACY, SUBMITTER, SYSTEM, build_tree, format_accuracy, make_runs, patch_detail
 from tree_factory import RULES as ROUND
 
+from mlperf_repro.benchmarks import load_round
 from mlperf_repro.check.tree import RULES, check_tree
 
 RESULTS = f"closed/{SUBMITTER}/results/{SYSTEM}/{BENCH}"
@@ -59,7 +60,6 @@ def test_good_trees_pass(good_tree, runs, tmp_path):
 
 def test_every_rule_is_covered_below():
     tested = {
-        "root-files",
         "required-files",
         "scenario-set",
         "system-description",
@@ -72,6 +72,7 @@ def test_every_rule_is_covered_below():
         "latency",
         "run-length",
         "accuracy-log",
+        "accuracy-files",
         "accuracy-target",
         "compliance",
         "hygiene",
@@ -165,6 +166,104 @@ def test_seeds(tree):
         {"effective_qsl_rng_seed": 2085463073848966840},
     )  # v6.1's seed
     assert "qsl_rng_seed" in only_rule(tree, "seeds", "Offline")[0].message
+
+
+def test_seeds_are_judged_from_the_log_not_the_loadgen_version(tree):
+    """Published v6.0 results ran LoadGen 6.0.5-6.0.9, which carry the v6.0 seeds."""
+    for scenario in ("Offline", "Server"):
+        patch_detail(
+            tree / RESULTS / scenario / "performance/run_1/mlperf_log_detail.txt",
+            {"loadgen_version": "6.0.5 @ 4d3f2e1"},
+        )
+    assert errors(tree) == []
+
+
+def test_seeds_of_another_round_name_that_round_and_the_release_to_install(tree):
+    seeds = load_round("v6.1").seeds
+    patch_detail(
+        tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+        {f"effective_{k}": v for k, v in seeds.items()} | {"loadgen_version": "6.0.17"},
+    )
+    (finding,) = only_rule(tree, "seeds", "Offline")
+    assert "6.0.17 ran with the v6.1 seeds" in finding.message and ROUND.loadgen_requirement in finding.message
+
+
+def test_scenario_folders_are_read_case_insensitively(tree):
+    """Some submitters name the folders offline/server, which the official checker accepts."""
+    for scenario in ("Offline", "Server"):
+        (tree / RESULTS / scenario).rename(tree / RESULTS / scenario.lower())
+    assert errors(tree) == []
+
+
+def test_mixed_node_system_gives_counts_per_kind_of_node(tree):
+    """One description for a system of three kinds of node (the heterogeneous case)."""
+    path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc = json.loads(path.read_text())
+    desc["number_of_nodes"] = 3
+    desc["host_processor_core_count"] = "64(AMD EPYC 9534) and 96(AMD EPYC 9655) and 192(AMD EPYC 9965)"
+    desc["host_processor_model_name"] = "AMD EPYC 9534 (MI300X node), AMD EPYC 9655 (MI325X node), AMD EPYC 9965"
+    desc["accelerator_model_name"] = (
+        "AMD Instinct MI300X (x8) and AMD Instinct MI325X (x8) and AMD Instinct MI355X (x8)"
+    )
+    path.write_text(json.dumps(desc))
+    assert errors(tree) == []
+    desc["host_processor_core_count"] = "lots"
+    path.write_text(json.dumps(desc))
+    assert "host_processor_core_count" in only_rule(tree, "system-description", SYSTEM)[0].message
+
+
+def test_edge_system_needs_the_edge_scenarios(tree):
+    """Scenario sets depend on the system's system_type."""
+    path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc = json.loads(path.read_text())
+    desc["system_type"] = "edge"
+    path.write_text(json.dumps(desc))
+    found = only_rule(tree, "scenario-set", BENCH)
+    assert "edge" in found[0].message
+
+
+def test_benchmarks_the_workflow_does_not_run_are_judged(tree):
+    """A partner's tree may hold any benchmark of the round: no 'not a benchmark' error for
+    them, and their own facts apply (here: resnet's accuracy target, read from the line
+    the reference accuracy script prints)."""
+    facts = ROUND.benchmark("resnet")
+    assert not facts.runnable
+    resnet = tree / f"closed/{SUBMITTER}/results/{SYSTEM}/resnet/Offline"
+    shutil.copytree(tree / RESULTS / "Offline", resnet)
+    (resnet / "accuracy/accuracy.txt").write_text("accuracy=75.000%, good=37500, total=50000\nhash=" + "0" * 64 + "\n")
+    (found,) = check_tree(tree, ROUND, only=["accuracy-target"])
+    assert found.path.endswith("resnet/Offline/accuracy/accuracy.txt") and "75.0 < target 75.69" in found.message
+    (resnet / "accuracy/accuracy.txt").write_text("accuracy=76.100%, good=38050, total=50000\nhash=" + "0" * 64 + "\n")
+    assert check_tree(tree, ROUND, only=["accuracy-target"]) == []
+
+
+def test_accuracy_files_the_table_names_must_be_there(tree):
+    """wan-2.2's accuracy folder carries the videos of ten named samples."""
+    wan = tree / f"closed/{SUBMITTER}/results/{SYSTEM}/wan-2.2-t2v-a14b/Offline"
+    shutil.copytree(tree / RESULTS / "Offline", wan)
+    stems = ROUND.benchmark("wan-2.2-t2v-a14b").accuracy["extra_files"]["videos"]
+    (found,) = check_tree(tree, ROUND, only=["accuracy-files"])
+    assert found.path.endswith("wan-2.2-t2v-a14b/Offline/accuracy/videos") and stems[0] in found.message
+    (wan / "accuracy/videos").mkdir()
+    for stem in stems[1:]:
+        (wan / "accuracy/videos" / f"{stem}.mp4").write_bytes(b"x")
+    (found,) = check_tree(tree, ROUND, only=["accuracy-files"])
+    assert found.message.endswith(f"sample(s) {stems[0]}")
+    (wan / "accuracy/videos" / f"{stems[0]}.mp4").write_bytes(b"x")
+    assert check_tree(tree, ROUND, only=["accuracy-files"]) == []
+
+
+def test_a_results_repository_with_many_submitters_is_checked_per_submitter(tree):
+    second = tree / "closed" / "OtherOrg"
+    shutil.copytree(tree / f"closed/{SUBMITTER}", second)
+    for path in (second / "systems").glob("*.json"):
+        desc = json.loads(path.read_text())
+        desc["submitter"] = "OtherOrg"
+        path.write_text(json.dumps(desc))
+    assert errors(tree) == []
+    (second / "results" / SYSTEM / BENCH / "Offline/user.conf").write_text("")
+    (found,) = errors(tree)
+    assert found.path.startswith("closed/OtherOrg/")
 
 
 def test_scenario_match(tree):

@@ -159,7 +159,7 @@ def test_a_server_killed_mid_run_loses_no_query(e2e_workdir, servers, tmp_path, 
         f"llama2-70b.{scenario}.min_query_count = 300\nllama2-70b.{scenario}.min_duration = 5000\n"
         f"llama2-70b.{scenario}.target_qps = {20 if scenario == 'Offline' else 16}\n"
     )
-    # SIGKILL server 1 after the 40th answer: mid-run, with queries in flight on it.
+    # SIGKILL server 1 at its first send after the 40th answer: mid-run, with queries in flight on it.
     kill = {"KILL_PGID": str(servers["procs"][1].pid), "KILL_AFTER": "40"}
     result, out = run_child(e2e_workdir, tmp_path, servers, scenario, "performance", conf, env=kill)
     record = record_of(result)

@@ -2,7 +2,12 @@
 
 This is the single place benchmark facts come from (LoadGen model names, scenarios,
 latency limits, sample counts, accuracy targets, compliance tests, seeds). Adding a round
-means adding a YAML file; no code change.
+means adding a YAML file; no code change. A round may say ``based_on: <round>``: it then
+holds only what changed (mappings merge key by key, lists and values replace, and
+``drop_benchmarks`` removes benchmarks the newer round no longer has).
+
+A benchmark with a ``task`` is one the workflow can run; every other one is there so the
+checker can judge a partner's or a published tree that holds it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,28 @@ def load_round(round_name: str) -> Round:
             f"round '{round_name}' has no rules table; known rounds: {', '.join(available_rounds())} "
             f"(add {path} to support it)"
         )
-    return Round(yaml.safe_load(path.read_text()))
+    data = yaml.safe_load(path.read_text())
+    base = data.pop("based_on", None)
+    if base is not None:
+        if base == round_name:
+            raise UserError(f"{path}: based_on names the round itself")
+        dropped = data.pop("drop_benchmarks", [])
+        data = _merged(load_round(base).data, data)
+        for name in dropped:
+            data["benchmarks"].pop(name, None)
+    return Round(data)
+
+
+def _merged(base: dict, override: dict) -> dict:
+    """``override`` on top of ``base``: mappings merge recursively, everything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+# The system_type values of a system description; the rules tables key scenario sets by them.
+DEFAULT_SYSTEM_TYPE = "datacenter"
 
 
 @dataclass(frozen=True)
@@ -49,16 +75,33 @@ class Benchmark:
     def scenarios(self) -> list[str]:
         return list(self.facts["loadgen_model"])
 
+    def scenario_rule(self, system_type: str = DEFAULT_SYSTEM_TYPE) -> dict[str, list[str]] | None:
+        """{required, optional, at_least_one_of} for a system type ("datacenter", "edge",
+        "datacenter,edge"; "edge,datacenter" reads as the latter), or None where the
+        benchmark is not part of that suite."""
+        by_type = self.facts["scenarios"]
+        key = ",".join(sorted(str(system_type).replace(" ", "").split(","))) if system_type else DEFAULT_SYSTEM_TYPE
+        rule = by_type.get(key)
+        if rule is None:
+            return None
+        return {k: list(rule.get(k) or []) for k in ("required", "optional", "at_least_one_of")}
+
     @property
     def required_scenarios(self) -> list[str]:
-        return list(self.facts["scenarios"]["required"])
+        """The datacenter suite's required scenarios (the workflow runs datacenter systems)."""
+        return (self.scenario_rule() or {}).get("required", [])
 
     def latency_limits_ms(self, scenario: str) -> dict[str, float] | None:
         return self.facts.get("latency_ms", {}).get(scenario)
 
     @property
+    def runnable(self) -> bool:
+        """Whether the workflow can run it (the table names its task)."""
+        return "task" in self.facts
+
+    @property
     def is_llm(self) -> bool:
-        return self.facts["task"] == "llm"
+        return bool(self.facts.get("use_token_latencies"))
 
     @property
     def accuracy(self) -> dict[str, Any]:
@@ -78,10 +121,18 @@ class Benchmark:
     def absolute_targets(self) -> dict[str, float]:
         """Metric -> minimum value from the published reference and the target fraction."""
         acc = self.accuracy
-        targets = {m: acc["reference"][m] * acc["target_fraction"] for m in acc["targets"]}
+        targets = {m: acc["reference"][m] * acc["target_fraction"] for m in acc.get("targets", [])}
         for metric, fraction in acc.get("lower_bound_fraction", {}).items():
             targets[metric] = acc["reference"][metric] * fraction
+        targets.update(acc.get("minimum", {}))
         return targets
+
+    def upper_bounds(self) -> dict[str, float]:
+        """Metric -> maximum value (fractions of the reference, or absolute)."""
+        acc = self.accuracy
+        bounds = {m: acc["reference"][m] * f for m, f in acc.get("upper_bound_fraction", {}).items()}
+        bounds.update(acc.get("upper_bound", {}))
+        return bounds
 
 
 @dataclass(frozen=True)

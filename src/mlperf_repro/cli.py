@@ -1,8 +1,9 @@
 """Command line: ``python -m mlperf_repro <command>`` (also installed as ``mlperf-repro``).
 
-Commands: ``compare`` (partners' submissions against a reference), ``plan`` (jobs, wall
-time, GPU-hours and disk per stage, estimated from a config before anything runs). The
-workflow itself runs with ``snakemake``.
+Commands: ``check`` (any submission tree or tarball against a round's rules), ``compare``
+(partners' submissions against a reference), ``plan`` (jobs, wall time, GPU-hours and disk
+per stage, estimated from a config before anything runs), ``k8s-render``. The workflow
+itself runs with ``snakemake``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="mlperf-repro", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    from .check import cli as check_cli
     from .compare import cli as compare_cli
+
+    check_parser = commands.add_parser(
+        "check",
+        help="check a submission tree or tarball against a round's rules",
+        description=check_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check_cli.add_arguments(check_parser)
 
     compare_parser = commands.add_parser(
         "compare",
@@ -62,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "k8s-render":
             return run_k8s_render(args)
+        if args.command == "check":
+            return check_cli.run(args)
         if args.command == "compare":
             return compare_cli.run(args)
         if args.command == "plan":

@@ -191,10 +191,16 @@ def check_references(config: dict) -> list[str]:
     for name, bench in config["benchmarks"].items():
         where = f"benchmarks.{name}"
         official = bench["mlperf_benchmark"]
+        runnable = [b for b in rules.benchmark_names if rules.benchmark(b).runnable]
         if official not in rules.benchmark_names:
             problems.append(
                 f"{where}.mlperf_benchmark: '{official}' is not a {rules.name} benchmark; "
-                f"allowed: {', '.join(rules.benchmark_names)}"
+                f"the workflow runs: {', '.join(runnable)}"
+            )
+        elif official not in runnable:
+            problems.append(
+                f"{where}.mlperf_benchmark: the workflow cannot run {official} yet (its rules are known, so "
+                f"`mlperf-repro check` judges a tree that holds it); the workflow runs: {', '.join(runnable)}"
             )
         if bench["model"] not in models:
             problems.append(f"{where}.model: '{bench['model']}' is not a models entry; known: {', '.join(models)}")

@@ -57,7 +57,7 @@ def _scenarios(plan: Plan) -> list[Finding]:
         return findings
     for system, benchmark in plan.system_benchmarks():
         scenarios = set(plan.system_cfg(system)["benchmarks"][benchmark])
-        one_of = plan.facts(benchmark).facts["scenarios"].get("at_least_one_of") or []
+        one_of = (plan.facts(benchmark).scenario_rule() or {}).get("at_least_one_of", [])
         if one_of and not scenarios & set(one_of):
             findings.append(
                 Finding(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..benchmarks import Benchmark, Round
+from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
 from ..errors import UserError
 from ..loadgen_logs import read_detail
 from .findings import Finding
@@ -33,9 +33,26 @@ class ScenarioResult:
     benchmark: str  # the folder name
     mlperf_benchmark: str
     scenario: str
-    path: Path
+    path: Path  # results/<system>/<benchmark>/<scenario>
     facts: Benchmark | None
+    # Where the round's layout keeps this result's user.conf, README and measurements, and
+    # its compliance folders (the scenario folder since v6.0; measurements/... and
+    # compliance/... beside results/ before).
+    measure_path: Path | None = None
+    compliance_path: Path | None = None
     _details: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.measure_path = self.measure_path or self.path
+        self.compliance_path = self.compliance_path or self.path
+
+    def measurements_file(self) -> Path:
+        """measurements.json, or (older layouts) the one JSON file of the measurements folder."""
+        path = self.measure_path / "measurements.json"
+        if path.is_file() or self.measure_path == self.path:
+            return path
+        found = sorted(self.measure_path.glob("*.json"))
+        return found[0] if found else path
 
     def detail(self, relative: str) -> dict[str, Any] | None:
         """A parsed LoadGen detail log of this result (cached), or None if absent."""
@@ -47,6 +64,8 @@ class ScenarioResult:
 
 @dataclass
 class TreeContext:
+    """One submitter's folder (``<division>/<submitter>``) of a tree."""
+
     root: Path
     rules: Round
     division: str
@@ -54,6 +73,22 @@ class TreeContext:
     model_mapping: dict[str, str]
     results: list[ScenarioResult]
     test_scale: bool
+    _systems: dict[str, dict | None] = field(default_factory=dict)
+
+    def system_description(self, system: str) -> dict | None:
+        """systems/<system>.json parsed (cached); None if absent or not a JSON object."""
+        if system not in self._systems:
+            path = self.base / "systems" / f"{system}.json"
+            try:
+                data = json.loads(path.read_text()) if path.is_file() else None
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                data = None
+            self._systems[system] = data if isinstance(data, dict) else None
+        return self._systems[system]
+
+    def system_type(self, system: str) -> str:
+        desc = self.system_description(system) or {}
+        return str(desc.get("system_type") or DEFAULT_SYSTEM_TYPE)
 
     @property
     def base(self) -> Path:
@@ -82,52 +117,95 @@ def rule(name: str):
 # -- loading ---------------------------------------------------------------------------
 
 
-def load_context(root: str | Path, rules: Round) -> tuple[TreeContext | None, list[Finding]]:
+# Since v6.0 a result's measurements and compliance folders are its scenario folder; a
+# round table's `layout` says otherwise for older rounds.
+RESULT_FOLDER_LAYOUT = {
+    "measurements": "results/{system}/{benchmark}/{scenario}",
+    "compliance": "results/{system}/{benchmark}/{scenario}",
+}
+
+
+def load_contexts(root: str | Path, rules: Round) -> tuple[list[TreeContext], list[Finding]]:
+    """Every ``<division>/<submitter>`` folder of a tree (ours holds one; a published
+    results repository holds many)."""
     root = Path(root)
     if not root.is_dir():
-        return None, [Finding("tree-layout", str(root), "the submission tree does not exist")]
+        return [], [Finding("tree-layout", str(root), "the submission tree does not exist")]
     divisions = [d for d in sorted(root.iterdir()) if d.is_dir() and d.name in rules["divisions"]]
-    if len(divisions) != 1:
+    if not divisions:
+        return [], [
+            Finding(
+                "tree-layout",
+                str(root),
+                f"not a submission tree: no division folder ({', '.join(rules['divisions'])}) at its root",
+            )
+        ]
+    contexts = []
+    test_scale = (root / NOT_SUBMITTABLE_MARK).is_file()
+    mapping_rules = dict(rules.data.get("model_mapping") or {})
+    scenario_names = {name.lower(): name for name in rules.scenario_folders}
+    layout = {**RESULT_FOLDER_LAYOUT, **(rules.data.get("layout") or {})}
+    for division in divisions:
+        for base in sorted(s for s in division.iterdir() if s.is_dir()):
+            mapping_path = base / "model_mapping.json"
+            mapping = dict(mapping_rules)
+            if mapping_path.is_file():
+                try:
+                    mapping.update(json.loads(mapping_path.read_text()))
+                except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError):
+                    pass  # reported by the model-mapping rule
+            results = []
+            for system_dir in sorted(p for p in (base / "results").glob("*") if p.is_dir()):
+                for bench_dir in sorted(p for p in system_dir.glob("*") if p.is_dir()):
+                    official = mapping.get(bench_dir.name, bench_dir.name)
+                    facts = rules.benchmark(official) if official in rules.benchmark_names else None
+                    for scenario_dir in sorted(p for p in bench_dir.glob("*") if p.is_dir()):
+                        # The official checker reads scenario folders case-insensitively ("offline").
+                        scenario = scenario_names.get(scenario_dir.name.lower(), scenario_dir.name)
+                        where = {"system": system_dir.name, "benchmark": bench_dir.name, "scenario": scenario_dir.name}
+                        results.append(
+                            ScenarioResult(
+                                system_dir.name,
+                                bench_dir.name,
+                                official,
+                                scenario,
+                                scenario_dir,
+                                facts,
+                                measure_path=base / layout["measurements"].format(**where),
+                                compliance_path=base / layout["compliance"].format(**where),
+                            )
+                        )
+            contexts.append(TreeContext(root, rules, division.name, base.name, mapping, results, test_scale))
+    if not contexts:
+        return [], [Finding("tree-layout", str(root), "no submitter folder under the division folder(s)")]
+    return contexts, []
+
+
+def load_context(root: str | Path, rules: Round) -> tuple[TreeContext | None, list[Finding]]:
+    """The one submitter of a tree the workflow packaged (exactly one division and submitter)."""
+    contexts, findings = load_contexts(root, rules)
+    if findings:
+        return None, findings
+    if len(contexts) != 1:
         return None, [
             Finding(
                 "tree-layout",
                 str(root),
-                f"expected exactly one division folder of {rules['divisions']}, found {[d.name for d in divisions]}",
+                f"expected one submitter folder, found {[f'{c.division}/{c.submitter}' for c in contexts]}",
             )
         ]
-    submitters = [s for s in sorted(divisions[0].iterdir()) if s.is_dir()]
-    if len(submitters) != 1:
-        return None, [
-            Finding(
-                "tree-layout", divisions[0].name, f"expected one submitter folder, found {[s.name for s in submitters]}"
-            )
-        ]
-    base = submitters[0]
-    mapping_path = base / "model_mapping.json"
-    mapping = json.loads(mapping_path.read_text()) if mapping_path.is_file() else {}
-    results: list[ScenarioResult] = []
-    for system_dir in sorted(p for p in (base / "results").glob("*") if p.is_dir()):
-        for bench_dir in sorted(p for p in system_dir.glob("*") if p.is_dir()):
-            official = mapping.get(bench_dir.name, bench_dir.name)
-            facts = rules.benchmark(official) if official in rules.benchmark_names else None
-            for scenario_dir in sorted(p for p in bench_dir.glob("*") if p.is_dir()):
-                results.append(
-                    ScenarioResult(system_dir.name, bench_dir.name, official, scenario_dir.name, scenario_dir, facts)
-                )
-    ctx = TreeContext(
-        root, rules, divisions[0].name, base.name, mapping, results, test_scale=(root / NOT_SUBMITTABLE_MARK).is_file()
-    )
-    return ctx, []
+    return contexts[0], []
 
 
 # -- layout and required files -------------------------------------------------------------
 
 
-@rule("root-files")
-def check_root(ctx: TreeContext) -> list[Finding]:
-    limits = ctx.rules["tree_limits"]
+def check_root(root: Path, rules: Round, contexts: list[TreeContext]) -> list[Finding]:
+    """What may sit at the root of the tree and directly under its division folders
+    (checked once per tree, not per submitter)."""
+    limits = rules["tree_limits"]
     findings = []
-    for path in sorted(ctx.root.iterdir()):
+    for path in sorted(root.iterdir()):
         if path.is_dir() and path.name not in limits["root_folders"]:
             findings.append(
                 Finding(
@@ -144,9 +222,12 @@ def check_root(ctx: TreeContext) -> list[Finding]:
                     f"only {limits['root_file_suffixes']} files may sit at the root of a submission",
                 )
             )
-    for path in sorted((ctx.root / ctx.division).iterdir()):
-        if path.is_file():
-            findings.append(Finding("root-files", ctx.rel(path), "no loose files directly under the division"))
+    for division in sorted({c.division for c in contexts}):
+        for path in sorted((root / division).iterdir()):
+            if path.is_file():
+                findings.append(
+                    Finding("root-files", f"{division}/{path.name}", "no loose files directly under the division")
+                )
     return findings
 
 
@@ -161,11 +242,16 @@ def check_required_files(ctx: TreeContext) -> list[Finding]:
             path = result.path / name
             if not path.is_file() or path.stat().st_size == 0:
                 findings.append(Finding("required-files", ctx.rel(path), "missing or empty"))
+        for name in ctx.rules.data.get("measurement_files", []):
+            path = result.measurements_file() if name == "measurements.json" else result.measure_path / name
+            if not path.is_file() or path.stat().st_size == 0:
+                findings.append(Finding("required-files", ctx.rel(path), "missing or empty"))
     return findings
 
 
 @rule("scenario-set")
 def check_scenario_set(ctx: TreeContext) -> list[Finding]:
+    """The scenarios of each benchmark against the suite of the system's system_type."""
     findings = []
     by_benchmark: dict[tuple[str, str], list[ScenarioResult]] = {}
     for result in ctx.results:
@@ -192,17 +278,57 @@ def check_scenario_set(ctx: TreeContext) -> list[Finding]:
                     f"{facts.name} has no scenario {unknown}; allowed: {facts.scenarios}",
                 )
             )
-        if ctx.division != "open":
-            for missing in facts.required_scenarios:
-                if missing not in present:
-                    findings.append(Finding("scenario-set", folder, f"required scenario {missing} is missing"))
-            one_of = facts.facts["scenarios"].get("at_least_one_of") or []
-            if one_of and not present & set(one_of):
-                findings.append(Finding("scenario-set", folder, f"needs at least one of {one_of}"))
+        if ctx.division == "open":
+            continue
+        system_type = ctx.system_type(system)
+        scenario_rule = facts.scenario_rule(system_type)
+        if scenario_rule is None:
+            findings.append(
+                Finding(
+                    "scenario-set",
+                    folder,
+                    f"{facts.name} is not a benchmark of the {system_type} suite "
+                    f"(system_type of systems/{system}.json)",
+                )
+            )
+            continue
+        for missing in scenario_rule["required"]:
+            if missing not in present:
+                findings.append(
+                    Finding("scenario-set", folder, f"required scenario {missing} ({system_type}) is missing")
+                )
+        allowed = set(scenario_rule["required"]) | set(scenario_rule["optional"])
+        for extra in sorted((present & set(facts.scenarios)) - allowed):
+            findings.append(
+                Finding("scenario-set", f"{folder}/{extra}", f"{extra} is not a {system_type} scenario of {facts.name}")
+            )
+        one_of = scenario_rule["at_least_one_of"]
+        if one_of and not present & set(one_of):
+            findings.append(Finding("scenario-set", folder, f"needs at least one of {one_of}"))
     return findings
 
 
 # -- system descriptions and measurements ----------------------------------------------------
+
+
+# A mixed system (nodes of several kinds in one system) gives a count per kind of node:
+# "64(AMD EPYC 9534) and 96(AMD EPYC 9655)", "8 (MI300X), 8 (MI325X)".
+_COUNT = r"\s*(\d+)\s*(?:\([^()]*\))?\s*"
+_PER_NODE_TYPE = re.compile(rf"^{_COUNT}(?:(?:,|;|\+|\band\b){_COUNT})*$")
+
+
+def per_node_type_counts(value: Any) -> list[int] | None:
+    """The counts an integer field of a system description holds: [n] for a plain
+    integer, one per kind of node for a mixed system; None if it is neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, float) and value.is_integer():
+        return [int(value)]
+    text = str(value)
+    match = _PER_NODE_TYPE.match(text)
+    return [int(n) for n in re.findall(r"(\d+)\s*(?:\([^()]*\))?", text)] if match else None
 
 
 @rule("system-description")
@@ -225,15 +351,19 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
             Finding(
                 "system-description",
                 f"{ctx.division}/{ctx.submitter}/systems/{system}.json",
-                "a system description without results",
+                "a system description without results (remove it, or add the system's results)",
+                "warning",
             )
         )
     for path in sorted(systems_dir.glob("*.json")) if systems_dir.is_dir() else []:
         where = ctx.rel(path)
         try:
             desc = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             findings.append(Finding("system-description", where, f"not valid JSON: {exc}"))
+            continue
+        if not isinstance(desc, dict):
+            findings.append(Finding("system-description", where, "not a JSON object"))
             continue
         for key in fields["required"]:
             if key not in desc:
@@ -247,11 +377,14 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
                     )
                 )
         for key in fields["integer"]:
-            try:
-                int(desc.get(key, 0))
-            except (TypeError, ValueError):
+            if key in desc and per_node_type_counts(desc[key]) is None:
                 findings.append(
-                    Finding("system-description", where, f"field {key} must be an integer, got {desc.get(key)!r}")
+                    Finding(
+                        "system-description",
+                        where,
+                        f"field {key} must be an integer, or one per kind of node in a mixed system "
+                        f'("64(AMD EPYC 9534) and 96(AMD EPYC 9655)"), got {desc[key]!r}',
+                    )
                 )
         if str(desc.get("status", "")).lower() not in ctx.rules["statuses"]:
             findings.append(
@@ -283,18 +416,29 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
+# How measurements.json says "no retraining" in published trees.
+NO_RETRAINING = ("", "no", "none", "n/a", "na", "false", "0")
+
+
 @rule("measurements")
 def check_measurements(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result in ctx.results:
-        path = result.path / "measurements.json"
+        path = result.measurements_file()
         if not path.is_file():
             continue
-        data = json.loads(path.read_text())
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            findings.append(Finding("measurements", ctx.rel(path), f"not valid JSON: {exc}"))
+            continue
+        if not isinstance(data, dict):
+            findings.append(Finding("measurements", ctx.rel(path), "not a JSON object"))
+            continue
         for key in ctx.rules["measurements_keys"]:
             if not data.get(key):
                 findings.append(Finding("measurements", ctx.rel(path), f"{key} is missing or empty"))
-        if ctx.division == "closed" and str(data.get("retraining", "")).lower() not in ("no", ""):
+        if ctx.division == "closed" and str(data.get("retraining", "")).strip().lower() not in NO_RETRAINING:
             findings.append(Finding("measurements", ctx.rel(path), "retraining is not allowed in the closed division"))
     return findings
 
@@ -357,24 +501,40 @@ def check_loadgen_errors(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
+def _round_of_seeds(seeds: dict[str, Any]) -> str | None:
+    """The known round whose seeds these are, if any (for a helpful message)."""
+    from ..benchmarks import available_rounds, load_round
+
+    for name in available_rounds():
+        if all(str(seeds.get(k)) == str(v) for k, v in load_round(name).seeds.items()):
+            return name
+    return None
+
+
 @rule("seeds")
 def check_seeds(ctx: TreeContext) -> list[Finding]:
+    """The seeds the log shows LoadGen used; the LoadGen version string is not judged
+    (a release from before the round's last one may carry the same seeds)."""
     findings = []
     for _, detail, where in _perf(ctx):
-        for key, expected in ctx.rules.seeds.items():
-            found = detail.get(f"effective_{key}")
-            if found is None or int(found) != int(expected):
-                findings.append(Finding("seeds", where, f"{key} is {found}, expected {expected} for {ctx.rules.name}"))
-        version = str(detail.get("loadgen_version", "")).split(" ")[0]
-        if version not in ctx.rules.loadgen_versions:
-            findings.append(
-                Finding(
-                    "seeds",
-                    where,
-                    f"LoadGen {version or '?'} does not carry the {ctx.rules.name} "
-                    f"seeds; install {ctx.rules.loadgen_requirement}",
-                )
+        found = {key: detail.get(f"effective_{key}") for key in ctx.rules.seeds}
+        wrong = [k for k, v in ctx.rules.seeds.items() if found[k] is None or str(found[k]) != str(v)]
+        if not wrong:
+            continue
+        other = _round_of_seeds(found)
+        version = str(detail.get("loadgen_version", "")).split(" ")[0] or "?"
+        because = (
+            f"LoadGen {version} ran with the {other} seeds" if other else f"LoadGen {version} ran with other seeds"
+        )
+        findings.append(
+            Finding(
+                "seeds",
+                where,
+                f"{because} ({', '.join(f'{k}={found[k]}' for k in wrong)}); {ctx.rules.name} needs "
+                f"{', '.join(f'{k}={ctx.rules.seeds[k]}' for k in wrong)}: install {ctx.rules.loadgen_requirement} "
+                "and rerun",
             )
+        )
     return findings
 
 
@@ -409,20 +569,42 @@ def check_token_latencies(ctx: TreeContext) -> list[Finding]:
     ]
 
 
+def _early_stopping(ctx: TreeContext, scenario_folder: str) -> bool:
+    """LoadGen judges this scenario by early stopping (its table entry says so)."""
+    entry = ctx.rules["scenarios"].get(scenario_folder) or {}
+    return bool(entry.get("early_stopping"))
+
+
 @rule("latency")
 def check_latency(ctx: TreeContext) -> list[Finding]:
-    """p99 TTFT/TPOT against this folder's limits (Interactive's own, not Server's), and the
-    limits LoadGen was asked to enforce must be this scenario's (else an Interactive run was
-    made under the Server model name)."""
+    """Early stopping met where the scenario uses it; the target latency LoadGen judged
+    against no looser than the table's; p99 TTFT/TPOT against this folder's limits
+    (Interactive's own, not Server's), and the token limits LoadGen was asked to enforce
+    must be this scenario's (else an Interactive run was made under the Server model name)."""
     findings = []
     for result, detail, where in _perf(ctx):
-        limits = result.facts.latency_limits_ms(result.scenario) if result.facts else None
-        if not limits:
+        if result.facts is None:
             continue
+        if _early_stopping(ctx, result.scenario) and detail.get("early_stopping_met") is False:
+            findings.append(Finding("latency", where, "early stopping was not met"))
+        limits = result.facts.latency_limits_ms(result.scenario) or {}
+        target = limits.get("target")
+        judged = detail.get("effective_target_latency_ns")
+        if target is not None and judged is not None and int(judged) > target * 1_000_000:
+            findings.append(
+                Finding(
+                    "latency",
+                    where,
+                    f"LoadGen judged latency against {int(judged) / 1e6:g} ms; "
+                    f"{result.facts.name} {result.scenario} allows at most {target:g} ms",
+                )
+            )
         for name, requested_key, measured_key in (
             ("ttft", "requested_server_ttft_latency", "result_first_token_99.00_percentile_latency_ns"),
             ("tpot", "requested_server_tpot_latency", "result_time_per_output_token_99.00_percentile_ns"),
         ):
+            if name not in limits:
+                continue
             limit_ns = limits[name] * 1_000_000
             requested = detail.get(requested_key)
             if requested is not None and int(requested) != limit_ns:
@@ -447,8 +629,6 @@ def check_latency(ctx: TreeContext) -> list[Finding]:
                         f"below the {result.scenario} limit {limits[name]} ms",
                     )
                 )
-        if detail.get("early_stopping_met") is False:
-            findings.append(Finding("latency", where, "early stopping was not met"))
     return findings
 
 
@@ -472,6 +652,15 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
         found = detail.get("effective_performance_sample_count")
         if found is None or int(found) < needed:
             findings.append(Finding("run-length", where, f"performance_sample_count {found} < {needed}"))
+        minimum_queries = (result.facts.facts.get("min_query_count") or {}).get(result.scenario)
+        queries = detail.get("effective_min_query_count")
+        if (
+            minimum_queries
+            and not _early_stopping(ctx, result.scenario)
+            and queries is not None
+            and int(queries) < minimum_queries
+        ):
+            findings.append(Finding("run-length", where, f"min_query_count {queries} < {minimum_queries}"))
         if ctx.division != "open" and result.scenario == "Offline":
             spq = detail.get("effective_samples_per_query")
             minimum = result.facts.facts["offline_min_samples_per_query"]
@@ -483,13 +672,25 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
 # -- accuracy ------------------------------------------------------------------------------
 
 
+def _accuracy_readings(text: str, facts: Benchmark) -> dict[str, list[float]]:
+    """Every value each metric's pattern reads, line by line (as the official checker reads
+    accuracy.txt: a script may print a metric more than once, and every line is judged)."""
+    readings: dict[str, list[float]] = {}
+    patterns = {metric: re.compile(pattern) for metric, pattern in facts.accuracy["regex"].items()}
+    for line in text.splitlines():
+        for metric, pattern in patterns.items():
+            match = pattern.search(line)
+            if match:
+                try:
+                    readings.setdefault(metric, []).append(float(match.group(1)))
+                except ValueError:
+                    pass
+    return readings
+
+
 def _accuracy_values(text: str, facts: Benchmark) -> dict[str, float]:
-    values = {}
-    for metric, pattern in facts.accuracy["regex"].items():
-        match = re.search(pattern, text)
-        if match:
-            values[metric] = float(match.group(1))
-    return values
+    """Each metric's last reading."""
+    return {metric: values[-1] for metric, values in _accuracy_readings(text, facts).items()}
 
 
 @rule("accuracy-log")
@@ -506,12 +707,12 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
             )
         txt = folder / "accuracy.txt"
         if txt.is_file():
-            text = txt.read_text()
+            text = txt.read_text(errors="replace")
             if not HASH_LINE.search(text):
                 findings.append(Finding("accuracy-log", ctx.rel(txt), "no hash=<sha256> line"))
             if result.facts:
                 values = _accuracy_values(text, result.facts)
-                for metric in result.facts.accuracy["targets"]:
+                for metric in result.facts.absolute_targets():
                     if metric not in values:
                         findings.append(
                             Finding(
@@ -536,6 +737,30 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
+@rule("accuracy-files")
+def check_accuracy_files(ctx: TreeContext) -> list[Finding]:
+    """Outputs the accuracy folder must carry for the reviewers (the table's extra_files:
+    e.g. the generated videos of named samples), each file named by its sample."""
+    findings = []
+    for result in ctx.results:
+        if result.facts is None:
+            continue
+        for folder_name, stems in (result.facts.accuracy.get("extra_files") or {}).items():
+            folder = result.path / "accuracy" / folder_name
+            if not folder.is_dir():
+                findings.append(
+                    Finding("accuracy-files", ctx.rel(folder), f"missing: the outputs of samples {', '.join(stems)}")
+                )
+                continue
+            present = {p.name.split(".")[0] for p in folder.iterdir() if p.is_file()}
+            missing = [stem for stem in stems if stem not in present]
+            if missing:
+                findings.append(
+                    Finding("accuracy-files", ctx.rel(folder), f"no output file for sample(s) {', '.join(missing)}")
+                )
+    return findings
+
+
 @rule("accuracy-target")
 def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
     """The round's targets and upper bounds; in the open division recorded, not enforced."""
@@ -547,27 +772,21 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
         txt = result.path / "accuracy" / "accuracy.txt"
         if not txt.is_file() or result.facts is None:
             continue
-        values = _accuracy_values(txt.read_text(), result.facts)
-        acc = result.facts.accuracy
+        readings = _accuracy_readings(txt.read_text(errors="replace"), result.facts)
         for metric, minimum in result.facts.absolute_targets().items():
-            if metric in values and values[metric] < minimum:
-                findings.append(
-                    Finding(
-                        "accuracy-target", ctx.rel(txt), f"{metric} {values[metric]} < target {minimum:.4f}", severity
+            for value in readings.get(metric, []):
+                if value < minimum:
+                    findings.append(
+                        Finding("accuracy-target", ctx.rel(txt), f"{metric} {value} < target {minimum:.4f}", severity)
                     )
-                )
-        uppers = {m: acc["reference"][m] * f for m, f in acc.get("upper_bound_fraction", {}).items()}
-        uppers.update(acc.get("upper_bound", {}))
-        for metric, maximum in uppers.items():
-            if metric in values and values[metric] > maximum:
-                findings.append(
-                    Finding(
-                        "accuracy-target",
-                        ctx.rel(txt),
-                        f"{metric} {values[metric]} > upper bound {maximum:.4f}",
-                        severity,
+        for metric, maximum in result.facts.upper_bounds().items():
+            for value in readings.get(metric, []):
+                if value > maximum:
+                    findings.append(
+                        Finding(
+                            "accuracy-target", ctx.rel(txt), f"{metric} {value} > upper bound {maximum:.4f}", severity
+                        )
                     )
-                )
     return findings
 
 
@@ -594,7 +813,7 @@ def check_compliance(ctx: TreeContext) -> list[Finding]:
         if result.facts is None:
             continue
         for test in result.facts.compliance_tests:
-            folder = result.path / test
+            folder = result.compliance_path / test
             if not folder.is_dir():
                 if ctx.enforces_compliance:
                     findings.append(
@@ -646,12 +865,15 @@ def check_marking(ctx: TreeContext) -> list[Finding]:
 
 
 def check_tree(root: str | Path, rules: Round, only: list[str] | None = None) -> list[Finding]:
-    ctx, findings = load_context(root, rules)
-    if ctx is None:
+    contexts, findings = load_contexts(root, rules)
+    if not contexts:
         return findings
-    for name, function in RULES.items():
-        if only is None or name in only:
-            findings.extend(function(ctx))
+    if only is None or "root-files" in only:
+        findings.extend(check_root(Path(root), rules, contexts))
+    for ctx in contexts:
+        for name, function in RULES.items():
+            if only is None or name in only:
+                findings.extend(function(ctx))
     return findings
 
 
@@ -668,6 +890,7 @@ def failed_results(root: str | Path, rules: Round) -> dict[str, list[Finding]]:
 
 
 def require_known_rules(names: list[str]) -> None:
-    unknown = [n for n in names if n not in RULES]
+    known = ["root-files", *RULES]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise UserError(f"unknown check rule(s) {unknown}; known: {', '.join(RULES)}")
+        raise UserError(f"unknown check rule(s) {unknown}; known: {', '.join(known)}")

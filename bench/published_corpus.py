@@ -1,0 +1,205 @@
+"""Our submission check against a round's published results, submitter by submitter,
+and (optionally) the official MLCommons checker on the same folders.
+
+    python bench/published_corpus.py RESULTS [--inference CHECKOUT] [--round v6.0]
+        [--division closed] [--git-dir GIT_DIR] [--json OUT.json]
+
+RESULTS is a published results repository (it holds closed/<submitter>/..., for example a
+checkout of gbeezybez/inference_results_v6.0). Each submitter is checked on its own, as
+the tree it submitted (<division>/<submitter> in an otherwise empty root), in process.
+With --inference (a checkout of mlcommons/inference), the official checker
+(tools/submission/submission_checker, --version ROUND) runs on the same view.
+
+Our errors are sorted into:
+- agreed: the official checker rejects the submitter too;
+- on purpose: rules where we are stricter than the official checker on purpose (listed in
+  ON_PURPOSE with the reason);
+- snapshot gap: the file is absent from this copy of the repository (--git-dir names the
+  repository's git folder; objects it lacks are listed as absent), not from the submission;
+- false: everything else where the official checker accepts the submitter. The goal is none.
+
+Prints a Markdown table per submitter and the totals, with our total check time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from mlperf_repro.benchmarks import load_round  # noqa: E402
+from mlperf_repro.check.tree import check_tree  # noqa: E402
+
+# Where our check is stricter than the official one on purpose: (rule, message pattern) -> why.
+ON_PURPOSE = {
+    ("hygiene", "names starting with '.'"): "MLCommons' repository_checks.sh refuses dot-files at upload; "
+    "the modular checker no longer looks",
+    ("hygiene", "broken symbolic link"): "repository_checks.sh refuses symbolic links; a broken one ships nothing",
+    ("hygiene", "spaces in names"): "repository_checks.sh refuses names with spaces",
+    ("hygiene", "__pycache__"): "the previous checker refused __pycache__ folders",
+    ("loadgen-valid", ""): "the official checker does not look at result_validity (a LoadGen INVALID run passes)",
+}
+
+
+def on_purpose(finding) -> str | None:
+    for (rule, pattern), why in ON_PURPOSE.items():
+        if finding.rule == rule and pattern in finding.message:
+            return why
+    return None
+
+
+def absent_paths(git_dir: Path) -> set[str]:
+    """Files the repository lists but whose contents this copy lacks (a partial clone)."""
+    out = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-l", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout
+    absent = set()
+    for line in out.splitlines():
+        meta, _, path = line.partition("\t")
+        if meta.split()[-1] == "BAD":
+            absent.add(path)
+    return absent
+
+
+def snapshot_gap(finding, absent: set[str]) -> bool:
+    path = finding.path
+    if path in absent:
+        return True
+    # An empty folder whose files this copy lacks.
+    return finding.message == "empty folder" and any(a.startswith(path + "/") for a in absent)
+
+
+def official_verdict(checkout: Path, view: Path, round_name: str, submitter: str) -> tuple[str, list[str], float]:
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "submission_checker.main",
+                "--input",
+                str(view),
+                "--version",
+                round_name,
+                "--submitter",
+                submitter,
+                "--csv",
+                str(Path(scratch) / "summary.csv"),
+            ],
+            cwd=checkout / "tools" / "submission",
+            capture_output=True,
+            text=True,
+        )
+    output = proc.stdout + proc.stderr
+    errors = [line.replace(f"{view}/", "") for line in output.splitlines() if " ERROR] " in line]
+    verdict = "OK" if proc.returncode == 0 and "submission looks OK" in output else "errors"
+    return verdict, errors, time.perf_counter() - start
+
+
+RESULT_FOLDER = re.compile(r"(?:closed|open|network)/[^/\s'\"]+/results/[^/\s'\"]+/[^/\s'\"]+/[^/\s'\"]+")
+
+
+def result_folder(path: str) -> str | None:
+    match = RESULT_FOLDER.match(path)
+    return match.group(0) if match else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--inference", type=Path, help="a checkout of mlcommons/inference (runs the official checker)")
+    parser.add_argument("--round", default="v6.0")
+    parser.add_argument("--division", action="append", help="division(s) to check (default: closed)")
+    parser.add_argument("--git-dir", type=Path, help="the results repository's git folder (to tell snapshot gaps)")
+    parser.add_argument("--json", type=Path, help="write the per-submitter figures here")
+    args = parser.parse_args(argv)
+    rules = load_round(args.round)
+    absent = absent_paths(args.git_dir) if args.git_dir else set()
+    rows, ours_seconds = [], 0.0
+    for division in args.division or ["closed"]:
+        for submitter in sorted(p for p in (args.results / division).iterdir() if p.is_dir()):
+            with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
+                view = Path(tmp)
+                (view / division).mkdir()
+                os.symlink(submitter.resolve(), view / division / submitter.name)
+                start = time.perf_counter()
+                findings = check_tree(view, rules)
+                ours_seconds += time.perf_counter() - start
+                official = (
+                    official_verdict(args.inference, view, args.round, submitter.name) if args.inference else None
+                )
+            errors = [f for f in findings if f.severity == "error"]
+            # The result folders the official checker names in its errors.
+            flagged = {m.group(0) for line in (official[1] if official else []) for m in RESULT_FOLDER.finditer(line)}
+            row = {
+                "division": division,
+                "submitter": submitter.name,
+                "results": sum(1 for _ in (submitter / "results").glob("*/*/*") if _.is_dir()),
+                "our_errors": len(errors),
+                "official": official[0] if official else "not run",
+                "official_errors": official[1] if official else [],
+                "agreed": [],
+                "on_purpose": [],
+                "snapshot_gap": [],
+                "false": [],
+            }
+            for finding in errors:
+                if snapshot_gap(finding, absent):
+                    row["snapshot_gap"].append(finding.line())
+                elif (why := on_purpose(finding)) is not None:
+                    row["on_purpose"].append(f"{finding.line()}  [why: {why}]")
+                elif (
+                    official
+                    and official[0] != "OK"
+                    and (result_folder(finding.path) in flagged or result_folder(finding.path) is None)
+                ):
+                    # The official checker rejects this result folder too (or, for a finding
+                    # outside results/, the submitter).
+                    row["agreed"].append(finding.line())
+                else:
+                    row["false"].append(finding.line())
+            rows.append(row)
+    print(render(rows, args.round, ours_seconds))
+    if args.json:
+        args.json.write_text(json.dumps({"round": args.round, "seconds": ours_seconds, "submitters": rows}, indent=2))
+    return 1 if any(r["false"] for r in rows) else 0
+
+
+def render(rows: list[dict], round_name: str, seconds: float) -> str:
+    lines = [
+        f"# Our check over the published {round_name} results",
+        "",
+        "| submitter | results | our errors | official | agreed | on purpose | snapshot gap | false |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['division']}/{r['submitter']} | {r['results']} | {r['our_errors']} | {r['official']} | "
+            f"{len(r['agreed'])} | {len(r['on_purpose'])} | {len(r['snapshot_gap'])} | {len(r['false'])} |"
+        )
+    total = {k: sum(len(r[k]) for r in rows) for k in ("agreed", "on_purpose", "snapshot_gap", "false")}
+    lines += [
+        "",
+        f"{len(rows)} submitters, {sum(r['results'] for r in rows)} results; our errors: "
+        + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in total.items())
+        + f"; our check took {seconds:.1f} s in all",
+    ]
+    for kind in ("false", "on_purpose", "agreed"):
+        listed = [(r["submitter"], line) for r in rows for line in r[kind]]
+        if listed:
+            lines += ["", f"## {kind.replace('_', ' ')} ({len(listed)})", ""]
+            lines += [f"- {line}" for _, line in listed[:200]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
