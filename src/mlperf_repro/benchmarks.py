@@ -12,6 +12,7 @@ checker can judge a partner's or a published tree that holds it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -126,6 +127,26 @@ class Benchmark:
             targets[metric] = acc["reference"][metric] * fraction
         targets.update(acc.get("minimum", {}))
         return targets
+
+    def accuracy_readings(self, text: str) -> dict[str, list[float]]:
+        """Every value each metric's pattern reads from accuracy.txt, line by line (as the
+        official checker reads it: a script may print a metric more than once, and every
+        line is judged)."""
+        readings: dict[str, list[float]] = {}
+        patterns = {metric: re.compile(pattern) for metric, pattern in self.accuracy.get("regex", {}).items()}
+        for line in text.splitlines():
+            for metric, pattern in patterns.items():
+                match = pattern.search(line)
+                if match:
+                    try:
+                        readings.setdefault(metric, []).append(float(match.group(1)))
+                    except ValueError:
+                        pass
+        return readings
+
+    def accuracy_values(self, text: str) -> dict[str, float]:
+        """Each metric's last reading from accuracy.txt."""
+        return {metric: values[-1] for metric, values in self.accuracy_readings(text).items()}
 
     def upper_bounds(self) -> dict[str, float]:
         """Metric -> maximum value (fractions of the reference, or absolute)."""

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-files", type=int, default=Limits.max_files, help="archive entry-count limit")
 
 
-def tree_root(path: Path, divisions: list[str]) -> Path:
+def tree_root(path: Path, divisions: list[str], label: Path | None = None) -> Path:
     """The folder holding the division folders: ``path`` itself or one or two levels down
     (a tarball often wraps the tree in a folder)."""
     for depth in range(3):
@@ -51,7 +51,7 @@ def tree_root(path: Path, divisions: list[str]) -> Path:
                 f"{path} holds several submission trees ({', '.join(map(str, found))}); check one at a time"
             )
     raise UserError(
-        f"{path} is not a submission: no {', '.join(d + '/' for d in divisions)} folder in it or one or two "
+        f"{label or path} is not a submission: no {', '.join(d + '/' for d in divisions)} folder in it or one or two "
         "levels down (give the folder that holds closed/<submitter>/results/...)"
     )
 
@@ -77,7 +77,7 @@ def round_of_tree(root: Path) -> Round:
 def check_path(
     path: str | Path, round_name: str | None = None, limits: Limits | None = None
 ) -> tuple[Round, list[Finding]]:
-    path = Path(path)
+    path = given = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist (give a submission tree or a tarball of one)")
     with tempfile.TemporaryDirectory(prefix="mlperf-repro-check-") as scratch:
@@ -86,7 +86,7 @@ def check_path(
                 raise UserError(f"{path} is not a folder or a tar archive ({', '.join(ARCHIVE_SUFFIXES)})")
             path = extract(path, Path(scratch) / "tree", limits or Limits())
         divisions = load_round(round_name or available_rounds()[-1])["divisions"]
-        root = tree_root(path, divisions)
+        root = tree_root(path, divisions, given)
         rules = load_round(round_name) if round_name else round_of_tree(root)
         # Finding paths are relative to the tree, whatever folder or archive wrapped it.
         return rules, check_tree(root, rules)

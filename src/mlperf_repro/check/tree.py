@@ -672,27 +672,6 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
 # -- accuracy ------------------------------------------------------------------------------
 
 
-def _accuracy_readings(text: str, facts: Benchmark) -> dict[str, list[float]]:
-    """Every value each metric's pattern reads, line by line (as the official checker reads
-    accuracy.txt: a script may print a metric more than once, and every line is judged)."""
-    readings: dict[str, list[float]] = {}
-    patterns = {metric: re.compile(pattern) for metric, pattern in facts.accuracy["regex"].items()}
-    for line in text.splitlines():
-        for metric, pattern in patterns.items():
-            match = pattern.search(line)
-            if match:
-                try:
-                    readings.setdefault(metric, []).append(float(match.group(1)))
-                except ValueError:
-                    pass
-    return readings
-
-
-def _accuracy_values(text: str, facts: Benchmark) -> dict[str, float]:
-    """Each metric's last reading."""
-    return {metric: values[-1] for metric, values in _accuracy_readings(text, facts).items()}
-
-
 @rule("accuracy-log")
 def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
     """Truncated log, hash line, values the checker's regexes can read, full coverage."""
@@ -711,7 +690,7 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
             if not HASH_LINE.search(text):
                 findings.append(Finding("accuracy-log", ctx.rel(txt), "no hash=<sha256> line"))
             if result.facts:
-                values = _accuracy_values(text, result.facts)
+                values = result.facts.accuracy_values(text)
                 for metric in result.facts.absolute_targets():
                     if metric not in values:
                         findings.append(
@@ -772,7 +751,7 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
         txt = result.path / "accuracy" / "accuracy.txt"
         if not txt.is_file() or result.facts is None:
             continue
-        readings = _accuracy_readings(txt.read_text(errors="replace"), result.facts)
+        readings = result.facts.accuracy_readings(txt.read_text(errors="replace"))
         for metric, minimum in result.facts.absolute_targets().items():
             for value in readings.get(metric, []):
                 if value < minimum:

@@ -233,7 +233,10 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
                 record.accelerators = 1
             accuracy_txt = scenario_dir / "accuracy" / "accuracy.txt"
             if accuracy_txt.is_file():
-                record.accuracy = {k: float(v) for k, v in ACCURACY_PATTERN.findall(accuracy_txt.read_text())}
+                text = accuracy_txt.read_text(errors="replace")
+                # The round's own patterns where it knows the benchmark (as the checker reads it).
+                record.accuracy = facts.accuracy_values(text) if facts is not None else {}
+                record.accuracy = record.accuracy or {k: float(v) for k, v in ACCURACY_PATTERN.findall(text)}
             if facts is not None:
                 record.accuracy_targets = facts.absolute_targets()
             record.settings = _settings(scenario_dir, base, system, benchmark, scenario, detail, desc)

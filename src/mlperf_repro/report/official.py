@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..benchmarks import Round
-from ..check.tree import PERF, _accuracy_values, load_context
+from ..check.tree import PERF, load_context
 
 SUITES = ("datacenter", "edge")
 
@@ -32,7 +32,7 @@ def official_rows(tree: str | Path, rules: Round) -> list[dict[str, Any]]:
         system = json.loads(system_path.read_text())
         measurements = json.loads((result.path / "measurements.json").read_text())
         accuracy_txt = result.path / "accuracy" / "accuracy.txt"
-        values = _accuracy_values(accuracy_txt.read_text(), result.facts) if accuracy_txt.is_file() else {}
+        values = result.facts.accuracy_values(accuracy_txt.read_text()) if accuracy_txt.is_file() else {}
         notes = system.get("hw_notes", "")
         if system.get("sw_notes"):
             notes = (notes + ". " if notes else "") + system["sw_notes"]
