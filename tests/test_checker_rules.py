@@ -68,11 +68,13 @@ def test_every_rule_is_covered_below():
         "loadgen-errors",
         "seeds",
         "scenario-match",
+        "test-mode",
         "token-latencies",
         "latency",
         "run-length",
         "accuracy-log",
         "accuracy-files",
+        "accuracy-duplicates",
         "accuracy-target",
         "compliance",
         "hygiene",
@@ -403,3 +405,27 @@ def test_failing_closed_result_kept_only_on_request_and_marked(tree):
     assert (tree / RESULTS / "Server").is_dir()
     assert (tree / RESULTS / "Server" / "README.md").read_text().startswith("**FAILED CHECK")
     assert "Server" in (tree / "FAILED_RESULTS.md").read_text()
+
+
+def test_accuracy_log_with_a_sample_twice(tree):
+    """An accuracy run issues each sample once; a log that repeats a qsl_idx is no accuracy
+    run's (a published case: a performance run's log in the accuracy folder)."""
+    import re
+
+    log = tree / RESULTS / "Offline/accuracy/mlperf_log_accuracy.json"
+    lines = log.read_text().splitlines(keepends=True)
+    # The same entry twice is how a log truncated to two overlapping ends reads: no duplicate.
+    log.write_text("".join(lines[:2] + lines[1:]))
+    assert errors(tree) == []
+    first = re.search(r'"qsl_idx" : (\d+)', lines[1]).group(1)
+    lines[2] = re.sub(r'"qsl_idx" : \d+', f'"qsl_idx" : {first}', lines[2])
+    log.write_text("".join(lines))
+    (found,) = only_rule(tree, "accuracy-duplicates", "Offline/accuracy/mlperf_log_accuracy.json")
+    assert f"qsl_idx {first} in seq_id 0, 1" in found.message
+
+
+def test_an_accuracy_folder_holding_a_performance_run(tree):
+    """Seen in a published v6.0 result: accuracy/ held a PerformanceOnly run."""
+    patch_detail(tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt", {"effective_test_mode": "PerformanceOnly"})
+    (found,) = only_rule(tree, "test-mode", "Offline/accuracy/mlperf_log_detail.txt")
+    assert "needs a run in AccuracyOnly mode" in found.message

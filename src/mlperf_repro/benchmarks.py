@@ -199,8 +199,13 @@ class Round:
     def scenario_folders(self) -> list[str]:
         return list(self.data["scenarios"])
 
-    def compliance_test(self, name: str) -> dict[str, Any]:
-        return self.data["compliance_tests"][name]
+    def compliance_test(self, name: str, benchmark: str | None = None) -> dict[str, Any]:
+        """A compliance test's entry; with ``benchmark``, its ``per_benchmark`` keys replace
+        the test's own (e.g. TEST01's sampling target differs by benchmark)."""
+        entry = dict(self.data["compliance_tests"][name])
+        overrides = (entry.pop("per_benchmark", None) or {}).get(benchmark) or {}
+        entry.update(overrides)
+        return entry
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]

@@ -444,7 +444,7 @@ class Estimator:
         plan = self.plan
         row = Row("compliance")
         for job, test in plan.compliance_jobs:
-            audit = plan.rules.compliance_test(test)["audit_config"]
+            audit = plan.compliance_test(test, job.benchmark)["audit_config"]
             settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
             run = self.performance_run(settings, job.scenario, job.benchmark, audit)
             logged = min(run["queries"], float(audit.get("accuracy_log_sampling_target", 0)))

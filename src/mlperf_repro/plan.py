@@ -103,10 +103,15 @@ class Plan:
     def compliance_jobs(self) -> list[tuple[Job, str]]:
         return [(job, test) for job in self.jobs for test in self.compliance_tests(job.benchmark)]
 
-    def audit_config(self, test: str) -> str:
+    def audit_config(self, test: str, benchmark: str) -> str:
+        """The audit.config of a compliance test for a benchmark (some tests sample a
+        different number of queries per benchmark)."""
         from .compliance import audit_config_text
 
-        return audit_config_text(test, self.rules.compliance_test(test)["audit_config"])
+        return audit_config_text(test, self.compliance_test(test, benchmark)["audit_config"])
+
+    def compliance_test(self, test: str, benchmark: str) -> dict[str, Any]:
+        return self.rules.compliance_test(test, self.facts(benchmark).name)
 
     def system_benchmarks(self) -> list[tuple[str, str]]:
         return list(dict.fromkeys((j.system, j.benchmark) for j in self.jobs))
@@ -221,7 +226,7 @@ class Plan:
                     rows[purpose] = int(
                         facts.facts["accuracy_sample_count"]
                         if purpose == "accuracy"
-                        else self.rules.compliance_test(purpose)["audit_config"]["min_query_count"]
+                        else self.compliance_test(purpose, name)["audit_config"]["min_query_count"]
                     )
             repeats.update(facts.accuracy.get("dataset_repeats", {}))
         return {"files": files, "repeats": repeats, "rows": rows}

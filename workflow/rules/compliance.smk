@@ -41,7 +41,7 @@ rule compliance_run:
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
         generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
         engine=lambda wc: PLAN.engine(wc.system),
-        audit_config=lambda wc: PLAN.audit_config(wc.test),
+        audit_config=lambda wc: PLAN.audit_config(wc.test, wc.benchmark),
     script:
         f"{SCRIPTS}/loadgen_run.py"
 
@@ -56,8 +56,8 @@ rule compliance_verify:
         # drawn around that run's output length.
         performance=lambda wc: (
             [PLAN.run_dir(wc.system, wc.benchmark, wc.scenario, "performance")]
-            if PLAN.rules.compliance_test(wc.test).get("needs_performance_run")
-            or (PLAN.test_scale and PLAN.rules.compliance_test(wc.test).get("test_scale_reference"))
+            if PLAN.compliance_test(wc.test, wc.benchmark).get("needs_performance_run")
+            or (PLAN.test_scale and PLAN.compliance_test(wc.test, wc.benchmark).get("test_scale_reference"))
             else []
         ),
     output:
@@ -68,7 +68,7 @@ rule compliance_verify:
     conda:
         WORKFLOW_ENV
     params:
-        rules_test=lambda wc: PLAN.rules.compliance_test(wc.test),
+        rules_test=lambda wc: PLAN.compliance_test(wc.test, wc.benchmark),
         # TEST07 scores the run with the benchmark's evaluator on the file it ran on.
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],

@@ -258,7 +258,7 @@ def _compliance(scenario_dir: Path, v5_dir: Path, rules: Round, facts) -> dict[s
     for test in facts.compliance_tests if facts else []:
         folder = scenario_dir / test if (scenario_dir / test).is_dir() else v5_dir / test
         if folder.is_dir():
-            out[f"compliance.{test}"] = "pass" if compliance_passed(test, folder, rules)[0] else "fail"
+            out[f"compliance.{test}"] = "pass" if compliance_passed(test, folder, rules, facts)[0] else "fail"
     return out
 
 
