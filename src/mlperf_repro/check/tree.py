@@ -361,7 +361,9 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
                 "warning",
             )
         )
-    for path in sorted(systems_dir.glob("*.json")) if systems_dir.is_dir() else []:
+    # A description without results is not published as a system (and the official
+    # checker never reads it): only the ones results point at are judged.
+    for path in sorted(p for p in systems_dir.glob("*.json") if p.stem in with_results) if systems_dir.is_dir() else []:
         where = ctx.rel(path)
         try:
             desc = json.loads(path.read_text())
