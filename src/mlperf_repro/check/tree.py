@@ -40,6 +40,9 @@ class ScenarioResult:
     # compliance/... beside results/ before).
     measure_path: Path | None = None
     compliance_path: Path | None = None
+    # The measurements file's name in measure_path; older layouts name it after the system
+    # and the implementation ("{system}_*.json").
+    measurements_name: str = "measurements.json"
     _details: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -47,12 +50,12 @@ class ScenarioResult:
         self.compliance_path = self.compliance_path or self.path
 
     def measurements_file(self) -> Path:
-        """measurements.json, or (older layouts) the one JSON file of the measurements folder."""
-        path = self.measure_path / "measurements.json"
-        if path.is_file() or self.measure_path == self.path:
-            return path
-        found = sorted(self.measure_path.glob("*.json"))
-        return found[0] if found else path
+        """The result's measurements JSON (the first match of the layout's name)."""
+        pattern = self.measurements_name.format(system=self.system)
+        found = sorted(self.measure_path.glob(pattern)) if any(c in pattern for c in "*?[") else []
+        # As the official checker picks it: "<system>..._<scenario>.json" before any other match.
+        found.sort(key=lambda p: not p.name.endswith(f"_{self.measure_path.name}.json"))
+        return found[0] if found else self.measure_path / pattern.replace("*", "")
 
     def detail(self, relative: str) -> dict[str, Any] | None:
         """A parsed LoadGen detail log of this result (cached), or None if absent."""
@@ -179,6 +182,7 @@ def load_contexts(root: str | Path, rules: Round) -> tuple[list[TreeContext], li
                                 facts,
                                 measure_path=root / layout["measurements"].format(**where),
                                 compliance_path=root / layout["compliance"].format(**where),
+                                measurements_name=layout.get("measurements_file", "measurements.json"),
                             )
                         )
             contexts.append(TreeContext(root, rules, division.name, base.name, mapping, results, test_scale))
@@ -250,6 +254,7 @@ def check_required_files(ctx: TreeContext) -> list[Finding]:
                 findings.append(Finding("required-files", ctx.rel(path), "missing or empty"))
         for name in ctx.rules.data.get("measurement_files", []):
             path = result.measurements_file() if name == "measurements.json" else result.measure_path / name
+            # (measurement_files names the JSON measurements.json whatever the layout calls it)
             if not path.is_file() or path.stat().st_size == 0:
                 findings.append(Finding("required-files", ctx.rel(path), "missing or empty"))
     return findings
