@@ -114,7 +114,7 @@ def test_a_new_round_is_a_new_table(tmp_path, monkeypatch, default_config):
 
         from mlperf_repro.errors import UserError
 
-        with pytest.raises(UserError, match="known rounds: v6.0, v6.1"):
+        with pytest.raises(UserError, match="known rounds: v5.1, v6.0, v6.1"):
             plan_of(default_config)
     finally:
         benchmarks.load_round.cache_clear()
