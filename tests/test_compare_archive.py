@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_repro.compare.archive import Limits, extract
+from mlperf_repro.archive import Limits, extract
 from mlperf_repro.errors import UserError
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..benchmarks import Round, available_rounds, load_round
-from ..compare.archive import Limits, extract
+from ..archive import Limits, extract
 from ..errors import UserError
 from ..loadgen_logs import read_detail
 from .findings import Finding

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from .archive import Limits
+from ..archive import Limits
 from .render import to_csv, to_html, to_markdown
 from .report import Comparison, compare_paths
 

@@ -16,7 +16,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
+from .errors import UserError
 
 _CHUNK = 1 << 20
 
