@@ -15,8 +15,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from ..benchmarks import Round, available_rounds, load_round
 from ..archive import Limits, extract
+from ..benchmarks import Round, available_rounds, load_round
 from ..errors import UserError
 from ..loadgen_logs import read_detail
 from .findings import Finding

@@ -13,8 +13,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import UserError
 from ..archive import Limits
+from ..errors import UserError
 from .render import to_csv, to_html, to_markdown
 from .report import Comparison, compare_paths
 

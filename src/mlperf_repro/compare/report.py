@@ -6,8 +6,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
 from ..archive import Limits, extract
+from ..errors import UserError
 from .diff import Cause, pair_records, rank_causes, timing_only
 from .records import Record, read_submission
 from .stats import Summary, overlaps, summarize
