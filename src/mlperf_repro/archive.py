@@ -19,6 +19,8 @@ from pathlib import Path
 from .errors import UserError
 
 _CHUNK = 1 << 20
+# The names of the tarballs partners send (tarfile reads every one of these compressions).
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".txz")
 
 
 @dataclass(frozen=True)

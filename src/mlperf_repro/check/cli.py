@@ -15,14 +15,13 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from ..archive import Limits, extract
+from ..archive import ARCHIVE_SUFFIXES, Limits, extract
 from ..benchmarks import Round, available_rounds, load_round
 from ..errors import UserError
 from ..loadgen_logs import read_detail
 from .findings import Finding
 from .tree import NOT_SUBMITTABLE_MARK, check_tree
 
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".txz")
 SEED_KEY = "effective_qsl_rng_seed"
 
 

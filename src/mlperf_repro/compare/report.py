@@ -6,13 +6,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..archive import Limits, extract
+from ..archive import ARCHIVE_SUFFIXES, Limits, extract
 from ..errors import UserError
 from .diff import Cause, pair_records, rank_causes, timing_only
 from .records import Record, read_submission
 from .stats import Summary, overlaps, summarize
-
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
 
 @dataclass
