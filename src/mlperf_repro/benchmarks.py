@@ -119,9 +119,22 @@ class Benchmark:
     def compliance_tests(self) -> list[str]:
         return list(self.facts.get("compliance", []))
 
-    def absolute_targets(self) -> dict[str, float]:
+    def accuracy_rules(self, scenario: str | None = None) -> dict[str, Any]:
+        """The accuracy entry, with a scenario's own keys (``accuracy.by_scenario``) on top."""
+        acc = dict(self.accuracy)
+        override = (acc.pop("by_scenario", None) or {}).get(scenario) or {}
+        for key, value in override.items():
+            acc[key] = {**acc[key], **value} if isinstance(value, dict) and isinstance(acc.get(key), dict) else value
+        return acc
+
+    def accuracy_sample_count(self, scenario: str | None = None) -> int:
+        """Samples an accuracy run must cover (a number, or one per scenario)."""
+        count = self.facts["accuracy_sample_count"]
+        return int(count[scenario] if isinstance(count, dict) else count)
+
+    def absolute_targets(self, scenario: str | None = None) -> dict[str, float]:
         """Metric -> minimum value from the published reference and the target fraction."""
-        acc = self.accuracy
+        acc = self.accuracy_rules(scenario)
         targets = {m: acc["reference"][m] * acc["target_fraction"] for m in acc.get("targets", [])}
         for metric, fraction in acc.get("lower_bound_fraction", {}).items():
             targets[metric] = acc["reference"][metric] * fraction
@@ -148,9 +161,9 @@ class Benchmark:
         """Each metric's last reading from accuracy.txt."""
         return {metric: values[-1] for metric, values in self.accuracy_readings(text).items()}
 
-    def upper_bounds(self) -> dict[str, float]:
+    def upper_bounds(self, scenario: str | None = None) -> dict[str, float]:
         """Metric -> maximum value (fractions of the reference, or absolute)."""
-        acc = self.accuracy
+        acc = self.accuracy_rules(scenario)
         bounds = {m: acc["reference"][m] * f for m, f in acc.get("upper_bound_fraction", {}).items()}
         bounds.update(acc.get("upper_bound", {}))
         return bounds
@@ -191,6 +204,22 @@ class Round:
             raise UserError(
                 f"'{name}' is not a {self.name} benchmark; allowed: {', '.join(self.benchmark_names)}"
             ) from None
+
+    def mlperf_benchmark(self, folder: str, submitter_mapping: dict[str, str] | None = None) -> str:
+        """The benchmark a results folder name stands for, as the official checker reads it:
+        the name itself, the round's model_mapping, the submitter's model_mapping.json, then
+        the round's ``model_mapping_contains`` guesses (mapped once more)."""
+        mapping = self.data.get("model_mapping") or {}
+        if folder in self.data["benchmarks"]:
+            return folder
+        if folder in mapping:
+            return mapping[folder]
+        if submitter_mapping and folder in submitter_mapping:
+            return submitter_mapping[folder]
+        guess = next(
+            (g["benchmark"] for g in self.data.get("model_mapping_contains") or [] if g["contains"] in folder), folder
+        )
+        return mapping.get(guess, guess)
 
     def loadgen_scenario(self, scenario_folder: str) -> str:
         return self.data["scenarios"][scenario_folder]["loadgen_scenario"]

@@ -224,7 +224,7 @@ class Plan:
                 separate = files[purpose] != files["performance"]
                 if separate and not self.test_scale:
                     rows[purpose] = int(
-                        facts.facts["accuracy_sample_count"]
+                        facts.accuracy_sample_count()
                         if purpose == "accuracy"
                         else self.compliance_test(purpose, name)["audit_config"]["min_query_count"]
                     )
@@ -461,11 +461,7 @@ class Plan:
                 "fraction": bench.get("accuracy_fraction", 0.99),
                 "metrics": list(facts.accuracy["targets"]),
             }
-        upper_bounds = {
-            m: facts.accuracy["reference"][m] * f for m, f in facts.accuracy.get("upper_bound_fraction", {}).items()
-        }
-        upper_bounds.update(facts.accuracy.get("upper_bound", {}))
-        return {"kind": "reference", "targets": facts.absolute_targets(), "upper_bounds": upper_bounds}
+        return {"kind": "reference", "targets": facts.absolute_targets(), "upper_bounds": facts.upper_bounds()}
 
     def model_mapping(self) -> dict[str, str]:
         """Open division: result names that differ from the benchmark they stand in for."""

@@ -134,13 +134,13 @@ def _run_lengths(plan: Plan) -> list[Finding]:
         # A benchmark with its own accuracy file (gpt-oss-120b) is counted after the run, from
         # the LoadGen log; a builtin stand-in writes that file at exactly the round's count.
         separate = "accuracy_file" in facts.facts.get("dataset", {})
-        if not separate and samples != facts.facts["accuracy_sample_count"]:
+        if not separate and samples != facts.accuracy_sample_count():
             findings.append(
                 Finding(
                     "run-length",
                     where,
                     f"{samples} samples; the checker requires the accuracy run "
-                    f"to cover exactly {facts.facts['accuracy_sample_count']}",
+                    f"to cover exactly {facts.accuracy_sample_count()}",
                 )
             )
     return findings

@@ -202,7 +202,7 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
             if not scenario_dir.is_dir():
                 continue
             system, benchmark, scenario = scenario_dir.parts[-3:]
-            official = mapping.get(benchmark, benchmark)
+            official = rules.mlperf_benchmark(benchmark, mapping)
             facts = rules.benchmark(official) if official in rules.benchmark_names else None
             perf_path = scenario_dir / "performance" / "run_1" / "mlperf_log_detail.txt"
             detail = read_detail(perf_path, DETAIL_KEYS) if perf_path.is_file() else {}
@@ -238,7 +238,7 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
                 record.accuracy = facts.accuracy_values(text) if facts is not None else {}
                 record.accuracy = record.accuracy or {k: float(v) for k, v in ACCURACY_PATTERN.findall(text)}
             if facts is not None:
-                record.accuracy_targets = facts.absolute_targets()
+                record.accuracy_targets = facts.absolute_targets(scenario)
             record.settings = _settings(scenario_dir, base, system, benchmark, scenario, detail, desc)
             if benchmark in mapping:
                 record.settings["model_mapping"] = mapping[benchmark]
