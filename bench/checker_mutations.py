@@ -28,7 +28,6 @@ import argparse
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from official_checker import run_official  # noqa: E402  (bench/, the script's folder)
 
 from mlperf_repro.benchmarks import Benchmark, Round, load_round  # noqa: E402
 from mlperf_repro.check.tree import check_tree  # noqa: E402
@@ -600,34 +601,8 @@ def target_latency_too_loose(t: Target):
 
 
 def official_check(checkout: Path, view: Path, round_name: str, submitter: str) -> dict:
-    with tempfile.TemporaryDirectory() as scratch:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "submission_checker.main",
-                "--input",
-                str(view),
-                "--version",
-                round_name,
-                "--submitter",
-                submitter,
-                "--csv",
-                str(Path(scratch) / "summary.csv"),
-            ],
-            cwd=checkout / "tools" / "submission",
-            capture_output=True,
-            text=True,
-        )
-    output = proc.stdout + proc.stderr
-    ok = proc.returncode == 0 and "submission looks OK" in output
-    errors = [
-        line.split(" ERROR] ", 1)[1].replace(f"{view}/", "") for line in output.splitlines() if " ERROR] " in line
-    ]
-    crash = None
-    if "Traceback (most recent call last)" in output:
-        crash = next((line for line in reversed(output.splitlines()) if line.strip()), "?")
-    return {"ok": ok, "returncode": proc.returncode, "errors": errors, "crash": crash}
+    run = run_official(checkout, view, round_name, submitter)
+    return {"ok": run.ok, "returncode": run.returncode, "errors": run.errors, "crash": run.crash}
 
 
 def view_of(base: Path, tmp: Path, division: str) -> Path:

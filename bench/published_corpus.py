@@ -36,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from official_checker import run_official  # noqa: E402  (bench/, the script's folder)
+
 from mlperf_repro.benchmarks import load_round  # noqa: E402
 from mlperf_repro.check.tree import check_tree  # noqa: E402
 
@@ -121,34 +123,12 @@ def snapshot_gap(finding, absent: set[str]) -> bool:
 
 
 def official_verdict(checkout: Path, view: Path, round_name: str, submitter: str) -> tuple[str, list[str], float]:
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as scratch:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "submission_checker.main",
-                "--input",
-                str(view),
-                "--version",
-                round_name,
-                "--submitter",
-                submitter,
-                "--csv",
-                str(Path(scratch) / "summary.csv"),
-            ],
-            cwd=checkout / "tools" / "submission",
-            capture_output=True,
-            text=True,
-        )
-    output = proc.stdout + proc.stderr
-    errors = [line.replace(f"{view}/", "") for line in output.splitlines() if " ERROR] " in line]
-    if "Traceback (most recent call last)" in output:
-        verdict = "crashed"
-        errors.append("ERROR] the official checker stopped with " + output.strip().splitlines()[-1])
-    else:
-        verdict = "OK" if proc.returncode == 0 and "submission looks OK" in output else "errors"
-    return verdict, errors, time.perf_counter() - start
+    run = run_official(checkout, view, round_name, submitter)
+    errors = [f"ERROR] {line}" for line in run.errors]
+    if run.crash:
+        errors.append(f"ERROR] the official checker stopped with {run.crash}")
+        return "crashed", errors, run.seconds
+    return ("OK" if run.ok else "errors"), errors, run.seconds
 
 
 RESULT_FOLDER = re.compile(r"(?:closed|open|network)/[^/\s'\"]+/results/[^/\s'\"]+/[^/\s'\"]+/[^/\s'\"]+")
