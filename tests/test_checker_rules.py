@@ -431,3 +431,41 @@ def test_an_accuracy_folder_holding_a_performance_run(tree):
     patch_detail(tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt", {"effective_test_mode": "PerformanceOnly"})
     (found,) = only_rule(tree, "test-mode", "Offline/accuracy/mlperf_log_detail.txt")
     assert "needs a run in AccuracyOnly mode" in found.message
+
+
+def to_older_layout(tree: Path) -> None:
+    """Our v6.0 tree in v5.1's shape: code/ for src/, user.conf, README and the measurements
+    JSON (named after the system) under measurements/, the TEST0x folders under
+    compliance/, and LoadGen run with the v5.1 seeds."""
+    base = tree / "closed" / SUBMITTER
+    (base / "src").rename(base / "code")
+    seeds = {f"effective_{k}": v for k, v in load_round("v5.1").seeds.items()}
+    for scenario_dir in sorted((base / "results" / SYSTEM / BENCH).iterdir()):
+        where = f"{SYSTEM}/{BENCH}/{scenario_dir.name}"
+        measure = base / "measurements" / where
+        measure.mkdir(parents=True)
+        for name in ("user.conf", "README.md"):
+            (scenario_dir / name).rename(measure / name)
+        (scenario_dir / "measurements.json").rename(measure / f"{SYSTEM}_vllm_{scenario_dir.name}.json")
+        for test_dir in sorted(scenario_dir.glob("TEST*")):
+            (base / "compliance" / where).mkdir(parents=True, exist_ok=True)
+            test_dir.rename(base / "compliance" / where / test_dir.name)
+        patch_detail(scenario_dir / "performance/run_1/mlperf_log_detail.txt", seeds)
+
+
+def test_a_tree_in_the_older_layout_is_checked_by_that_rounds_table(tree):
+    to_older_layout(tree)
+    v51 = load_round("v5.1")
+    assert [f.line() for f in check_tree(tree, v51) if f.severity == "error"] == []
+    # The same tree judged by the v6.0 rules misses its files where v6.0 keeps them.
+    assert {f.rule for f in errors(tree)} >= {"seeds", "required-files", "compliance"}
+    # And the older layout's files are really read: lose one, and that file is named.
+    measurements = tree / f"closed/{SUBMITTER}/measurements/{SYSTEM}/{BENCH}/Offline"
+    (measurements / "user.conf").unlink()
+    (found,) = [f for f in check_tree(tree, v51) if f.severity == "error"]
+    assert found.rule == "required-files" and found.path.endswith(f"measurements/{SYSTEM}/{BENCH}/Offline/user.conf")
+    shutil.rmtree(tree / f"closed/{SUBMITTER}/compliance/{SYSTEM}/{BENCH}/Server/TEST06")
+    assert any(
+        f.rule == "compliance" and f.path.endswith(f"compliance/{SYSTEM}/{BENCH}/Server/TEST06")
+        for f in check_tree(tree, v51)
+    )
