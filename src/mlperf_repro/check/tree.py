@@ -21,9 +21,15 @@ from typing import Any
 from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
 from ..errors import UserError
 from ..loadgen_logs import read_detail
+from .endpoints_logs import PART_FILES, endpoints_files, is_endpoints_folder, read_endpoints, score_readings
 from .findings import Finding
 
 NOT_SUBMITTABLE_MARK = "NOT_SUBMITTABLE.md"
+# LoadGen's detail logs -> the part of an endpoints result that stands for them.
+_ENDPOINT_PARTS = {
+    "performance/run_1/mlperf_log_detail.txt": "performance",
+    "accuracy/mlperf_log_detail.txt": "accuracy",
+}
 HASH_LINE = re.compile(r"^hash=([\w\d]+)$", re.MULTILINE)
 
 
@@ -43,6 +49,9 @@ class ScenarioResult:
     # The measurements file's name in measure_path; older layouts name it after the system
     # and the implementation ("{system}_*.json").
     measurements_name: str = "measurements.json"
+    # The round's `endpoints` table when the folder holds an endpoints-harness result
+    # (config.yaml, result_summary.json, accuracy_results.json; no LoadGen logs).
+    endpoints: dict[str, Any] | None = None
     _details: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -57,11 +66,26 @@ class ScenarioResult:
         found.sort(key=lambda p: not p.name.endswith(f"_{self.measure_path.name}.json"))
         return found[0] if found else self.measure_path / pattern.replace("*", "")
 
+    @property
+    def is_endpoints(self) -> bool:
+        """An endpoints-harness result of a benchmark the round accepts them for."""
+        return self.endpoints is not None and self.mlperf_benchmark in self.endpoints.get("benchmarks", [])
+
+    def log_path(self, relative: str) -> Path:
+        """The file detail(relative) reads: LoadGen's log, or the harness's JSON of that part."""
+        part = _ENDPOINT_PARTS.get(relative)
+        return self.path / (PART_FILES[part] if self.is_endpoints and part else relative)
+
     def detail(self, relative: str) -> dict[str, Any] | None:
-        """A parsed LoadGen detail log of this result (cached), or None if absent."""
+        """A parsed LoadGen detail log of this result (cached), or None if absent; of an
+        endpoints result, the harness's files read under LoadGen's key names."""
         if relative not in self._details:
-            path = self.path / relative
-            self._details[relative] = read_detail(path) if path.is_file() else None
+            part = _ENDPOINT_PARTS.get(relative)
+            if self.is_endpoints and part:
+                self._details[relative] = read_endpoints(self.path, part, self.endpoints, self.scenario)
+            else:
+                path = self.path / relative
+                self._details[relative] = read_detail(path) if path.is_file() and not self.is_endpoints else None
         return self._details[relative]
 
 
@@ -164,6 +188,8 @@ def load_contexts(root: str | Path, rules: Round) -> tuple[list[TreeContext], li
                     for scenario_dir in sorted(p for p in bench_dir.glob("*") if p.is_dir()):
                         # The official checker reads scenario folders case-insensitively ("offline").
                         scenario = scenario_names.get(scenario_dir.name.lower(), scenario_dir.name)
+                        endpoints = rules.data.get("endpoints")
+                        endpoints = endpoints if is_endpoints_folder(scenario_dir, endpoints) else None
                         where = {
                             "division": division.name,
                             "submitter": base.name,
@@ -182,6 +208,7 @@ def load_contexts(root: str | Path, rules: Round) -> tuple[list[TreeContext], li
                                 measure_path=root / layout["measurements"].format(**where),
                                 compliance_path=root / layout["compliance"].format(**where),
                                 measurements_name=layout.get("measurements_file", "measurements.json"),
+                                endpoints=endpoints,
                             )
                         )
             contexts.append(TreeContext(root, rules, division.name, base.name, mapping, results, test_scale))
@@ -247,11 +274,25 @@ def check_required_files(ctx: TreeContext) -> list[Finding]:
         if not (ctx.base / folder).is_dir():
             findings.append(Finding("required-files", ctx.rel(ctx.base), f"missing folder {folder}/"))
     for result in ctx.results:
-        for name in ctx.rules["scenario_files"]:
+        if result.endpoints and not result.is_endpoints:
+            # The official checker's endpoints model check: only the listed benchmarks.
+            shown = result.path / endpoints_files(result.path, result.endpoints)[0]
+            findings.append(
+                Finding(
+                    "required-files",
+                    ctx.rel(shown),
+                    f"an endpoints-harness result, but {ctx.rules.name} accepts those only for "
+                    f"{', '.join(result.endpoints.get('benchmarks', []))}: "
+                    f"{result.mlperf_benchmark} needs LoadGen logs",
+                )
+            )
+            continue
+        table = result.endpoints if result.is_endpoints else ctx.rules.data
+        for name in table["scenario_files"]:
             path = result.path / name
             if not path.is_file() or path.stat().st_size == 0:
                 findings.append(Finding("required-files", ctx.rel(path), "missing or empty"))
-        for name in ctx.rules.data.get("measurement_files", []):
+        for name in table.get("measurement_files", []):
             path = result.measurements_file() if name == "measurements.json" else result.measure_path / name
             # (measurement_files names the JSON measurements.json whatever the layout calls it)
             if not path.is_file() or path.stat().st_size == 0:
@@ -280,12 +321,17 @@ def check_scenario_set(ctx: TreeContext) -> list[Finding]:
             )
             continue
         present = {r.scenario for r in results}
+        aliases = (ctx.rules.data.get("endpoints") or {}).get("scenario_folder_aliases") or {}
         for unknown in sorted(present - set(facts.scenarios)):
+            # The official checker reads an endpoints "online" folder as Server when it
+            # judges the result, but its scenario-set check reads the folder's name.
+            alias = aliases.get(unknown.lower())
+            hint = f" (name the endpoints harness's {unknown} folder {alias})" if alias else ""
             findings.append(
                 Finding(
                     "scenario-set",
                     f"{folder}/{unknown}",
-                    f"{facts.name} has no scenario {unknown}; allowed: {facts.scenarios}",
+                    f"{facts.name} has no scenario {unknown}; allowed: {facts.scenarios}{hint}",
                 )
             )
         if ctx.division == "open":
@@ -465,7 +511,7 @@ def _perf(ctx: TreeContext):
     for result in ctx.results:
         detail = result.detail(PERF)
         if detail is not None:
-            yield result, detail, ctx.rel(result.path / PERF)
+            yield result, detail, ctx.rel(result.log_path(PERF))
 
 
 # LoadGen's reason when an Offline run's one query was done before min_duration.
@@ -491,8 +537,9 @@ def _invalid_message(detail: dict) -> str:
 def check_validity(ctx: TreeContext) -> list[Finding]:
     return [
         Finding("loadgen-valid", where, _invalid_message(detail))
-        for _, detail, where in _perf(ctx)
-        if str(detail.get("result_validity", "")).upper() != "VALID"
+        for result, detail, where in _perf(ctx)
+        # The endpoints harness judges no validity (the official checker reads none there).
+        if not result.is_endpoints and str(detail.get("result_validity", "")).upper() != "VALID"
     ]
 
 
@@ -506,7 +553,7 @@ def check_loadgen_errors(ctx: TreeContext) -> list[Finding]:
                 findings.append(
                     Finding(
                         "loadgen-errors",
-                        ctx.rel(result.path / relative),
+                        ctx.rel(result.log_path(relative)),
                         f"{len(detail['errors'])} LoadGen error(s): " + "; ".join(detail["errors"][:3]),
                     )
                 )
@@ -528,10 +575,25 @@ def check_seeds(ctx: TreeContext) -> list[Finding]:
     """The seeds the log shows LoadGen used; the LoadGen version string is not judged
     (a release from before the round's last one may carry the same seeds)."""
     findings = []
-    for _, detail, where in _perf(ctx):
+    for result, detail, where in _perf(ctx):
         found = {key: detail.get(f"effective_{key}") for key in ctx.rules.seeds}
-        wrong = [k for k, v in ctx.rules.seeds.items() if found[k] is None or str(found[k]) != str(v)]
+        # The endpoints harness logs only its dataloader and scheduler seeds (no QSL seed).
+        judged = result.endpoints.get("seeds", []) if result.is_endpoints else list(ctx.rules.seeds)
+        wrong = [k for k, v in ctx.rules.seeds.items() if k in judged and (found[k] is None or str(found[k]) != str(v))]
         if not wrong:
+            continue
+        if result.is_endpoints:
+            fields = result.endpoints.get("fields") or {}
+            where_set = ", ".join(str(fields.get(f"effective_{k}", {}).get("config", k)) for k in wrong)
+            findings.append(
+                Finding(
+                    "seeds",
+                    where,
+                    f"the endpoints harness ran with other seeds ({', '.join(f'{k}={found[k]}' for k in wrong)}); "
+                    f"{ctx.rules.name} needs {', '.join(f'{k}={ctx.rules.seeds[k]}' for k in wrong)} "
+                    f"(config.yaml {where_set})",
+                )
+            )
             continue
         other = _round_of_seeds(found)
         version = str(detail.get("loadgen_version", "")).split(" ")[0] or "?"
@@ -568,7 +630,7 @@ def check_test_mode(ctx: TreeContext) -> list[Finding]:
                 findings.append(
                     Finding(
                         "test-mode",
-                        ctx.rel(result.path / relative),
+                        ctx.rel(result.log_path(relative)),
                         f"the log is of a {found} run; this folder needs a run in {mode} mode",
                     )
                 )
@@ -604,6 +666,7 @@ def check_token_latencies(ctx: TreeContext) -> list[Finding]:
         Finding("token-latencies", where, "use_token_latencies was not requested (LLM results report tokens)")
         for result, detail, where in _perf(ctx)
         if result.facts
+        and not result.is_endpoints
         and result.facts.facts.get("use_token_latencies")
         and not detail.get("requested_use_token_latencies")
     ]
@@ -630,6 +693,17 @@ def check_latency(ctx: TreeContext) -> list[Finding]:
         limits = result.facts.latency_limits_ms(result.scenario) or {}
         target = limits.get("target")
         judged = detail.get("effective_target_latency_ns")
+        p99 = detail.get("result_99.00_percentile_latency_ns")
+        if result.is_endpoints and not result.facts.is_llm and target is not None and p99 is not None:
+            # No early-stopping verdict from the harness: its p99 estimate against the target.
+            if float(p99) > target * 1_000_000:
+                findings.append(
+                    Finding(
+                        "latency",
+                        where,
+                        f"p99 latency {float(p99) / 1e6:.1f} ms is over the {result.scenario} target {target:g} ms",
+                    )
+                )
         if target is not None and judged is not None and int(judged) > target * 1_000_000:
             findings.append(
                 Finding(
@@ -684,7 +758,9 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
         minimum = int((result.facts.facts if result.facts else {}).get("min_duration_ms", ctx.rules.min_duration_ms))
         if duration is None or int(duration) < minimum:
             findings.append(Finding("run-length", where, f"min_duration {duration} ms < {minimum} ms"))
-        if result.facts is None:
+        if result.facts is None or result.is_endpoints:
+            # The harness has no performance sample count, query minimum or samples per
+            # query (the official checker skips these for endpoints results).
             continue
         needed = result.facts.facts.get(
             "checker_min_performance_sample_count", result.facts.facts["performance_sample_count"]
@@ -749,7 +825,7 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
                 findings.append(
                     Finding(
                         "accuracy-log",
-                        ctx.rel(result.path / ACC),
+                        ctx.rel(result.log_path(ACC)),
                         f"the accuracy run covered {count} samples; the dataset has {expected}",
                     )
                 )
@@ -825,6 +901,9 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result in ctx.results:
         txt = result.path / "accuracy" / "accuracy.txt"
+        if result.is_endpoints and result.facts is not None:
+            findings.extend(_endpoints_accuracy(ctx, result, severity))
+            continue
         if not txt.is_file() or result.facts is None:
             continue
         readings = result.facts.accuracy_readings(txt.read_text(errors="replace"))
@@ -842,6 +921,33 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
                             "accuracy-target", ctx.rel(txt), f"{metric} {value} > upper bound {maximum:.4f}", severity
                         )
                     )
+    return findings
+
+
+def _endpoints_accuracy(ctx: TreeContext, result: ScenarioResult, severity: str) -> list[Finding]:
+    """An endpoints result's score (accuracy_results.json): present, and against the
+    targets where the table says how the benchmark's score reads (``accuracy_score``)."""
+    detail = result.detail(ACC)
+    if detail is None:
+        return []  # required-files names the missing file
+    where = ctx.rel(result.log_path(ACC))
+    if detail.get("accuracy_score") is None:
+        return [Finding("accuracy-target", where, "no accuracy score (accuracy_scores[].score)")]
+    reading = (result.endpoints.get("accuracy_score") or {}).get(result.facts.name)
+    targets = result.facts.absolute_targets(result.scenario)
+    bounds = result.facts.upper_bounds(result.scenario)
+    values = score_readings(detail["accuracy_score"], reading, sorted({*targets, *bounds}))
+    findings = []
+    for metric, minimum in targets.items():
+        if metric in values and values[metric] < minimum:
+            findings.append(
+                Finding("accuracy-target", where, f"{metric} {values[metric]} < target {minimum:.4f}", severity)
+            )
+    for metric, maximum in bounds.items():
+        if metric in values and values[metric] > maximum:
+            findings.append(
+                Finding("accuracy-target", where, f"{metric} {values[metric]} > upper bound {maximum:.4f}", severity)
+            )
     return findings
 
 
@@ -907,7 +1013,10 @@ def _accuracy_fallback(folder: Path, entry: dict, facts: Benchmark | None) -> tu
 def check_compliance(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result in ctx.results:
-        if result.facts is None:
+        if result.facts is None or (result.endpoints and not result.is_endpoints):
+            continue  # (an endpoints result the round does not accept: required-files says so)
+        if result.is_endpoints:
+            findings.extend(_endpoints_compliance(ctx, result))
             continue
         for test in result.facts.compliance_tests:
             folder = result.compliance_path / test
@@ -920,6 +1029,48 @@ def check_compliance(ctx: TreeContext) -> list[Finding]:
             ok, why = compliance_passed(test, folder, ctx.rules, result.facts)
             if not ok:
                 findings.append(Finding("compliance", ctx.rel(folder), f"{test} failed: {why}"))
+    return findings
+
+
+def _endpoints_compliance(ctx: TreeContext, result: ScenarioResult) -> list[Finding]:
+    """An endpoints result's audits: audit/audit_<name>.json for each of the benchmark's
+    tests the harness audits, naming its test and passed; demanded only for the table's
+    ``required_audits`` (in the divisions that enforce compliance). TEST09 is judged on
+    the performance run's mean output length."""
+    table = result.endpoints
+    findings = []
+    for test in result.facts.compliance_tests:
+        name = (table.get("audit_files") or {}).get(test)
+        if name:
+            path = result.compliance_path / table.get("audit_folder", "audit") / name
+            expected = name.removeprefix("audit_").removesuffix(".json")
+            if not path.is_file():
+                if test in table.get("required_audits", []) and ctx.enforces_compliance:
+                    findings.append(Finding("compliance", ctx.rel(path), f"{test} ({expected}) is missing"))
+                continue
+            try:
+                audit = json.loads(path.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                findings.append(Finding("compliance", ctx.rel(path), f"{test}: not valid JSON: {exc}"))
+                continue
+            if not isinstance(audit, dict) or audit.get("test") != expected:
+                found = audit.get("test") if isinstance(audit, dict) else None
+                findings.append(Finding("compliance", ctx.rel(path), f"{test}: names test {found!r}, not {expected!r}"))
+            elif audit.get("passed") is not True:
+                findings.append(Finding("compliance", ctx.rel(path), f"{test} ({expected}) did not pass"))
+        entry = ctx.rules.compliance_test(test, result.facts.name)
+        low, high = entry.get("min_output_tokens"), entry.get("max_output_tokens")
+        detail = result.detail(PERF)
+        if test == "TEST09" and low is not None and high is not None and detail is not None:
+            mean = detail.get("mean_output_tokens")
+            if mean is None or not low <= float(mean) <= high:
+                findings.append(
+                    Finding(
+                        "compliance",
+                        ctx.rel(result.log_path(PERF)),
+                        f"TEST09: mean output length {mean} tokens is outside [{low}, {high}]",
+                    )
+                )
     return findings
 
 
