@@ -18,7 +18,7 @@ import yaml
 from tree_factory import DESCRIPTION, SUBMITTER, SYSTEM
 
 from mlperf_repro.benchmarks import load_round
-from mlperf_repro.check.endpoints_logs import get_path, read_endpoints
+from mlperf_repro.check.endpoints_logs import get_path, read_endpoints, score_readings
 from mlperf_repro.check.tree import check_tree, load_contexts
 from mlperf_repro.package.systems import system_description
 
@@ -113,14 +113,14 @@ GOOD_ROUGE = {
 }
 
 
-def accuracy_results(score: dict | None = None) -> dict:
+def accuracy_results(score: dict | float | None = None) -> dict:
     return {
         "accuracy_scores": [
             {
                 "dataset_name": "cnn_dailymail",
                 "extractor": None,
                 "ground_truth_column": "highlights",
-                "score": score or GOOD_ROUGE,
+                "score": GOOD_ROUGE if score is None else score,
                 "unit_samples": 13368,
                 "num_repeats": 1,
                 "total_samples": 13368,
@@ -154,8 +154,43 @@ def write_endpoints_result(folder: Path, scenario: str) -> None:
     )
 
 
-def build_endpoints_tree(dest: Path, scenarios: dict[str, str] | None = None) -> Path:
-    """dest/closed/TestOrg/... with llama3.1-8b endpoints results (folder name -> scenario)."""
+WAN = "wan-2.2-t2v-a14b"
+
+
+def write_wan_result(folder: Path, scenario: str) -> None:
+    """A wan-2.2-t2v-a14b result: a SingleStream run is a `submission` run at concurrency 1
+    (benchmark_mode online), videos of the named samples, the TEST04 audit it must carry."""
+    write_endpoints_result(folder, "Offline" if scenario == "Offline" else "Server")
+    config = config_yaml("Offline")
+    config.update(name=f"submission-wan22-{scenario.lower()}", model_params={"name": "wan22", "streaming": "off"})
+    if scenario == "SingleStream":
+        config.update(type="submission", benchmark_mode="online")
+        config["settings"]["load_pattern"] = {"type": "concurrency", "target_concurrency": 1}
+    config["settings"]["runtime"]["n_samples_to_issue"] = 248
+    (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    summary = result_summary("Offline")
+    summary.update(n_samples_issued=248, n_samples_completed=248, qps=248 / 660, tps=None, ttft={}, tpot={})
+    summary["latency"] = _series(40e9, 26e9)
+    (folder / "performance" / "result_summary.json").write_text(json.dumps(summary, indent=2))
+    results = accuracy_results(71.2)
+    results["accuracy_scores"][0].update(
+        dataset_name="wan22_vbench", ground_truth_column="prompt", unit_samples=248, total_samples=248
+    )
+    results["accuracy_scores"][0]["response_counts"] = {"issued": 248, "scored": 248, "failed": 0}
+    (folder / "accuracy" / "accuracy_results.json").write_text(json.dumps(results, indent=2))
+    videos = folder / "accuracy" / "videos"
+    videos.mkdir()
+    for stem in ROUND.benchmark(WAN).accuracy["extra_files"]["videos"]:
+        (videos / f"{stem}.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
+    (folder / "audit").mkdir()
+    (folder / "audit" / "audit_output_caching_test.json").write_text(
+        json.dumps({"test": "output_caching_test", "passed": True, "threshold": 0.2})
+    )
+
+
+def build_endpoints_tree(dest: Path, scenarios: dict[str, str] | None = None, bench: str = BENCH) -> Path:
+    """dest/closed/TestOrg/... with endpoints results of llama3.1-8b (Offline, Server) or
+    wan-2.2-t2v-a14b (Offline, SingleStream); `scenarios`: folder name -> scenario."""
     base = dest / "closed" / SUBMITTER
     (base / "src").mkdir(parents=True)
     (base / "src" / "README.md").write_text("code\n")
@@ -164,8 +199,10 @@ def build_endpoints_tree(dest: Path, scenarios: dict[str, str] | None = None) ->
         DESCRIPTION, rules=ROUND, division="closed", submitter=SUBMITTER, provenance={}, test_scale=False
     )
     (base / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc, indent=2))
-    for folder, scenario in (scenarios or {"Offline": "Offline", "Server": "Server"}).items():
-        write_endpoints_result(base / "results" / SYSTEM / BENCH / folder, scenario)
+    default = {"Offline": "Offline", "SingleStream": "SingleStream"} if bench == WAN else None
+    for folder, scenario in (scenarios or default or {"Offline": "Offline", "Server": "Server"}).items():
+        write = write_wan_result if bench == WAN else write_endpoints_result
+        write(base / "results" / SYSTEM / bench / folder, scenario)
     return dest
 
 
@@ -336,3 +373,30 @@ def test_read_endpoints_without_summary(tmp_path):
     write_endpoints_result(folder, "Offline")
     (folder / "performance" / "result_summary.json").unlink()
     assert read_endpoints(folder, "performance", ROUND["endpoints"], "Offline") is None
+
+
+def test_wan_with_its_audit_passes(tmp_path):
+    root = build_endpoints_tree(tmp_path / "tree", bench=WAN)
+    (ctx,), _ = load_contexts(root, ROUND)
+    single = next(r for r in ctx.results if r.scenario == "SingleStream")
+    perf = single.detail("performance/run_1/mlperf_log_detail.txt")
+    assert perf["effective_scenario"] == "SingleStream" and perf["endpoints_test_type"] == "submission"
+    assert perf["result_mean_latency_ns"] == 26e9
+    assert check_tree(root, ROUND) == []
+
+
+def test_wan_without_its_caching_audit(tmp_path):
+    root = build_endpoints_tree(tmp_path / "tree", bench=WAN)
+    results = root / f"closed/{SUBMITTER}/results/{SYSTEM}/{WAN}"
+    shutil.rmtree(results / "SingleStream" / "audit")
+    found = only_rule(root, "compliance", "SingleStream/audit/audit_output_caching_test.json")
+    assert "TEST04" in found[0].message
+    # Other audits are not demanded: the llama3.1-8b tree carries no TEST06 audit and passes.
+
+
+def test_score_readings():
+    assert score_readings(0.5, {"metric": "f1"}, ["f1"]) == {"f1": 0.5}
+    assert score_readings({"F1": "0.8"}, {"metric": "f1"}, ["f1"]) == {"f1": 0.8}
+    assert score_readings({"rouge1": "38.9", "gen_len": "10"}, {}, ["rouge1", "rougeL"]) == {"rouge1": 38.9}
+    # A benchmark whose scorer's units the table does not know: recorded, not judged.
+    assert score_readings(71.2, None, ["vbench_score"]) == {}
