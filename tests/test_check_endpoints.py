@@ -400,3 +400,11 @@ def test_score_readings():
     assert score_readings({"rouge1": "38.9", "gen_len": "10"}, {}, ["rouge1", "rougeL"]) == {"rouge1": 38.9}
     # A benchmark whose scorer's units the table does not know: recorded, not judged.
     assert score_readings(71.2, None, ["vbench_score"]) == {}
+
+
+def test_cli_tells_the_round_from_endpoints_seeds(good_tree):
+    # No LoadGen log carries seeds: the harness's dataloader seed names the round.
+    from mlperf_repro.check.cli import check_path
+
+    rules, findings = check_path(good_tree)
+    assert rules.name == "v6.1" and findings == []

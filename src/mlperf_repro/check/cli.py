@@ -19,6 +19,7 @@ from ..archive import ARCHIVE_SUFFIXES, Limits, extract
 from ..benchmarks import Round, available_rounds, load_round
 from ..errors import UserError
 from ..loadgen_logs import read_detail
+from .endpoints_logs import get_path, is_endpoints_folder, load_config
 from .findings import Finding
 from .tree import NOT_SUBMITTABLE_MARK, check_tree
 
@@ -66,11 +67,31 @@ def round_of_tree(root: Path) -> Round:
         if sum(votes.values()) >= 20:
             break
     if not votes:
+        votes = _endpoints_votes(root)
+    if not votes:
         raise UserError(
             f"cannot tell the round of {root} from its logs (no performance log carries a known round's seeds); "
             f"pass --round ({', '.join(available_rounds())})"
         )
     return load_round(votes.most_common(1)[0][0])
+
+
+def _endpoints_votes(root: Path) -> Counter[str]:
+    """Rounds by the seeds of endpoints-harness results (config.yaml, no LoadGen log): the
+    harness's dataloader seed is the round's sample-index seed (rounds with an endpoints table)."""
+    rounds = [load_round(name) for name in available_rounds()]
+    rounds = [r for r in rounds if r.data.get("endpoints")]
+    votes: Counter[str] = Counter()
+    for folder in root.glob("*/*/results/*/*/*"):
+        for rules in rounds:
+            table = rules.data["endpoints"]
+            where = ((table.get("fields") or {}).get("effective_sample_index_rng_seed") or {}).get("config")
+            if where and is_endpoints_folder(folder, table):
+                if str(get_path(load_config(folder, table), where)) == str(rules.seeds["sample_index_rng_seed"]):
+                    votes[rules.name] += 1
+        if sum(votes.values()) >= 20:
+            break
+    return votes
 
 
 def check_path(
