@@ -188,6 +188,25 @@ def write_wan_result(folder: Path, scenario: str) -> None:
     )
 
 
+QWEN = "qwen3-vl-235b-a22b"
+
+
+def write_qwen_result(folder: Path, scenario: str, *, p99_ms: float = 9000.0, f1: float = 0.7911) -> None:
+    """A qwen3-vl-235b-a22b result: end-to-end latency against the scenario's target, the
+    hierarchical F1 as a plain number (a fraction)."""
+    write_endpoints_result(folder, scenario)
+    config = config_yaml(scenario)
+    config.update(name=f"submission-qwen3-vl-{scenario.lower()}", model_params={"name": "Qwen/Qwen3-VL-235B-A22B"})
+    (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    summary = result_summary(scenario)
+    summary["latency"] = _series(p99_ms * MS, 4000 * MS)
+    (folder / "performance" / "result_summary.json").write_text(json.dumps(summary, indent=2))
+    results = accuracy_results(f1)
+    results["accuracy_scores"][0].update(dataset_name="shopify", unit_samples=48289, total_samples=48289)
+    results["average_accuracy"] = f1
+    (folder / "accuracy" / "accuracy_results.json").write_text(json.dumps(results, indent=2))
+
+
 def build_endpoints_tree(dest: Path, scenarios: dict[str, str] | None = None, bench: str = BENCH) -> Path:
     """dest/closed/TestOrg/... with endpoints results of llama3.1-8b (Offline, Server) or
     wan-2.2-t2v-a14b (Offline, SingleStream); `scenarios`: folder name -> scenario."""
@@ -201,7 +220,7 @@ def build_endpoints_tree(dest: Path, scenarios: dict[str, str] | None = None, be
     (base / "systems" / f"{SYSTEM}.json").write_text(json.dumps(desc, indent=2))
     default = {"Offline": "Offline", "SingleStream": "SingleStream"} if bench == WAN else None
     for folder, scenario in (scenarios or default or {"Offline": "Offline", "Server": "Server"}).items():
-        write = write_wan_result if bench == WAN else write_endpoints_result
+        write = {WAN: write_wan_result, QWEN: write_qwen_result}.get(bench, write_endpoints_result)
         write(base / "results" / SYSTEM / bench / folder, scenario)
     return dest
 
@@ -408,3 +427,19 @@ def test_cli_tells_the_round_from_endpoints_seeds(good_tree):
 
     rules, findings = check_path(good_tree)
     assert rules.name == "v6.1" and findings == []
+
+
+def test_qwen3_vl_latency_and_f1(tmp_path):
+    # Not a token-latency benchmark: its p99 latency against the target; its score a number.
+    root = build_endpoints_tree(tmp_path / "tree", bench=QWEN)
+    assert check_tree(root, ROUND) == []
+    server = root / f"closed/{SUBMITTER}/results/{SYSTEM}/{QWEN}/Server"
+    shutil.rmtree(server)
+    write_qwen_result(server, "Server", p99_ms=13000.0, f1=0.70)
+    found = errors(root)
+    assert sorted(f.rule for f in found) == ["accuracy-target", "latency"], [f.line() for f in found]
+    by_rule = {f.rule: f for f in found}
+    assert by_rule["latency"].path.endswith("Server/performance/result_summary.json")
+    assert "p99 latency 13000.0 ms is over the Server target 12000 ms" in by_rule["latency"].message
+    assert by_rule["accuracy-target"].path.endswith("Server/accuracy/accuracy_results.json")
+    assert by_rule["accuracy-target"].message.startswith("f1 0.7 < target 0.7824")
