@@ -2,7 +2,8 @@
 
 Commands: ``check`` (any submission tree or tarball against a round's rules), ``compare``
 (partners' submissions against a reference), ``plan`` (jobs, wall time, GPU-hours and disk
-per stage, estimated from a config before anything runs), ``k8s-render``. The workflow
+per stage, estimated from a config before anything runs), ``k8s-render``, ``quant-check``
+(any quantized checkpoint folder against its config, decoded with the project's codecs). The workflow
 itself runs with ``snakemake``.
 """
 
@@ -68,6 +69,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     render_parser.add_argument("--out", required=True, help="folder for the manifests")
     render_parser.add_argument("--workdir", default=".", help="the workflow's root, where a run starts (default: .)")
+    quant_parser = commands.add_parser(
+        "quant-check",
+        help="validate a quantized checkpoint folder (layout, scales, error vs the unquantized model)",
+        description="Read the folder's quantization_config (quark, compressed-tensors, modelopt) and its "
+        "safetensors headers, check that every quantized layer has its scales in the format's shapes and "
+        "dtypes and that excluded layers are not quantized, decode the weights with the project's codecs "
+        "and, with --reference, measure each layer's relative weight error. Exit 0: no finding; 1: "
+        "findings (the worst layers named); 2: not a quantized checkpoint.",
+    )
+    quant_parser.add_argument("directory", help="the quantized checkpoint folder")
+    quant_parser.add_argument("--reference", help="the unquantized checkpoint folder to measure the error against")
+    quant_parser.add_argument(
+        "--max-error", type=float, help="bound on each layer's relative weight error (default: the format's)"
+    )
+    quant_parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     try:
         if args.command == "k8s-render":
@@ -78,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             return compare_cli.run(args)
         if args.command == "plan":
             return run_plan(args)
+        if args.command == "quant-check":
+            return run_quant_check(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -99,6 +117,18 @@ def run_plan(args: argparse.Namespace) -> int:
     estimate = estimate_file(args.configfile, args.schema)
     sys.stdout.write(estimate.to_json() if args.json else estimate.render())
     return 0
+
+
+def run_quant_check(args: argparse.Namespace) -> int:
+    import json
+
+    from .quant.validate import validate_checkpoint
+
+    if args.reference is not None and not Path(args.reference).is_dir():
+        raise UserError(f"--reference {args.reference}: no such directory")
+    report = validate_checkpoint(args.directory, args.reference, max_error=args.max_error)
+    sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n" if args.json else report.render())
+    return 0 if report.ok else 1
 
 
 def run_k8s_render(args: argparse.Namespace) -> int:

@@ -140,6 +140,27 @@ def _source_kind(source: str) -> str:
     return source.split(":", 1)[0]
 
 
+def _recipe_problems(where: str, recipe: dict, models: dict) -> list[str]:
+    """A recipe's tool and the keys only some tools take (mlperf_repro.quant.tools)."""
+    from .quant.tools import DEFAULT_TOOL, TOOLS
+
+    tool = TOOLS.get(recipe.get("tool") or DEFAULT_TOOL)
+    if tool is None:
+        return []  # the schema's enum reports it
+    checkpoint = recipe.get("checkpoint")
+    if not tool.needs_checkpoint:
+        extra = [key for key in ("checkpoint", "max_error") if key in recipe]
+        return [f"{where}.{key}: only for tool prequantized (this recipe's tool is {tool.name})" for key in extra]
+    if checkpoint is None:
+        return [f"{where}.checkpoint: tool {tool.name} needs the models entry that holds the quantized checkpoint"]
+    if checkpoint not in models:
+        return [f"{where}.checkpoint: '{checkpoint}' is not a models entry; known: {', '.join(models)}"]
+    entry = models[checkpoint]
+    if entry["source"].startswith("builtin:") or entry.get("allow_unverified"):
+        return [f"{where}.checkpoint: models.{checkpoint} must be pinned by sha256 or sha256_manifest"]
+    return []
+
+
 def check_references(config: dict) -> list[str]:
     """Cross-key rules: names that must exist, round rules, division rules."""
     problems: list[str] = []
@@ -187,6 +208,9 @@ def check_references(config: dict) -> list[str]:
                     f"datasets.{name}.builtin.model: '{builtin_model}' is not a models entry; "
                     f"known: {', '.join(models)}"
                 )
+
+    for name, recipe in quantization.items():
+        problems += _recipe_problems(f"quantization.{name}", recipe, models)
 
     for name, bench in config["benchmarks"].items():
         where = f"benchmarks.{name}"

@@ -66,6 +66,13 @@ def quantize_container(wildcards):
     return PLAN.quantize_container(wildcards.model, wildcards.recipe)
 
 
+def prequantized_checkpoint(wildcards):
+    """The acquired checkpoint of a tool: prequantized recipe (a models entry), else nothing."""
+    recipe = config["quantization"][wildcards.recipe]
+    name = recipe.get("checkpoint") if recipe.get("tool") == "prequantized" else None
+    return [PLAN.model_dir(name)] if name else []
+
+
 def screen_of(wildcards):
     """The GPU screen a run of this system waits for; none when it is not screened."""
     return PLAN.screen_input(wildcards.system)

@@ -1,11 +1,14 @@
 # Stage 2: FP4 quantization with the project's own MXFP4 codec. Writes the checkpoint
 # ROCm vLLM loads (quant_method quark), a dequantized copy for backends without FP4
-# kernels, and quant_manifest.json (codec, scheme, hashes, logit error).
+# kernels, and quant_manifest.json (codec, scheme, hashes, logit error). A recipe with
+# tool: prequantized instead validates a published quantized checkpoint (a models entry,
+# acquired and checksummed) against the model and passes it through.
 
 
 rule quantize:
     input:
         model=PATHS["model"],
+        prequantized=prequantized_checkpoint,
     output:
         quantized=directory(PATHS["quantized"]),
         emulated=directory(PATHS["emulated"]),

@@ -1,0 +1,156 @@
+"""The ``prequantized`` tool: pass a published quantized checkpoint through, validated.
+
+The checkpoint was acquired like any model (``models.<name>``: pinned source, sha256
+manifest); here it is re-verified against its checksums, validated with our codecs against
+the unquantized reference model (:func:`mlperf_repro.quant.validate.validate_checkpoint`;
+a layer above the bound fails the stage, the worst layers named), copied unchanged to the
+served folder, decoded to a bf16 copy for CPU serving, and described in the manifest
+(tool, source, checksums, validation results).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .. import provenance
+from ..errors import UserError
+from ..fetch import MANIFEST_NAME as CHECKSUMS_NAME
+from ..fetch import RECORD_NAME, STATUS_VERIFIED, verify_dir
+from ..fetch._manifest import WORKFLOW_MARKERS, load_record
+from ..hashing import sha256_tree
+from .formats import format_for
+from .validate import dequantized_shards, validate_checkpoint
+
+MANIFEST_NAME = "quant_manifest.json"  # the name mlperf_repro.quant.stage writes too
+_INDEX_NAME = "model.safetensors.index.json"
+_NOT_COPIED = {RECORD_NAME, CHECKSUMS_NAME, MANIFEST_NAME} | set(WORKFLOW_MARKERS)
+# Files the emulated (plain bf16) copy must not carry: weights are rewritten, the index is
+# rebuilt, and the quantization configs would make a loader expect quantized tensors.
+_NOT_EMULATED = {"config.json", "hf_quant_config.json", _INDEX_NAME, "recipe.yaml"}
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _tree(root: Path) -> dict[str, Any]:
+    files = {
+        rel: {"sha256": h, "bytes": (root / rel).stat().st_size}
+        for rel, h in sha256_tree(root).items()
+        if rel not in _NOT_COPIED
+    }
+    return {"files": files, "bytes": sum(f["bytes"] for f in files.values())}
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)  # same filesystem: no second copy of a large checkpoint
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def prequantized_job(
+    checkpoint_dir: str,
+    model_dir: str,
+    quantized_dir: str,
+    emulated_dir: str,
+    recipe: dict[str, Any],
+    container_image: str | None = None,
+) -> dict[str, Any]:
+    src, qdir, edir = Path(checkpoint_dir), Path(quantized_dir), Path(emulated_dir)
+    verify_dir(src)  # a tampered or damaged file is refused here, named
+    record = load_record(src) or {}
+    if record.get("status") != STATUS_VERIFIED:
+        raise UserError(
+            f"{src} was acquired without checksums ({record.get('status')!r}); a prequantized checkpoint "
+            "must be pinned: give its models entry sha256 or sha256_manifest"
+        )
+    verify_dir(model_dir)
+    report = validate_checkpoint(src, model_dir, max_error=recipe.get("max_error"))
+    if not report.ok:
+        worst = "; ".join(f"{e.module} {e.rel_error:.4g}" for e in report.worst())
+        raise UserError(
+            f"prequantized checkpoint {record.get('source')} fails validation "
+            f"({len(report.findings)} finding(s)):\n  - "
+            + "\n  - ".join(str(f) for f in report.findings[:20])
+            + (f"\nworst layers (relative weight error): {worst}" if worst else "")
+        )
+    expected = format_for(recipe["scheme"]).name
+    if report.weight_format != expected:
+        raise UserError(
+            f"prequantized checkpoint {record.get('source')} holds {report.weight_format} weights but the "
+            f"recipe's scheme {recipe['scheme']!r} is format {expected}"
+        )
+    for out in (qdir, edir):
+        if out.exists():
+            shutil.rmtree(out)  # a half-written dir from a killed job
+        out.mkdir(parents=True)
+    # Served folder: the published files, unchanged.
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if path.is_file() and rel.as_posix() not in _NOT_COPIED:
+            (qdir / rel).parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(path, qdir / rel)
+    # Emulated folder: decoded weights (bf16), the config without quantization_config.
+    weight_map: dict[str, str] = {}
+    from safetensors.torch import save_file
+
+    for shard, tensors in dequantized_shards(src):
+        save_file(tensors, edir / shard, metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(tensors, shard))
+        del tensors
+    config = json.loads((src / "config.json").read_text())
+    config.pop("quantization_config", None)
+    _write_json(edir / "config.json", config)
+    if (src / _INDEX_NAME).is_file():
+        total = sum((edir / s).stat().st_size for s in set(weight_map.values()))
+        _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
+    for path in sorted(src.iterdir()):
+        if path.is_file() and path.suffix != ".safetensors" and path.name not in _NOT_COPIED | _NOT_EMULATED:
+            shutil.copyfile(path, edir / path.name)
+
+    manifest: dict[str, Any] = {
+        "manifest_version": 1,
+        "tool": "prequantized",
+        "scheme": recipe["scheme"],
+        "weight_format": report.weight_format,
+        "quant_method": report.quant_method,
+        "source": {
+            "checkpoint": recipe.get("checkpoint"),
+            "uri": record.get("source"),
+            "status": record.get("status"),
+            "files": record.get("files"),
+            **({"revision": record["revision"]} if "revision" in record else {}),
+        },
+        "validation": report.to_dict(),
+        "reference": {"dir": str(model_dir), "record": load_record(Path(model_dir))},
+        "outputs": {"quantized_dir": _tree(qdir), "emulated_dir": _tree(edir)},
+        "cpu_serving_emulation": "weights-only",
+        "software": _software(),
+    }
+    manifest["reference"]["record"] = {
+        k: v for k, v in (manifest["reference"]["record"] or {}).items() if k in ("source", "status")
+    }
+    container = provenance.container(container_image)
+    if container is not None:
+        manifest["software"]["container"] = container
+    _write_json(qdir / MANIFEST_NAME, manifest)
+    shutil.copyfile(qdir / MANIFEST_NAME, edir / MANIFEST_NAME)
+    return manifest
+
+
+def _software() -> dict[str, str]:
+    import safetensors
+    import torch
+
+    import mlperf_repro
+
+    return {
+        "mlperf_repro": mlperf_repro.__version__,
+        "safetensors": safetensors.__version__,
+        "torch": torch.__version__,
+    }

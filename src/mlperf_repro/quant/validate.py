@@ -1,0 +1,610 @@
+"""Validate any quantized checkpoint folder against its own config, with the project's codecs.
+
+Reads ``config.json``'s ``quantization_config`` (``quant_method`` ``quark``,
+``compressed-tensors`` or ``modelopt``; ModelOpt's ``hf_quant_config.json`` too) and the
+tensor inventory from the safetensors headers (names, dtypes, shapes; no tensor is loaded
+for that), and checks that they agree: every quantized Linear stores its weight in the
+format's layout (an MXFP4 ``[out, in]`` weight is ``uint8[out, in/2]`` with a
+``uint8[out, in/32]`` scale), has its scale(s), and no module the config excludes is
+quantized. With a reference (the unquantized checkpoint) it decodes each quantized weight
+with OUR codec, one tensor pair at a time, and measures the relative Frobenius error
+``||W_q - W||_F / ||W||_F`` and the max-abs error per layer; layers above the bound are
+findings, named worst first.
+
+Adding a format is a :class:`WeightFormat` entry in :data:`WEIGHT_FORMATS` (stored dtype,
+packing, scale group and dtype, the codec call) plus the tools' names for it in
+:func:`_detect_format`; a tool's tensor naming is a :class:`Layout` in :data:`LAYOUTS`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import json
+import math
+import re
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+__all__ = [
+    "LAYOUTS",
+    "WEIGHT_FORMATS",
+    "Finding",
+    "LayerError",
+    "Layout",
+    "ValidationReport",
+    "WeightFormat",
+    "dequantized_shards",
+    "inspect_checkpoint",
+    "read_inventory",
+    "validate_checkpoint",
+]
+
+
+# --------------------------------------------------------------------------- formats
+
+
+class CodecMissing(Exception):
+    """The format's codec module is not (yet) in the project: structure checked, values not decoded."""
+
+
+def _codec(module: str, function: str) -> Callable[..., Any]:
+    try:
+        mod = importlib.import_module(f"{__package__}.{module}")
+        return getattr(mod, function)
+    except (ImportError, AttributeError):
+        raise CodecMissing(f"no codec mlperf_repro.quant.{module}.{function}") from None
+
+
+def _decode_mxfp4(weight: Any, scale: Any, global_scale: Any, divide: bool) -> Any:
+    return _codec("mxfp4", "dequantize_mxfp4")(weight, scale)
+
+
+def _decode_nvfp4(weight: Any, scale: Any, global_scale: Any, divide: bool) -> Any:
+    # ModelOpt and Quark store weight_scale_2 = amax/2688 (multiply); compressed-tensors
+    # stores weight_global_scale = 2688/amax (divide). Our codec takes the multiplier.
+    import torch
+
+    g = global_scale.to(torch.float32).reshape(())
+    return _codec("nvfp4", "dequantize_nvfp4")(weight, scale, (1.0 / g) if divide else g)
+
+
+def _decode_fp8(weight: Any, scale: Any, global_scale: Any, divide: bool) -> Any:
+    return _codec("fp8", "dequantize_fp8")(weight, scale)
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """One weight format as stored in a checkpoint.
+
+    ``weight_dtype``: safetensors dtype of the stored weight; ``pack``: elements per stored
+    element along in-features (2 for FP4 nibbles); ``group``: elements per scale along
+    in-features (``None``: per-tensor or per-channel scale); ``scale_dtypes``: accepted
+    scale dtypes; ``global_scale``: a second, per-tensor fp32 scale is required;
+    ``decode(weight, scale, global_scale, divide)`` -> float32 weight (our codec);
+    ``max_error``: default bound on the relative weight error.
+    """
+
+    name: str
+    weight_dtype: str
+    pack: int
+    group: int | None
+    scale_dtypes: tuple[str, ...]
+    global_scale: bool
+    decode: Callable[[Any, Any, Any, bool], Any]
+    max_error: float
+
+
+#: Formats by name (the names of mlperf_repro.quant.formats where both exist).
+WEIGHT_FORMATS: dict[str, WeightFormat] = {
+    "mxfp4": WeightFormat("mxfp4", "U8", 2, 32, ("U8",), False, _decode_mxfp4, 0.25),
+    "nvfp4": WeightFormat("nvfp4", "U8", 2, 16, ("F8_E4M3",), True, _decode_nvfp4, 0.2),
+    "fp8": WeightFormat("fp8", "F8_E4M3", 1, None, ("F32", "BF16", "F16"), False, _decode_fp8, 0.06),
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a tool names a quantized Linear's tensors (suffixes after ``<module>.``)."""
+
+    weight: str
+    scale: str = "weight_scale"
+    global_scale: str | None = None  # for formats with a per-tensor second scale
+    global_divides: bool = False  # the stored global scale is the reciprocal
+    ignored: tuple[str, ...] = ()  # companion tensors that are not part of the weight (activation scales)
+
+
+LAYOUTS: dict[str, Layout] = {
+    "quark": Layout("weight", global_scale="weight_scale_2", ignored=("input_scale", "input_scale_2", "output_scale")),
+    "compressed-tensors": Layout(
+        "weight_packed",
+        global_scale="weight_global_scale",
+        global_divides=True,
+        ignored=("input_global_scale", "input_scale", "weight_zero_point", "weight_shape"),
+    ),
+    "modelopt": Layout("weight", global_scale="weight_scale_2", ignored=("input_scale", "k_scale", "v_scale")),
+}
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class Finding:
+    tensor: str
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.tensor}: {self.message} [{self.rule}]"
+
+
+@dataclass(frozen=True)
+class LayerError:
+    module: str
+    rel_error: float
+    max_abs_error: float
+
+
+@dataclass
+class ValidationReport:
+    directory: str
+    quant_method: str
+    weight_format: str
+    exclude: list[str]
+    quantized: list[str]  # module names stored quantized
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[LayerError] = field(default_factory=list)  # with a reference only
+    reference: str | None = None
+    max_error: float | None = None
+    decoded: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def worst(self, n: int = 5) -> list[LayerError]:
+        return sorted(self.errors, key=lambda e: (-e.rel_error, e.module))[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "quant_method": self.quant_method,
+            "weight_format": self.weight_format,
+            "exclude": self.exclude,
+            "quantized_layers": len(self.quantized),
+            "reference": self.reference,
+            "max_error": self.max_error,
+            "decoded": self.decoded,
+            "ok": self.ok,
+            "findings": [{"tensor": f.tensor, "rule": f.rule, "message": f.message} for f in self.findings],
+            "worst_layers": [_err_dict(e) for e in self.worst()],
+            "layers": [_err_dict(e) for e in sorted(self.errors, key=lambda e: e.module)],
+            "notes": self.notes,
+        }
+
+    def render(self) -> str:
+        lines = [
+            f"{self.directory}: {self.quant_method} {self.weight_format}, {len(self.quantized)} quantized layers"
+            + (f", excluded {', '.join(self.exclude)}" if self.exclude else "")
+        ]
+        if self.errors:
+            lines.append(f"weight error vs {self.reference} (bound {self.max_error:g}); worst layers:")
+            lines += [f"  {e.module}: relative {e.rel_error:.4g}, max-abs {e.max_abs_error:.4g}" for e in self.worst()]
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"FINDING {f}" for f in self.findings]
+        lines.append(f"{len(self.findings)} finding(s)" if self.findings else "OK")
+        return "\n".join(lines) + "\n"
+
+
+def _err_dict(e: LayerError) -> dict[str, Any]:
+    return {"module": e.module, "rel_error": _sig(e.rel_error), "max_abs_error": _sig(e.max_abs_error)}
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.6g}") if math.isfinite(x) else x
+
+
+# --------------------------------------------------------------------------- inventory
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+
+
+def read_inventory(directory: str | Path) -> dict[str, TensorInfo]:
+    """Every tensor of the folder's ``*.safetensors`` files from their headers (nothing loaded)."""
+    directory = Path(directory)
+    files = sorted(p for p in directory.glob("*.safetensors") if p.is_file())
+    if not files:
+        raise UserError(f"{directory} is not a checkpoint: it has no *.safetensors files")
+    out: dict[str, TensorInfo] = {}
+    for f in files:
+        try:
+            with open(f, "rb") as handle:
+                (length,) = struct.unpack("<Q", handle.read(8))
+                if length > 100_000_000:
+                    raise ValueError("header too large")
+                header = json.loads(handle.read(length))
+        except (OSError, ValueError, struct.error) as exc:
+            raise UserError(f"{f} is not a readable safetensors file: {exc}") from None
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            if name in out:
+                raise UserError(f"tensor {name!r} appears in both {out[name].file} and {f.name}")
+            out[name] = TensorInfo(str(entry["dtype"]), tuple(int(d) for d in entry["shape"]), f.name)
+    return out
+
+
+def _load(directory: Path, info: TensorInfo, name: str) -> Any:
+    from safetensors import safe_open
+
+    with safe_open(directory / info.file, framework="pt") as handle:
+        return handle.get_tensor(name)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a JSON object")
+    return data
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    method: str
+    fmt: WeightFormat
+    layout: Layout
+    exclude: tuple[str, ...]
+    match: Callable[[str, str], bool]  # (module, pattern) -> excluded
+
+
+def _match_quark(module: str, pattern: str) -> bool:  # vLLM's Quark rule
+    return re.match(pattern[3:], module) is not None if pattern.startswith("re:") else module == pattern
+
+
+def _match_ct(module: str, pattern: str) -> bool:  # compressed-tensors: exact, re:, or a suffix
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], module) is not None
+    return module == pattern or module.endswith("." + pattern)
+
+
+def _match_modelopt(module: str, pattern: str) -> bool:  # ModelOpt: fnmatch wildcards
+    return fnmatch.fnmatchcase(module, pattern)
+
+
+def _detect_format(method: str, qc: dict[str, Any], where: str) -> str:
+    if method == "quark":
+        spec = (qc.get("global_quant_config") or {}).get("weight")
+        specs = spec if isinstance(spec, list) else [spec]
+        first = specs[0] if specs and isinstance(specs[0], dict) else {}
+        dtype, group = first.get("dtype"), first.get("group_size")
+        if dtype == "fp4" and group == 32 and first.get("scale_format") == "e8m0":
+            return "mxfp4"
+        if dtype == "fp4" and group == 16:
+            return "nvfp4"
+        if dtype == "fp8_e4m3":
+            return "fp8"
+        raise UserError(f"{where}: Quark weight spec dtype={dtype!r} group_size={group!r} is not a known format")
+    if method == "compressed-tensors":
+        fmt = qc.get("format")
+        table = {"mxfp4-pack-quantized": "mxfp4", "nvfp4-pack-quantized": "nvfp4", "float-quantized": "fp8"}
+        if fmt not in table:
+            raise UserError(f"{where}: compressed-tensors format {fmt!r} is not one of {sorted(table)}")
+        return table[fmt]
+    if method == "modelopt":
+        algo = str(qc.get("quant_algo") or "").upper()
+        table = {"NVFP4": "nvfp4", "MXFP4": "mxfp4", "FP8": "fp8"}
+        if algo not in table:
+            raise UserError(f"{where}: ModelOpt quant_algo {algo!r} is not one of {sorted(table)}")
+        return table[algo]
+    raise UserError(f"{where}: quant_method {method!r} is not one of quark, compressed-tensors, modelopt")
+
+
+def read_quant_config(directory: str | Path) -> QuantConfig:
+    """The folder's quantization config, normalised; UserError if the folder is not a quantized checkpoint."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"{directory} is not a checkpoint folder (no such directory)")
+    cfg_path = directory / "config.json"
+    if not cfg_path.is_file():
+        raise UserError(f"{directory} is not a checkpoint: config.json is missing")
+    qc = _read_json(cfg_path).get("quantization_config")
+    hf_quant = directory / "hf_quant_config.json"
+    if not qc and hf_quant.is_file():  # ModelOpt writes its own file
+        q = _read_json(hf_quant).get("quantization") or {}
+        qc = {"quant_method": "modelopt", **q}
+    if not isinstance(qc, dict) or not qc:
+        raise UserError(f"{cfg_path} has no quantization_config: this is not a quantized checkpoint")
+    method = str(qc.get("quant_method"))
+    fmt = WEIGHT_FORMATS[_detect_format(method, qc, str(cfg_path))]
+    if method == "quark":
+        exclude, match = qc.get("exclude") or [], _match_quark
+    elif method == "compressed-tensors":
+        exclude, match = qc.get("ignore") or [], _match_ct
+    else:
+        if hf_quant.is_file():  # the authoritative copy
+            qc = {**qc, **(_read_json(hf_quant).get("quantization") or {})}
+        exclude, match = qc.get("exclude_modules") or qc.get("ignore") or [], _match_modelopt
+    return QuantConfig(method, fmt, LAYOUTS[method], tuple(str(e) for e in exclude), match)
+
+
+# --------------------------------------------------------------------------- structure
+
+_EMBEDDING = re.compile(r"(^|\.)(embed_tokens|embed|wte|wpe|embeddings?|word_embeddings)$")
+
+
+def _modules(inv: dict[str, TensorInfo], layout: Layout) -> dict[str, str]:
+    """Candidate Linear modules -> the name of their (possibly quantized) weight tensor."""
+    out: dict[str, str] = {}
+    for name, info in inv.items():
+        for suffix in dict.fromkeys((layout.weight, "weight")):
+            if name.endswith("." + suffix):
+                module = name[: -len(suffix) - 1]
+                if _EMBEDDING.search(module) or len(info.shape) != 2:
+                    continue
+                if module not in out or suffix == layout.weight:
+                    out[module] = name
+    return out
+
+
+def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: ValidationReport) -> dict[str, dict]:
+    """Findings for layout problems; returns the quantized modules with their tensor names."""
+    fmt, lay = qcfg.fmt, qcfg.layout
+    add = report.findings.append
+    quantized: dict[str, dict] = {}
+    for module, wname in sorted(_modules(inv, lay).items()):
+        info = inv[wname]
+        excluded = any(qcfg.match(module, p) for p in qcfg.exclude)
+        sname = f"{module}.{lay.scale}"
+        is_quantized = (
+            (wname.endswith("." + lay.weight) and lay.weight != "weight")
+            or info.dtype in {fmt.weight_dtype, "U8", "I8", "F8_E4M3", "F8_E5M2"}
+            or sname in inv
+        )
+        if not is_quantized:
+            continue
+        if excluded:
+            add(
+                Finding(
+                    wname, "excluded-but-quantized", f"stored quantized ({info.dtype}) but the config excludes {module}"
+                )
+            )
+            continue
+        if info.dtype != fmt.weight_dtype:
+            add(Finding(wname, "weight-dtype", f"dtype {info.dtype}, expected {fmt.weight_dtype} for {fmt.name}"))
+            continue
+        out_f, stored_in = info.shape
+        in_f = stored_in * fmt.pack
+        if sname not in inv:
+            add(Finding(sname, "missing-scale", f"quantized weight {wname} has no scale tensor {sname}"))
+            continue
+        sinfo = inv[sname]
+        entry = {"weight": wname, "scale": sname, "global": None, "in": in_f, "out": out_f}
+        if sinfo.dtype not in fmt.scale_dtypes:
+            add(Finding(sname, "scale-dtype", f"dtype {sinfo.dtype}, expected {' or '.join(fmt.scale_dtypes)}"))
+            continue
+        if fmt.group is not None:
+            want = (out_f, in_f // fmt.group)
+            if in_f % fmt.group or sinfo.shape != want:
+                add(
+                    Finding(
+                        sname,
+                        "scale-shape",
+                        f"shape {list(sinfo.shape)}, expected {list(want)} for weight {wname} "
+                        f"{list(info.shape)} ({fmt.name}: in-features {in_f}, one scale per {fmt.group})",
+                    )
+                )
+                continue
+        elif sinfo.shape not in ((), (1,), (out_f,), (out_f, 1)):
+            add(Finding(sname, "scale-shape", f"shape {list(sinfo.shape)}: not per-tensor or per-channel for {wname}"))
+            continue
+        if fmt.global_scale:
+            gname = f"{module}.{lay.global_scale}"
+            if gname not in inv:
+                add(Finding(gname, "missing-scale", f"{fmt.name} weight {wname} has no global scale {gname}"))
+                continue
+            if inv[gname].dtype != "F32" or math.prod(inv[gname].shape) != 1:
+                add(
+                    Finding(
+                        gname,
+                        "scale-shape",
+                        f"global scale {inv[gname].dtype}{list(inv[gname].shape)}, expected one F32",
+                    )
+                )
+                continue
+            entry["global"] = gname
+        quantized[module] = entry
+    # Scales whose weight is not a quantized weight.
+    for name in sorted(inv):
+        if name.endswith("." + lay.scale):
+            module = name[: -len(lay.scale) - 1]
+            if module not in quantized and not any(f.tensor.startswith(module + ".") for f in report.findings):
+                add(Finding(name, "orphan-scale", f"scale without a quantized weight {module}.{lay.weight}"))
+    return quantized
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_checkpoint(
+    directory: str | Path,
+    reference: str | Path | None = None,
+    *,
+    max_error: float | None = None,
+    decode: bool = True,
+) -> ValidationReport:
+    """Check ``directory`` (see the module doc); compare with ``reference`` when given.
+
+    ``max_error``: bound on each layer's relative weight error (default: the format's).
+    ``decode=False``: structure only (no tensor is loaded). Raises UserError for a folder
+    that is not a quantized checkpoint; everything else is a finding in the report.
+    """
+    directory = Path(directory)
+    qcfg = read_quant_config(directory)
+    inv = read_inventory(directory)
+    report = ValidationReport(
+        directory=str(directory),
+        quant_method=qcfg.method,
+        weight_format=qcfg.fmt.name,
+        exclude=list(qcfg.exclude),
+        quantized=[],
+        reference=str(reference) if reference is not None else None,
+        max_error=qcfg.fmt.max_error if max_error is None else float(max_error),
+    )
+    quantized = _check_structure(qcfg, inv, report)
+    report.quantized = sorted(quantized)
+    if not quantized and not report.findings:
+        report.findings.append(Finding(str(directory), "no-quantized-layers", "no tensor is stored quantized"))
+    ref_inv = read_inventory(reference) if reference is not None else None
+    if ref_inv is not None:
+        _check_against_reference(qcfg, inv, ref_inv, quantized, report)
+    if not decode:
+        return report
+    try:
+        for module, weight in _decoded(directory, qcfg, inv, quantized):
+            _check_decoded(module, weight, report)
+            if ref_inv is not None:
+                ref_name = f"{module}.weight"
+                if ref_name in ref_inv and tuple(ref_inv[ref_name].shape) == tuple(weight.shape):
+                    _measure(module, weight, _load(Path(reference), ref_inv[ref_name], ref_name), report)
+        report.decoded = True
+    except CodecMissing as exc:
+        report.notes.append(f"{qcfg.fmt.name} values not decoded ({exc}); layout checked only")
+    bad = [e for e in report.worst(len(report.errors)) if not e.rel_error <= report.max_error]
+    for e in bad:
+        report.findings.append(
+            Finding(
+                f"{module_weight(qcfg, e.module)}",
+                "weight-error",
+                f"relative weight error {e.rel_error:.4g} above the bound {report.max_error:g} "
+                f"(max-abs {e.max_abs_error:.4g})",
+            )
+        )
+    return report
+
+
+def module_weight(qcfg: QuantConfig, module: str) -> str:
+    return f"{module}.{qcfg.layout.weight}"
+
+
+def _check_against_reference(qcfg, inv, ref_inv, quantized, report) -> None:
+    add = report.findings.append
+    for module, entry in quantized.items():
+        ref_name = f"{module}.weight"
+        if ref_name not in ref_inv:
+            add(Finding(entry["weight"], "reference", f"the reference has no tensor {ref_name}"))
+        elif ref_inv[ref_name].shape != (entry["out"], entry["in"]):
+            add(
+                Finding(
+                    entry["weight"],
+                    "reference-shape",
+                    f"decodes to [{entry['out']}, {entry['in']}] but the reference {ref_name} is "
+                    f"{list(ref_inv[ref_name].shape)}",
+                )
+            )
+    for module in sorted(set(_modules(ref_inv, Layout("weight"))) - set(quantized)):
+        name = f"{module}.weight"
+        if name in inv and inv[name].shape != ref_inv[name].shape:
+            add(
+                Finding(
+                    name, "reference-shape", f"shape {list(inv[name].shape)}, reference {list(ref_inv[name].shape)}"
+                )
+            )
+
+
+def _decoded(directory: Path, qcfg: QuantConfig, inv, quantized) -> Iterator[tuple[str, Any]]:
+    """(module, float32 weight) for each quantized module, one at a time."""
+    fmt, lay = qcfg.fmt, qcfg.layout
+    for module, entry in sorted(quantized.items()):
+        weight = _load(directory, inv[entry["weight"]], entry["weight"])
+        scale = _load(directory, inv[entry["scale"]], entry["scale"])
+        glob = _load(directory, inv[entry["global"]], entry["global"]) if entry["global"] else None
+        try:
+            yield module, fmt.decode(weight, scale, glob, lay.global_divides)
+        except ValueError as exc:
+            raise UserError(f"{entry['weight']}: cannot decode as {fmt.name}: {exc}") from None
+
+
+def _check_decoded(module: str, weight: Any, report: ValidationReport) -> None:
+    import torch
+
+    if not bool(torch.isfinite(weight).all()):
+        report.findings.append(Finding(module, "non-finite", "decodes to NaN or inf values (a 0xFF E8M0 scale?)"))
+
+
+def _measure(module: str, decoded: Any, ref: Any, report: ValidationReport) -> None:
+    import torch
+
+    ref = ref.to(torch.float64)
+    diff = decoded.to(torch.float64) - ref
+    norm = float(ref.norm())
+    rel = float(diff.norm()) / norm if norm > 0 else (0.0 if float(diff.norm()) == 0 else math.inf)
+    report.errors.append(LayerError(module, rel, float(diff.abs().max()) if diff.numel() else 0.0))
+
+
+# --------------------------------------------------------------------------- emulated copy
+
+
+def dequantized_shards(directory: str | Path, dtype: Any = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(shard file name, tensors) of a plain HF checkpoint equal to ``directory`` with every
+    quantized weight decoded by our codec (default bfloat16) under the name ``<module>.weight``;
+    scales and activation-scale companions dropped. One shard in memory at a time."""
+    import torch
+    from safetensors import safe_open
+
+    directory = Path(directory)
+    qcfg = read_quant_config(directory)
+    inv = read_inventory(directory)
+    probe = ValidationReport(str(directory), qcfg.method, qcfg.fmt.name, [], [])
+    quantized = _check_structure(qcfg, inv, probe)
+    if probe.findings:
+        raise UserError(f"{directory}: cannot decode: {probe.findings[0]}")
+    dtype = torch.bfloat16 if dtype is None else dtype
+    drop: set[str] = set()
+    owner: dict[str, str] = {}
+    for module, entry in quantized.items():
+        owner[entry["weight"]] = module
+        drop |= {entry["scale"]} | ({entry["global"]} if entry["global"] else set())
+        drop |= {f"{module}.{s}" for s in qcfg.layout.ignored}
+    for shard in sorted({info.file for info in inv.values()}):
+        out: dict[str, Any] = {}
+        with safe_open(directory / shard, framework="pt") as handle:
+            for name in sorted(handle.keys()):
+                if name in drop:
+                    continue
+                if name in owner:
+                    entry = quantized[owner[name]]
+                    glob = handle.get_tensor(entry["global"]) if entry["global"] else None
+                    scale = _load(directory, inv[entry["scale"]], entry["scale"])
+                    w = qcfg.fmt.decode(handle.get_tensor(name), scale, glob, qcfg.layout.global_divides)
+                    out[f"{owner[name]}.weight"] = w.to(dtype)
+                else:
+                    out[name] = handle.get_tensor(name)
+        yield shard, out
+
+
+def inspect_checkpoint(directory: str | Path) -> dict[str, Any]:
+    """Short description (method, format, counts) without decoding: for manifests and messages."""
+    report = validate_checkpoint(directory, decode=False)
+    return {"quant_method": report.quant_method, "weight_format": report.weight_format, "layers": len(report.quantized)}
+
+
+def format_names() -> Sequence[str]:
+    return tuple(WEIGHT_FORMATS)

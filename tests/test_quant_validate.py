@@ -1,0 +1,370 @@
+"""The quantized-checkpoint validator (mlperf_repro.quant.validate), `mlperf-repro quant-check`,
+and the `tool: prequantized` recipe (mlperf_repro.quant.prequantized) end to end on a tiny Llama.
+
+Our own checkpoints come from the project's writer (quant/checkpoint.py, Quark layout); the
+compressed-tensors one is written here in the layout docs/../shared spec fp4-formats.md
+describes (``weight_packed`` u8[out, in/2], ``weight_scale`` u8[out, in/32],
+``format: mxfp4-pack-quantized``). Nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import SCHEMA
+from safetensors.torch import load_file, save_file
+
+from mlperf_repro.errors import UserError
+from mlperf_repro.fetch import record_built
+from mlperf_repro.fetch.entries import acquire_model_entry
+from mlperf_repro.hashing import sha256_file
+from mlperf_repro.quant.checkpoint import quantize_checkpoint
+from mlperf_repro.quant.mxfp4 import quantize_mxfp4
+from mlperf_repro.quant.tools import TOOLS, quantize_recipe
+from mlperf_repro.quant.validate import read_inventory, validate_checkpoint
+
+Q0 = "model.layers.0.self_attn.q_proj"
+
+
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
+    path = tmp_path_factory.mktemp("ref") / "tiny-llama"
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
+    (path / "tokenizer_config.json").write_text('{"model_max_length": 128}\n')
+    return path
+
+
+@pytest.fixture(scope="module")
+def ours(ref, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ours")
+    quantize_checkpoint(ref, out / "quark", out / "emulated", evaluate=False)
+    return out / "quark"
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_tensors(ckpt: Path, edit) -> None:
+    """Apply ``edit(tensors)`` to every shard of ``ckpt`` (in place)."""
+    for shard in sorted(ckpt.glob("*.safetensors")):
+        tensors = load_file(shard)
+        edit(tensors)
+        save_file(tensors, shard, metadata={"format": "pt"})
+
+
+def _edit_config(ckpt: Path, edit) -> None:
+    cfg = json.loads((ckpt / "config.json").read_text())
+    edit(cfg["quantization_config"])
+    (ckpt / "config.json").write_text(json.dumps(cfg))
+
+
+def _rules(report, tensor: str) -> set[str]:
+    return {f.rule for f in report.findings if f.tensor == tensor}
+
+
+# --------------------------------------------------------------------------- validator
+
+
+def test_our_checkpoint_validates_clean(ours, ref):
+    report = validate_checkpoint(ours, ref)
+    assert report.ok, report.render()
+    assert (report.quant_method, report.weight_format) == ("quark", "mxfp4")
+    assert len(report.quantized) == 14 and "lm_head" not in report.quantized
+    assert report.decoded and len(report.errors) == 14
+    # MXFP4's intrinsic error on Gaussian weights is about 0.11 (shared/spec/fp4-formats.md 1.4).
+    assert all(0.05 < e.rel_error < 0.2 for e in report.errors)
+    assert report.to_dict()["worst_layers"][0]["rel_error"] == pytest.approx(
+        max(e.rel_error for e in report.errors), rel=1e-5
+    )
+
+
+def test_inventory_reads_headers_only(ours):
+    inv = read_inventory(ours)
+    assert inv[f"{Q0}.weight"].dtype == "U8" and inv[f"{Q0}.weight"].shape == (64, 32)
+    assert inv[f"{Q0}.weight_scale"].shape == (64, 2)
+    assert inv["lm_head.weight"].dtype == "BF16"
+
+
+def test_wrong_scale_shape(ours, ref, tmp_path):
+    bad = _copy(ours, tmp_path / "bad")
+    _edit_tensors(bad, lambda t: t.update({f"{Q0}.weight_scale": t[f"{Q0}.weight_scale"][:, :1].contiguous()}))
+    report = validate_checkpoint(bad, ref)
+    assert "scale-shape" in _rules(report, f"{Q0}.weight_scale"), report.render()
+
+
+def test_missing_scale(ours, ref, tmp_path):
+    bad = _copy(ours, tmp_path / "bad")
+    _edit_tensors(bad, lambda t: t.pop(f"{Q0}.weight_scale"))
+    report = validate_checkpoint(bad, ref)
+    assert "missing-scale" in _rules(report, f"{Q0}.weight_scale"), report.render()
+
+
+def test_quantized_layer_the_config_excludes(ours, ref, tmp_path):
+    bad = _copy(ours, tmp_path / "bad")
+    _edit_config(bad, lambda qc: qc["exclude"].append("re:model\\.layers\\.1\\.mlp\\..*"))
+    report = validate_checkpoint(bad, ref)
+    names = {f.tensor for f in report.findings if f.rule == "excluded-but-quantized"}
+    assert names == {f"model.layers.1.mlp.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj")}
+
+
+def test_dtype_mismatch(ours, ref, tmp_path):
+    bad = _copy(ours, tmp_path / "bad")
+    _edit_tensors(bad, lambda t: t.update({f"{Q0}.weight_scale": t[f"{Q0}.weight_scale"].to(torch.float32)}))
+    report = validate_checkpoint(bad, ref)
+    assert "scale-dtype" in _rules(report, f"{Q0}.weight_scale"), report.render()
+
+
+def test_corrupted_codes_exceed_the_bound(ours, ref, tmp_path):
+    bad = _copy(ours, tmp_path / "bad")
+    name = "model.layers.1.mlp.down_proj.weight"
+
+    def corrupt(t):
+        gen = torch.Generator().manual_seed(1)
+        t[name] = torch.randint(0, 256, t[name].shape, dtype=torch.uint8, generator=gen)
+
+    _edit_tensors(bad, corrupt)
+    assert validate_checkpoint(bad).ok  # the layout is fine: only the values are wrong
+    report = validate_checkpoint(bad, ref, max_error=0.3)
+    assert [f.tensor for f in report.findings] == [name], report.render()
+    assert report.findings[0].rule == "weight-error"
+    assert report.worst(1)[0].module == "model.layers.1.mlp.down_proj"
+
+
+def _compressed_tensors_mxfp4(ref: Path, out: Path) -> Path:
+    """An llm-compressor MXFP4A16 checkpoint as it writes it (fp4-formats.md 2.1)."""
+    out.mkdir()
+    tensors = {}
+    for key, value in load_file(ref / "model.safetensors").items():
+        if key.endswith("_proj.weight"):
+            module = key[: -len(".weight")]
+            tensors[f"{module}.weight_packed"], tensors[f"{module}.weight_scale"] = quantize_mxfp4(value)
+        else:
+            tensors[key] = value
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((ref / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "format": "mxfp4-pack-quantized",
+        "quantization_status": "compressed",
+        "version": "0.19.0",
+        "ignore": ["lm_head"],
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {
+                    "num_bits": 4,
+                    "type": "float",
+                    "symmetric": True,
+                    "group_size": 32,
+                    "strategy": "group",
+                    "scale_dtype": "torch.uint8",
+                    "observer": "memoryless_minmax",
+                },
+                "input_activations": None,
+            }
+        },
+    }
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+def test_compressed_tensors_checkpoint(ref, tmp_path):
+    ckpt = _compressed_tensors_mxfp4(ref, tmp_path / "ct")
+    report = validate_checkpoint(ckpt, ref)
+    assert report.ok, report.render()
+    assert (report.quant_method, report.weight_format, len(report.quantized)) == ("compressed-tensors", "mxfp4", 14)
+    # Same codec, same weights: the same errors as our Quark-layout checkpoint.
+    assert all(e.rel_error < 0.2 for e in report.errors)
+    _edit_tensors(ckpt, lambda t: t.pop(f"{Q0}.weight_scale"))
+    assert "missing-scale" in _rules(validate_checkpoint(ckpt, ref), f"{Q0}.weight_scale")
+
+
+def test_modelopt_config_is_read_from_hf_quant_config(ref, tmp_path):
+    ckpt = _compressed_tensors_mxfp4(ref, tmp_path / "ct")
+    _edit_config(ckpt, lambda qc: qc.clear())
+    (ckpt / "hf_quant_config.json").write_text(
+        json.dumps(
+            {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "MXFP4", "exclude_modules": ["lm_head"]}}
+        )
+    )
+    report = validate_checkpoint(ckpt, decode=False)
+    assert (report.quant_method, report.weight_format) == ("modelopt", "mxfp4")
+    # ModelOpt names the packed weight `weight`, so `weight_packed` is not its layout.
+    assert not report.ok
+
+
+def test_not_a_checkpoint_is_a_user_error(ref, tmp_path):
+    with pytest.raises(UserError, match="no quantization_config"):
+        validate_checkpoint(ref)
+    with pytest.raises(UserError, match="config.json is missing"):
+        validate_checkpoint(tmp_path)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mlperf_repro", "quant-check", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_exit_codes(ours, ref, tmp_path):
+    ok = _cli(str(ours), "--reference", str(ref))
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("OK"), ok.stderr
+    data = json.loads(_cli(str(ours), "--reference", str(ref), "--json").stdout)
+    assert data["ok"] and len(data["layers"]) == 14
+    tight = _cli(str(ours), "--reference", str(ref), "--max-error", "0.01")
+    assert tight.returncode == 1 and "weight-error" in tight.stdout and Q0 in tight.stdout
+    for folder in (ref, tmp_path / "nowhere"):
+        bad = _cli(str(folder))
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("error: ")
+
+
+# --------------------------------------------------------------------------- prequantized tool
+
+
+def test_tool_enum_is_the_registry():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    tool = schema["properties"]["quantization"]["additionalProperties"]["properties"]["tool"]
+    assert tool["enum"] == list(TOOLS)
+
+
+def _publish(ckpt: Path, where: Path) -> Path:
+    """The "published" source: a folder with the checkpoint and a sha256sum manifest beside it."""
+    shutil.copytree(ckpt, where)
+    lines = [f"{sha256_file(p)}  {p.relative_to(where).as_posix()}" for p in sorted(where.rglob("*")) if p.is_file()]
+    manifest = where.parent / f"{where.name}.sha256"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
+def test_prequantized_recipe_end_to_end(ours, ref, tmp_path):
+    published = tmp_path / "hub" / "tiny-llama-mxfp4"
+    manifest = _publish(ours, published)
+    work = tmp_path / "work"
+    model_dir = work / "resources/models/tiny-llama"
+    shutil.copytree(ref, model_dir)
+    record_built(model_dir, "builtin:tiny-llama", {})
+    entry = {"source": f"file://{published}", "sha256_manifest": str(manifest)}
+    ckpt_dir = work / "resources/models/tiny-llama-mxfp4-published"
+    acquire_model_entry(entry, ckpt_dir, work / "results/acquire/models/published.json")
+    recipe = {"tool": "prequantized", "checkpoint": "tiny-llama-mxfp4-published", "scheme": "mxfp4_weight_only"}
+    qdir, edir = work / "results/models/tiny-llama-pub", work / "results/models/tiny-llama-pub-emulated"
+    manifest_data = quantize_recipe(str(model_dir), str(qdir), str(edir), recipe, checkpoint=[str(ckpt_dir)])
+
+    # Passed through unchanged: the published files, byte for byte, plus our manifest.
+    for path in published.iterdir():
+        assert sha256_file(qdir / path.name) == sha256_file(path)
+    assert sorted(p.name for p in qdir.iterdir()) == sorted(
+        [*(p.name for p in published.iterdir()), "quant_manifest.json"]
+    )
+    # The emulated copy: plain bf16, our codec's values.
+    emu = load_file(edir / "model.safetensors")
+    assert emu[f"{Q0}.weight"].dtype == torch.bfloat16 and f"{Q0}.weight_scale" not in emu
+    assert "quantization_config" not in json.loads((edir / "config.json").read_text())
+    assert (edir / "tokenizer_config.json").is_file()
+    from mlperf_repro.quant.mxfp4 import dequantize_mxfp4
+
+    q = load_file(published / "model.safetensors")
+    expected = dequantize_mxfp4(q[f"{Q0}.weight"], q[f"{Q0}.weight_scale"]).to(torch.bfloat16)
+    assert torch.equal(emu[f"{Q0}.weight"], expected)
+    # The manifest: tool, source, its checksums, the validation results.
+    on_disk = json.loads((qdir / "quant_manifest.json").read_text())
+    assert on_disk == json.loads((edir / "quant_manifest.json").read_text())
+    assert on_disk["tool"] == manifest_data["tool"] == "prequantized"
+    assert on_disk["source"]["uri"] == f"file://{published}" and on_disk["source"]["status"] == "verified"
+    files = {f["path"]: f["sha256"] for f in on_disk["source"]["files"]}
+    assert files["model.safetensors"] == sha256_file(published / "model.safetensors")
+    assert on_disk["validation"]["ok"] and len(on_disk["validation"]["layers"]) == 14
+
+    # A tampered file after acquisition is refused, named.
+    with open(ckpt_dir / "model.safetensors", "r+b") as handle:
+        handle.seek(-1, 2)
+        last = handle.read(1)
+        handle.seek(-1, 2)
+        handle.write(bytes([last[0] ^ 0xFF]))
+    with pytest.raises(UserError, match="model.safetensors"):
+        quantize_recipe(str(model_dir), str(qdir), str(edir), recipe, checkpoint=str(ckpt_dir))
+    # ... and a published file that no longer matches its manifest is never acquired.
+    with open(published / "config.json", "a") as handle:
+        handle.write(" ")
+    with pytest.raises(UserError, match="config.json"):
+        acquire_model_entry(entry, tmp_path / "again", tmp_path / "again.json")
+
+
+def test_prequantized_recipe_fails_on_error_bound(ours, ref, tmp_path):
+    bad = _copy(ours, tmp_path / "bad")
+    name = "model.layers.0.mlp.up_proj.weight"
+    _edit_tensors(bad, lambda t: t.update({name: torch.full_like(t[name], 0x77)}))
+    manifest = _publish(bad, tmp_path / "hub" / "bad")
+    model_dir = _copy(ref, tmp_path / "model")
+    record_built(model_dir, "builtin:tiny-llama", {})
+    ckpt = tmp_path / "ckpt"
+    acquire_model_entry(
+        {"source": f"file://{tmp_path / 'hub' / 'bad'}", "sha256_manifest": str(manifest)}, ckpt, tmp_path / "r.json"
+    )
+    recipe = {"tool": "prequantized", "checkpoint": "bad", "scheme": "mxfp4", "max_error": 0.3}
+    with pytest.raises(UserError, match=r"worst layers.*model\.layers\.0\.mlp\.up_proj") as info:
+        quantize_recipe(str(model_dir), str(tmp_path / "q"), str(tmp_path / "e"), recipe, checkpoint=str(ckpt))
+    assert name in str(info.value)
+    assert not (tmp_path / "q").exists()
+
+
+def test_prequantized_config_references(default_config):
+    from mlperf_repro.config import validate_config
+
+    config = default_config
+    config["models"]["published"] = {"source": "file:///nowhere", "sha256": {"model.safetensors": "0" * 64}}
+    config["quantization"]["pub"] = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4"}
+    validate_config(config, SCHEMA)
+    config["quantization"]["pub"]["checkpoint"] = "missing"
+    with pytest.raises(UserError, match="quantization.pub.checkpoint: 'missing' is not a models entry"):
+        validate_config(config, SCHEMA)
+    config["quantization"]["pub"] = {"tool": "quark", "scheme": "mxfp4"}
+    with pytest.raises(UserError, match="quantization.pub.tool"):
+        validate_config(config, SCHEMA)
+    config["quantization"]["pub"] = {"scheme": "mxfp4", "checkpoint": "published"}
+    with pytest.raises(UserError, match="only for tool prequantized"):
+        validate_config(config, SCHEMA)
+
+
+def test_prequantized_recipe_in_the_dag(tmp_path, default_config):
+    """The workflow acquires the published checkpoint (a models entry) and hands it to the quantize job."""
+    from conftest import make_workdir, run_snakemake
+
+    work = make_workdir(tmp_path)
+    config = default_config
+    config["models"]["published"] = {"source": "file:///nowhere", "sha256": {"model.safetensors": "0" * 64}}
+    config["quantization"]["pub"] = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4"}
+    for bench in config["benchmarks"].values():
+        bench["quantization"] = "pub"
+    (work / "pub.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "pub.yaml", "-p", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "resources/models/published" in result.stdout
+    quantize = result.stdout.split("rule quantize:", 1)[1].split("\n\n", 1)[0]
+    assert "resources/models/published" in quantize and "results/models/tiny-llama-pub" in quantize
