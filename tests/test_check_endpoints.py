@@ -443,3 +443,17 @@ def test_qwen3_vl_latency_and_f1(tmp_path):
     assert "p99 latency 13000.0 ms is over the Server target 12000 ms" in by_rule["latency"].message
     assert by_rule["accuracy-target"].path.endswith("Server/accuracy/accuracy_results.json")
     assert by_rule["accuracy-target"].message.startswith("f1 0.7 < target 0.7824")
+
+
+def test_compare_and_the_official_report_read_endpoints_results(good_tree):
+    """The same tables serve compare and the official-style report: an endpoints result's
+    metric is the harness's throughput, read under its own result field."""
+    from mlperf_repro.compare.records import read_submission
+    from mlperf_repro.report.official import official_rows
+
+    records = {r.scenario: r for r in read_submission(good_tree, "partner", ROUND)}
+    assert records["Server"].metric == pytest.approx(300000 / 660)
+    assert records["Offline"].metric == pytest.approx(13368 / 660)
+    assert records["Server"].ttft_p99_ms == pytest.approx(1500)
+    rows = {row["Scenario"]: row for row in official_rows(good_tree, ROUND)}
+    assert float(rows["Offline"]["Result"]) == pytest.approx(13368 / 660)

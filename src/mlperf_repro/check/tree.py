@@ -66,6 +66,12 @@ class ScenarioResult:
         found.sort(key=lambda p: not p.name.endswith(f"_{self.measure_path.name}.json"))
         return found[0] if found else self.measure_path / pattern.replace("*", "")
 
+    def result_field(self) -> str:
+        """The detail key holding this result's metric (an endpoints result's own field)."""
+        if self.is_endpoints:
+            return self.endpoints["result_field"][self.scenario]
+        return self.facts.result_field(self.scenario)
+
     @property
     def is_endpoints(self) -> bool:
         """An endpoints-harness result of a benchmark the round accepts them for."""

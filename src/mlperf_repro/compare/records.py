@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..benchmarks import Round, load_round
+from ..check.endpoints_logs import is_endpoints_folder, read_endpoints
 from ..hashing import sha256_file
 from ..loadgen_logs import read_detail
 
@@ -175,6 +176,20 @@ def _measurements(scenario_dir: Path, v5_measure_dir: Path | None) -> tuple[dict
     return data, folder
 
 
+class EndpointsFacts:
+    """A benchmark's facts for an endpoints-harness result: the harness's result fields."""
+
+    def __init__(self, facts, endpoints: dict) -> None:
+        self._facts, self._fields = facts, endpoints.get("result_field", {})
+        self.facts = {**facts.facts, "result_field": self._fields}
+
+    def result_field(self, scenario: str) -> str:
+        return self._fields[scenario]
+
+    def __getattr__(self, name: str):
+        return getattr(self._facts, name)
+
+
 def _metric(detail: dict, facts, scenario: str) -> tuple[float | None, str]:
     if facts is not None and scenario in facts.facts.get("result_field", {}):
         field_name = facts.result_field(scenario)
@@ -206,6 +221,11 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
             facts = rules.benchmark(official) if official in rules.benchmark_names else None
             perf_path = scenario_dir / "performance" / "run_1" / "mlperf_log_detail.txt"
             detail = read_detail(perf_path, DETAIL_KEYS) if perf_path.is_file() else {}
+            endpoints = rules.data.get("endpoints")
+            if not detail and is_endpoints_folder(scenario_dir, endpoints):
+                # An endpoints-harness result (v6.1): its files read under LoadGen's key names.
+                detail = read_endpoints(scenario_dir, "performance", endpoints, scenario) or {}
+                facts = EndpointsFacts(facts, endpoints) if facts is not None else None
             record = Record(
                 label,
                 division,

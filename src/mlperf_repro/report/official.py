@@ -48,7 +48,7 @@ def official_rows(tree: str | Path, rules: Round) -> list[dict[str, Any]]:
                 "Model": result.benchmark,
                 "MlperfModel": result.mlperf_benchmark,
                 "Scenario": result.scenario,
-                "Result": detail.get(result.facts.result_field(result.scenario), ""),
+                "Result": detail.get(result.result_field(), ""),
                 # The checker writes its metric dict without quotes, commas or braces.
                 "Accuracy": "  ".join(f"{k.upper()}: {v}" for k, v in values.items()),
                 "number_of_nodes": system.get("number_of_nodes", ""),
