@@ -67,15 +67,25 @@ def _decode_mxfp4(weight: Any, scale: Any, global_scale: Any, divide: bool) -> A
 
 def _decode_nvfp4(weight: Any, scale: Any, global_scale: Any, divide: bool) -> Any:
     # ModelOpt and Quark store weight_scale_2 = amax/2688 (multiply); compressed-tensors
-    # stores weight_global_scale = 2688/amax (divide). Our codec takes the multiplier.
+    # stores weight_global_scale = 2688/amax (divide): the codec takes either convention.
     import torch
 
-    g = global_scale.to(torch.float32).reshape(())
-    return _codec("nvfp4", "dequantize_nvfp4")(weight, scale, (1.0 / g) if divide else g)
+    mode = "weight_global_scale" if divide else "weight_scale_2"
+    dequantize = _codec("nvfp4", "dequantize_nvfp4")
+    return dequantize(weight, scale, torch.float32, global_scale.reshape(()), scale_mode=mode)
 
 
 def _decode_fp8(weight: Any, scale: Any, global_scale: Any, divide: bool) -> Any:
-    return _codec("fp8", "dequantize_fp8")(weight, scale)
+    if scale.dim() == 1 and scale.numel() == weight.shape[0] and weight.shape[0] != 1:
+        scale = scale.unsqueeze(-1)  # per-channel scales stored as [out]
+    return _codec("fp8", "dequantize_fp8")(weight, scale.float())
+
+
+def _decode_mx(element: str) -> Callable[[Any, Any, Any, bool], Any]:
+    def decode(weight: Any, scale: Any, global_scale: Any, divide: bool) -> Any:
+        return _codec("mx", "dequantize_mx")(weight, scale, element=element)
+
+    return decode
 
 
 @dataclass(frozen=True)
@@ -83,7 +93,7 @@ class WeightFormat:
     """One weight format as stored in a checkpoint.
 
     ``weight_dtype``: safetensors dtype of the stored weight; ``pack``: elements per stored
-    element along in-features (2 for FP4 nibbles); ``group``: elements per scale along
+    element along in-features (2 for FP4 nibbles, 4/3 for packed FP6); ``group``: elements per scale along
     in-features (``None``: per-tensor or per-channel scale); ``scale_dtypes``: accepted
     scale dtypes; ``global_scale``: a second, per-tensor fp32 scale is required;
     ``decode(weight, scale, global_scale, divide)`` -> float32 weight (our codec);
@@ -92,7 +102,7 @@ class WeightFormat:
 
     name: str
     weight_dtype: str
-    pack: int
+    pack: float
     group: int | None
     scale_dtypes: tuple[str, ...]
     global_scale: bool
@@ -105,6 +115,8 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
     "mxfp4": WeightFormat("mxfp4", "U8", 2, 32, ("U8",), False, _decode_mxfp4, 0.25),
     "nvfp4": WeightFormat("nvfp4", "U8", 2, 16, ("F8_E4M3",), True, _decode_nvfp4, 0.2),
     "fp8": WeightFormat("fp8", "F8_E4M3", 1, None, ("F32", "BF16", "F16"), False, _decode_fp8, 0.06),
+    "mxfp6_e2m3": WeightFormat("mxfp6_e2m3", "U8", 4 / 3, 32, ("U8",), False, _decode_mx("e2m3"), 0.1),
+    "mxfp6_e3m2": WeightFormat("mxfp6_e3m2", "U8", 4 / 3, 32, ("U8",), False, _decode_mx("e3m2"), 0.15),
 }
 
 
@@ -301,6 +313,8 @@ def _detect_format(method: str, qc: dict[str, Any], where: str) -> str:
             return "nvfp4"
         if dtype == "fp8_e4m3":
             return "fp8"
+        if dtype in ("fp6_e2m3", "fp6_e3m2") and group == 32 and first.get("scale_format") == "e8m0":
+            return "mx" + dtype
         raise UserError(f"{where}: Quark weight spec dtype={dtype!r} group_size={group!r} is not a known format")
     if method == "compressed-tensors":
         fmt = qc.get("format")
@@ -391,7 +405,10 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
             add(Finding(wname, "weight-dtype", f"dtype {info.dtype}, expected {fmt.weight_dtype} for {fmt.name}"))
             continue
         out_f, stored_in = info.shape
-        in_f = stored_in * fmt.pack
+        in_f = round(stored_in * fmt.pack)
+        if in_f / fmt.pack != stored_in:
+            add(Finding(wname, "weight-shape", f"{stored_in} stored columns do not hold whole {fmt.name} elements"))
+            continue
         if sname not in inv:
             add(Finding(sname, "missing-scale", f"quantized weight {wname} has no scale tensor {sname}"))
             continue
