@@ -30,8 +30,9 @@ from mlperf_repro.fetch import record_built
 from mlperf_repro.fetch.entries import acquire_model_entry
 from mlperf_repro.hashing import sha256_file
 from mlperf_repro.quant.checkpoint import quantize_checkpoint
-from mlperf_repro.quant.mxfp4 import quantize_mxfp4
-from mlperf_repro.quant.tools import TOOLS, quantize_recipe
+from mlperf_repro.quant.formats import format_for
+from mlperf_repro.quant.mxfp4 import CODEC_VERSION, quantize_mxfp4
+from mlperf_repro.quant.tools import TOOLS, calibration_lines, quantize_recipe, transformations
 from mlperf_repro.quant.validate import read_inventory, validate_checkpoint
 
 Q0 = "model.layers.0.self_attn.q_proj"
@@ -391,6 +392,15 @@ def test_prequantized_recipe_end_to_end(ours, ref, tmp_path):
     files = {f["path"]: f["sha256"] for f in on_disk["source"]["files"]}
     assert files["model.safetensors"] == sha256_file(published / "model.safetensors")
     assert on_disk["validation"]["ok"] and len(on_disk["validation"]["layers"]) == 14
+    assert on_disk["codec_version"] == CODEC_VERSION
+    # What the submission tree says about it (measurements.json, documentation/calibration.md).
+    models = {"tiny-llama-mxfp4-published": entry}
+    text = transformations(recipe, models)
+    assert "tiny-llama-mxfp4-published" in text and f"file://{published}" in text and "unchanged" in text
+    doc = "\n".join(calibration_lines(recipe, models, on_disk))
+    assert "Published pre-quantized checkpoint" in doc and "`mxfp4`" in doc and "worst relative weight error" in doc
+    native = {"scheme": "mxfp4"}
+    assert transformations(native, models) == format_for("mxfp4").transformations(native)
 
     # A tampered file after acquisition is refused, named.
     with open(ckpt_dir / "model.safetensors", "r+b") as handle:

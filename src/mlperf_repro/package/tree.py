@@ -20,6 +20,8 @@ from ..hashing import sha256_file
 from ..loadgen_logs import read_detail
 from ..plan import Plan
 from ..quant.formats import format_for
+from ..quant.tools import calibration_lines
+from ..quant.tools import transformations as recipe_transformations
 from .readme import scenario_readme
 from .systems import system_description
 from .truncate import hash_line, write_truncated_log
@@ -68,7 +70,7 @@ def measurements(plan: Plan, benchmark: str) -> dict[str, Any]:
     if recipe:
         fmt = format_for(recipe["scheme"])  # the registry's words for the format
         weight_types = fmt.weight_data_types
-        transformations = fmt.transformations(recipe)
+        transformations = recipe_transformations(recipe, plan.config["models"])  # by the recipe's tool
     else:
         weight_types = "bf16"
         transformations = "none"
@@ -126,7 +128,7 @@ def _calibration_doc(plan: Plan) -> str:
         lines += [
             f"## {model} with recipe `{recipe_name}`",
             "",
-            *format_for(recipe["scheme"]).calibration(recipe),  # scheme, scales, exclusions, calibration
+            *calibration_lines(recipe, plan.config["models"], manifest),  # scheme, scales, exclusions, calibration
             f"- Codec: `{manifest.get('codec_version', '?')}` (this repository, src/mlperf_repro/quant).",
         ]
         error = manifest.get("logit_error")

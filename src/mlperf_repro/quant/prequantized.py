@@ -23,7 +23,7 @@ from ..fetch import RECORD_NAME, STATUS_VERIFIED, verify_dir
 from ..fetch._manifest import WORKFLOW_MARKERS, load_record
 from ..hashing import sha256_tree
 from .formats import format_for
-from .validate import dequantized_shards, validate_checkpoint
+from .validate import WEIGHT_FORMATS, dequantized_shards, validate_checkpoint
 
 MANIFEST_NAME = "quant_manifest.json"  # the name mlperf_repro.quant.stage writes too
 _INDEX_NAME = "model.safetensors.index.json"
@@ -119,6 +119,7 @@ def prequantized_job(
         "scheme": recipe["scheme"],
         "weight_format": report.weight_format,
         "quant_method": report.quant_method,
+        "codec_version": WEIGHT_FORMATS[report.weight_format].codec_version(),
         "source": {
             "checkpoint": recipe.get("checkpoint"),
             "uri": record.get("source"),

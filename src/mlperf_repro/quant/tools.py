@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import UserError
 
-__all__ = ["DEFAULT_TOOL", "TOOLS", "Tool", "quantize_recipe", "tool_for"]
+__all__ = ["DEFAULT_TOOL", "TOOLS", "Tool", "calibration_lines", "quantize_recipe", "tool_for", "transformations"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +68,41 @@ def quantize_recipe(
     if not checkpoint:
         raise UserError(f"quantization tool {tool.name!r} needs the acquired checkpoint (recipe key 'checkpoint')")
     return job(checkpoint, model_dir, quantized_dir, emulated_dir, recipe, container_image=container_image)
+
+
+def transformations(recipe: dict[str, Any], models: dict[str, Any]) -> str:
+    """measurements.json's weight_transformations for a recipe (the format's words, or the published source)."""
+    from .formats import format_for
+
+    fmt = format_for(recipe["scheme"])
+    if not tool_for(recipe.get("tool")).needs_checkpoint:
+        return fmt.transformations(recipe)
+    source = (models.get(recipe["checkpoint"]) or {}).get("source", "?")
+    return (
+        f"none by the submitter: published {fmt.weight_data_types} checkpoint {recipe['checkpoint']} ({source}), "
+        "served unchanged; its weights validated with the project codec against the unquantized model"
+    )
+
+
+def calibration_lines(recipe: dict[str, Any], models: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    """documentation/calibration.md's bullet lines for a recipe."""
+    from .formats import format_for
+
+    if not tool_for(recipe.get("tool")).needs_checkpoint:
+        return format_for(recipe["scheme"]).calibration(recipe)
+    source = (models.get(recipe["checkpoint"]) or {}).get("source", "?")
+    validation = manifest.get("validation") or {}
+    worst = validation.get("worst_layers") or []
+    lines = [
+        f"- Published pre-quantized checkpoint `{recipe['checkpoint']}` ({source}), acquired against its sha256 "
+        "checksums and served unchanged: no quantization or calibration by the submitter.",
+        f"- Format: `{validation.get('weight_format', '?')}` (`quant_method: {validation.get('quant_method', '?')}`), "
+        f"excluded modules: {', '.join(validation.get('exclude') or []) or 'none'}.",
+    ]
+    if worst:
+        lines.append(
+            f"- Validation: {validation.get('quantized_layers')} quantized layers decoded with the project codec; "
+            f"worst relative weight error {worst[0]['rel_error']} (`{worst[0]['module']}`), bound "
+            f"{validation.get('max_error')}."
+        )
+    return lines

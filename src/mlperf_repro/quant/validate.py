@@ -97,7 +97,8 @@ class WeightFormat:
     in-features (``None``: per-tensor or per-channel scale); ``scale_dtypes``: accepted
     scale dtypes; ``global_scale``: a second, per-tensor fp32 scale is required;
     ``decode(weight, scale, global_scale, divide)`` -> float32 weight (our codec);
-    ``max_error``: default bound on the relative weight error.
+    ``max_error``: default bound on the relative weight error; ``codec``: the codec module
+    under mlperf_repro.quant (its CODEC_VERSION goes into manifests).
     """
 
     name: str
@@ -108,15 +109,22 @@ class WeightFormat:
     global_scale: bool
     decode: Callable[[Any, Any, Any, bool], Any]
     max_error: float
+    codec: str
+
+    def codec_version(self) -> str | None:
+        try:
+            return str(importlib.import_module(f"{__package__}.{self.codec}").CODEC_VERSION)
+        except (ImportError, AttributeError):
+            return None
 
 
 #: Formats by name (the names of mlperf_repro.quant.formats where both exist).
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
-    "mxfp4": WeightFormat("mxfp4", "U8", 2, 32, ("U8",), False, _decode_mxfp4, 0.25),
-    "nvfp4": WeightFormat("nvfp4", "U8", 2, 16, ("F8_E4M3",), True, _decode_nvfp4, 0.2),
-    "fp8": WeightFormat("fp8", "F8_E4M3", 1, None, ("F32", "BF16", "F16"), False, _decode_fp8, 0.06),
-    "mxfp6_e2m3": WeightFormat("mxfp6_e2m3", "U8", 4 / 3, 32, ("U8",), False, _decode_mx("e2m3"), 0.1),
-    "mxfp6_e3m2": WeightFormat("mxfp6_e3m2", "U8", 4 / 3, 32, ("U8",), False, _decode_mx("e3m2"), 0.15),
+    "mxfp4": WeightFormat("mxfp4", "U8", 2, 32, ("U8",), False, _decode_mxfp4, 0.25, "mxfp4"),
+    "nvfp4": WeightFormat("nvfp4", "U8", 2, 16, ("F8_E4M3",), True, _decode_nvfp4, 0.2, "nvfp4"),
+    "fp8": WeightFormat("fp8", "F8_E4M3", 1, None, ("F32", "BF16", "F16"), False, _decode_fp8, 0.06, "fp8"),
+    "mxfp6_e2m3": WeightFormat("mxfp6_e2m3", "U8", 4 / 3, 32, ("U8",), False, _decode_mx("e2m3"), 0.1, "mx"),
+    "mxfp6_e3m2": WeightFormat("mxfp6_e3m2", "U8", 4 / 3, 32, ("U8",), False, _decode_mx("e3m2"), 0.15, "mx"),
 }
 
 
