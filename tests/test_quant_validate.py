@@ -134,6 +134,17 @@ def test_quantized_layer_the_config_excludes(ours, ref, tmp_path):
     assert names == {f"model.layers.1.mlp.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj")}
 
 
+def test_layer_left_unquantized(ours, ref, tmp_path):
+    bad = _copy(ours, tmp_path / "bad")
+    bf16 = load_file(ref / "model.safetensors")[f"{Q0}.weight"]
+    _edit_tensors(bad, lambda t: (t.pop(f"{Q0}.weight_scale"), t.update({f"{Q0}.weight": bf16})))
+    report = validate_checkpoint(bad, ref)
+    assert [(f.tensor, f.rule) for f in report.findings] == [(f"{Q0}.weight", "not-quantized")], report.render()
+    # Excluded in the config, the same checkpoint is clean.
+    _edit_config(bad, lambda qc: qc["exclude"].append(Q0))
+    assert validate_checkpoint(bad, ref).ok
+
+
 def test_dtype_mismatch(ours, ref, tmp_path):
     bad = _copy(ours, tmp_path / "bad")
     _edit_tensors(bad, lambda t: t.update({f"{Q0}.weight_scale": t[f"{Q0}.weight_scale"].to(torch.float32)}))

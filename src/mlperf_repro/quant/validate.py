@@ -295,8 +295,10 @@ class QuantConfig:
     match: Callable[[str, str], bool]  # (module, pattern) -> excluded
 
 
-def _match_quark(module: str, pattern: str) -> bool:  # vLLM's Quark rule
-    return re.match(pattern[3:], module) is not None if pattern.startswith("re:") else module == pattern
+def _match_quark(module: str, pattern: str) -> bool:  # vLLM's Quark rule; Quark also writes wildcards
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], module) is not None
+    return module == pattern or ("*" in pattern and fnmatch.fnmatchcase(module, pattern))
 
 
 def _match_ct(module: str, pattern: str) -> bool:  # compressed-tensors: exact, re:, or a suffix
@@ -391,6 +393,8 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
     fmt, lay = qcfg.fmt, qcfg.layout
     add = report.findings.append
     quantized: dict[str, dict] = {}
+    stored_float: list[tuple[str, str]] = []
+    quantized_kinds: set[str] = set()
     for module, wname in sorted(_modules(inv, lay).items()):
         info = inv[wname]
         excluded = any(qcfg.match(module, p) for p in qcfg.exclude)
@@ -401,7 +405,10 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
             or sname in inv
         )
         if not is_quantized:
+            if not excluded:
+                stored_float.append((module, wname))
             continue
+        quantized_kinds.add(module.rpartition(".")[2])
         if excluded:
             add(
                 Finding(
@@ -456,6 +463,18 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
                 continue
             entry["global"] = gname
         quantized[module] = entry
+    # A layer of a kind the checkpoint quantizes elsewhere (q_proj, down_proj, ...), stored in
+    # high precision although the config does not exclude it: a loader expects it quantized.
+    for module, wname in stored_float:
+        if module.rpartition(".")[2] in quantized_kinds:
+            add(
+                Finding(
+                    wname,
+                    "not-quantized",
+                    f"stored {inv[wname].dtype} although the config quantizes {module} (not excluded) "
+                    "and the other layers of its kind are quantized",
+                )
+            )
     # Scales whose weight is not a quantized weight.
     for name in sorted(inv):
         if name.endswith("." + lay.scale):
@@ -577,11 +596,20 @@ def _check_decoded(module: str, weight: Any, report: ValidationReport) -> None:
 def _measure(module: str, decoded: Any, ref: Any, report: ValidationReport) -> None:
     import torch
 
-    ref = ref.to(torch.float64)
-    diff = decoded.to(torch.float64) - ref
-    norm = float(ref.norm())
-    rel = float(diff.norm()) / norm if norm > 0 else (0.0 if float(diff.norm()) == 0 else math.inf)
-    report.errors.append(LayerError(module, rel, float(diff.abs().max()) if diff.numel() else 0.0))
+    # Row chunks in float64: bounded memory for the largest layers (one tensor pair at a time).
+    rows = decoded.reshape(decoded.shape[0], -1)
+    ref_rows = ref.reshape(ref.shape[0], -1)
+    step = max(1, (1 << 22) // max(1, rows.shape[1]))
+    diff_sq = ref_sq = max_abs = 0.0
+    for start in range(0, rows.shape[0], step):
+        r = ref_rows[start : start + step].to(torch.float64)
+        d = rows[start : start + step].to(torch.float64) - r
+        diff_sq += float((d * d).sum())
+        ref_sq += float((r * r).sum())
+        if d.numel():
+            max_abs = max(max_abs, float(d.abs().max()))
+    rel = math.sqrt(diff_sq / ref_sq) if ref_sq > 0 else (0.0 if diff_sq == 0 else math.inf)
+    report.errors.append(LayerError(module, rel, max_abs))
 
 
 # --------------------------------------------------------------------------- emulated copy
