@@ -217,6 +217,23 @@ def test_compressed_tensors_checkpoint(ref, tmp_path):
     assert "missing-scale" in _rules(validate_checkpoint(ckpt, ref), f"{Q0}.weight_scale")
 
 
+def test_quantized_embedding_is_named(ref, tmp_path):
+    """llm-compressor's model_free_ptq (0.14, MXFP4A16) also packs embed_tokens (measured on this
+    tiny model); transformers then loads a randomly initialised embedding (weight MISSING)."""
+    ckpt = _compressed_tensors_mxfp4(ref, tmp_path / "ct")
+
+    def pack_embedding(t):
+        packed, scale = quantize_mxfp4(t.pop("model.embed_tokens.weight"))
+        t.update({"model.embed_tokens.weight_packed": packed, "model.embed_tokens.weight_scale": scale})
+
+    _edit_tensors(ckpt, pack_embedding)
+    report = validate_checkpoint(ckpt, ref)
+    assert [(f.tensor, f.rule) for f in report.findings] == [
+        ("model.embed_tokens.weight_packed", "quantized-embedding")
+    ], report.render()
+    assert "model.embed_tokens" in {e.module for e in report.errors}  # decoded and measured too
+
+
 def test_modelopt_config_is_read_from_hf_quant_config(ref, tmp_path):
     ckpt = _compressed_tensors_mxfp4(ref, tmp_path / "ct")
     _edit_config(ckpt, lambda qc: qc.clear())

@@ -381,7 +381,7 @@ def _modules(inv: dict[str, TensorInfo], layout: Layout) -> dict[str, str]:
         for suffix in dict.fromkeys((layout.weight, "weight")):
             if name.endswith("." + suffix):
                 module = name[: -len(suffix) - 1]
-                if _EMBEDDING.search(module) or len(info.shape) != 2:
+                if len(info.shape) != 2:
                     continue
                 if module not in out or suffix == layout.weight:
                     out[module] = name
@@ -405,7 +405,7 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
             or sname in inv
         )
         if not is_quantized:
-            if not excluded:
+            if not excluded and not _EMBEDDING.search(module):
                 stored_float.append((module, wname))
             continue
         quantized_kinds.add(module.rpartition(".")[2])
@@ -447,6 +447,17 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
         elif sinfo.shape not in ((), (1,), (out_f,), (out_f, 1)):
             add(Finding(sname, "scale-shape", f"shape {list(sinfo.shape)}: not per-tensor or per-channel for {wname}"))
             continue
+        if _EMBEDDING.search(module):
+            # llm-compressor 0.14's model_free_ptq does this (measured); loaders read embeddings
+            # as plain tensors, and the configs' targets are Linear layers.
+            add(
+                Finding(
+                    wname,
+                    "quantized-embedding",
+                    f"the embedding {module} is stored quantized; the config's quantized layers are "
+                    "Linear layers and a loader reads the embedding unquantized",
+                )
+            )
         if fmt.global_scale:
             gname = f"{module}.{lay.global_scale}"
             if gname not in inv:
@@ -615,6 +626,10 @@ def _measure(module: str, decoded: Any, ref: Any, report: ValidationReport) -> N
 # --------------------------------------------------------------------------- emulated copy
 
 
+#: Findings that leave every tensor decodable (the emulated copy can still be written).
+_DECODABLE = frozenset({"quantized-embedding", "not-quantized"})
+
+
 def dequantized_shards(directory: str | Path, dtype: Any = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """(shard file name, tensors) of a plain HF checkpoint equal to ``directory`` with every
     quantized weight decoded by our codec (default bfloat16) under the name ``<module>.weight``;
@@ -627,8 +642,9 @@ def dequantized_shards(directory: str | Path, dtype: Any = None) -> Iterator[tup
     inv = read_inventory(directory)
     probe = ValidationReport(str(directory), qcfg.method, qcfg.fmt.name, [], [])
     quantized = _check_structure(qcfg, inv, probe)
-    if probe.findings:
-        raise UserError(f"{directory}: cannot decode: {probe.findings[0]}")
+    blocking = [f for f in probe.findings if f.rule not in _DECODABLE]
+    if blocking:
+        raise UserError(f"{directory}: cannot decode: {blocking[0]}")
     dtype = torch.bfloat16 if dtype is None else dtype
     drop: set[str] = set()
     owner: dict[str, str] = {}
