@@ -33,7 +33,7 @@ from mlperf_repro.quant.checkpoint import quantize_checkpoint
 from mlperf_repro.quant.formats import format_for
 from mlperf_repro.quant.mxfp4 import CODEC_VERSION, quantize_mxfp4
 from mlperf_repro.quant.tools import TOOLS, calibration_lines, quantize_recipe, transformations
-from mlperf_repro.quant.validate import read_inventory, validate_checkpoint
+from mlperf_repro.quant.validate import dequantized_shards, read_inventory, validate_checkpoint
 
 Q0 = "model.layers.0.self_attn.q_proj"
 
@@ -204,6 +204,17 @@ def _compressed_tensors_mxfp4(ref: Path, out: Path) -> Path:
     }
     (out / "config.json").write_text(json.dumps(config))
     return out
+
+
+def test_emulated_copy_is_written_in_bounded_parts(ours):
+    whole = dict(dequantized_shards(ours))
+    assert list(whole) == ["model.safetensors"]
+    parts = list(dequantized_shards(ours, max_shard_bytes=20_000))
+    assert len(parts) > 3 and all(name.startswith("model-part") for name, _ in parts)
+    merged = {k: v for _, tensors in parts for k, v in tensors.items()}
+    assert merged.keys() == whole["model.safetensors"].keys()
+    assert all(torch.equal(merged[k], v) for k, v in whole["model.safetensors"].items())
+    assert f"{Q0}.weight_scale" not in merged and merged[f"{Q0}.weight"].dtype == torch.bfloat16
 
 
 def test_compressed_tensors_checkpoint(ref, tmp_path):

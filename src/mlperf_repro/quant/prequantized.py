@@ -60,7 +60,10 @@ def prequantized_job(
     emulated_dir: str,
     recipe: dict[str, Any],
     container_image: str | None = None,
+    mem_mb: float | None = None,
 ) -> dict[str, Any]:
+    """``mem_mb`` is accepted for the quantize rule's common call; memory stays bounded by one
+    shard of the checkpoint (decoded to bf16) at a time."""
     src, qdir, edir = Path(checkpoint_dir), Path(quantized_dir), Path(emulated_dir)
     verify_dir(src)  # a tampered or damaged file is refused here, named
     record = load_record(src) or {}
@@ -106,7 +109,7 @@ def prequantized_job(
     config = json.loads((src / "config.json").read_text())
     config.pop("quantization_config", None)
     _write_json(edir / "config.json", config)
-    if (src / _INDEX_NAME).is_file():
+    if (src / _INDEX_NAME).is_file() or len(set(weight_map.values())) > 1:
         total = sum((edir / s).stat().st_size for s in set(weight_map.values()))
         _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
     for path in sorted(src.iterdir()):

@@ -56,18 +56,20 @@ def quantize_recipe(
     *,
     container_image: str | None = None,
     checkpoint: str | Sequence[str] | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Run the recipe's tool; ``checkpoint``: the acquired quantized checkpoint (prequantized)."""
+    """Run the recipe's tool; ``checkpoint``: the acquired quantized checkpoint (prequantized).
+    ``options`` (e.g. ``mem_mb``, the job's memory) go to the tool's job as keywords."""
     tool = tool_for(recipe.get("tool"))
     module, function = tool.job.split(":")
     job = getattr(importlib.import_module(f"{__package__}.{module}"), function)
     if not tool.needs_checkpoint:
-        return job(model_dir, quantized_dir, emulated_dir, recipe, container_image=container_image)
+        return job(model_dir, quantized_dir, emulated_dir, recipe, container_image=container_image, **options)
     if checkpoint is not None and not isinstance(checkpoint, str):
         checkpoint = checkpoint[0] if len(checkpoint) else None
     if not checkpoint:
         raise UserError(f"quantization tool {tool.name!r} needs the acquired checkpoint (recipe key 'checkpoint')")
-    return job(checkpoint, model_dir, quantized_dir, emulated_dir, recipe, container_image=container_image)
+    return job(checkpoint, model_dir, quantized_dir, emulated_dir, recipe, container_image=container_image, **options)
 
 
 def transformations(recipe: dict[str, Any], models: dict[str, Any]) -> str:

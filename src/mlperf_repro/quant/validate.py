@@ -630,10 +630,28 @@ def _measure(module: str, decoded: Any, ref: Any, report: ValidationReport) -> N
 _DECODABLE = frozenset({"quantized-embedding", "not-quantized"})
 
 
-def dequantized_shards(directory: str | Path, dtype: Any = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(shard file name, tensors) of a plain HF checkpoint equal to ``directory`` with every
+_DTYPE_BYTES = {
+    "BF16": 2,
+    "F16": 2,
+    "F32": 4,
+    "F64": 8,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I32": 4,
+    "I64": 8,
+}
+
+
+def dequantized_shards(
+    directory: str | Path, dtype: Any = None, *, max_shard_bytes: int = 2_000_000_000
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(file name, tensors) of a plain HF checkpoint equal to ``directory`` with every
     quantized weight decoded by our codec (default bfloat16) under the name ``<module>.weight``;
-    scales and activation-scale companions dropped. One shard in memory at a time."""
+    scales and activation-scale companions dropped. Memory stays bounded: a source shard whose
+    decoded tensors exceed ``max_shard_bytes`` is written as several files
+    (``<stem>-part<k>.safetensors``), so write the index from the names yielded."""
     import torch
     from safetensors import safe_open
 
@@ -646,27 +664,45 @@ def dequantized_shards(directory: str | Path, dtype: Any = None) -> Iterator[tup
     if blocking:
         raise UserError(f"{directory}: cannot decode: {blocking[0]}")
     dtype = torch.bfloat16 if dtype is None else dtype
+    out_bytes = torch.empty((), dtype=dtype).element_size()
     drop: set[str] = set()
     owner: dict[str, str] = {}
     for module, entry in quantized.items():
         owner[entry["weight"]] = module
         drop |= {entry["scale"]} | ({entry["global"]} if entry["global"] else set())
         drop |= {f"{module}.{s}" for s in qcfg.layout.ignored}
+
+    def size(name: str) -> int:
+        if name in owner:
+            entry = quantized[owner[name]]
+            return entry["out"] * entry["in"] * out_bytes
+        return math.prod(inv[name].shape) * _DTYPE_BYTES.get(inv[name].dtype, 4)
+
     for shard in sorted({info.file for info in inv.values()}):
-        out: dict[str, Any] = {}
-        with safe_open(directory / shard, framework="pt") as handle:
-            for name in sorted(handle.keys()):
-                if name in drop:
-                    continue
-                if name in owner:
-                    entry = quantized[owner[name]]
-                    glob = handle.get_tensor(entry["global"]) if entry["global"] else None
-                    scale = _load(directory, inv[entry["scale"]], entry["scale"])
-                    w = qcfg.fmt.decode(handle.get_tensor(name), scale, glob, qcfg.layout.global_divides)
-                    out[f"{owner[name]}.weight"] = w.to(dtype)
-                else:
-                    out[name] = handle.get_tensor(name)
-        yield shard, out
+        names = sorted(n for n, info in inv.items() if info.file == shard and n not in drop)
+        groups: list[list[str]] = [[]]
+        total = 0
+        for name in names:
+            if groups[-1] and total + size(name) > max_shard_bytes:
+                groups.append([])
+                total = 0
+            groups[-1].append(name)
+            total += size(name)
+        stem = shard[: -len(".safetensors")]
+        for k, group in enumerate(groups, 1):
+            out: dict[str, Any] = {}
+            with safe_open(directory / shard, framework="pt") as handle:
+                for name in group:
+                    if name in owner:
+                        entry = quantized[owner[name]]
+                        glob = _load(directory, inv[entry["global"]], entry["global"]) if entry["global"] else None
+                        scale = _load(directory, inv[entry["scale"]], entry["scale"])
+                        w = qcfg.fmt.decode(handle.get_tensor(name), scale, glob, qcfg.layout.global_divides)
+                        out[f"{owner[name]}.weight"] = w.to(dtype)
+                    else:
+                        out[name] = handle.get_tensor(name)
+            yield (shard if len(groups) == 1 else f"{stem}-part{k}.safetensors"), out
+            del out
 
 
 def inspect_checkpoint(directory: str | Path) -> dict[str, Any]:
