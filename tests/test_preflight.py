@@ -102,3 +102,23 @@ def test_gpt_oss_accuracy_file_is_counted_after_the_run_not_from_the_performance
     findings = preflight(validate_config(config, SCHEMA), tmp_path)
     errors = [f for f in findings if f.severity == "error"]
     assert [f.rule for f in errors] == ["run-length"] and "6396" in errors[0].message
+
+
+def test_disk_estimate_counts_a_prequantized_checkpoint(tmp_path, default_config):
+    """tool: prequantized: the published checkpoint (its own models entry) is counted at the
+    format's size, besides the benchmark's model, the served copy and the emulated copy."""
+    default_config["models"]["tiny-llama"] = {
+        "source": "hf://meta-llama/Llama-2-70b-chat-hf@" + "0" * 40,
+        "allow_unverified": True,
+    }
+    default_config["models"]["published"] = {
+        "source": "hf://amd/Llama-2-70b-chat-hf-WMXFP4@" + "1" * 40,
+        "sha256": {"model.safetensors": "0" * 64},
+    }
+    default_config["quantization"]["pub"] = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4"}
+    default_config["benchmarks"][BENCH]["quantization"] = "pub"
+    default_config["datasets"]["openorca-synthetic"]["builtin"]["model"] = "tiny-llama"
+    plan = Plan(validate_config(default_config, SCHEMA))
+    model_bytes = 137953316864
+    checkpoint = int(model_bytes * 0.53125 / 2)
+    assert estimated_bytes(plan, tmp_path) == model_bytes + int(model_bytes * (1 + 0.53125 / 2)) + checkpoint

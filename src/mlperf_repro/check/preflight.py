@@ -235,6 +235,14 @@ def estimated_bytes(plan: Plan, workdir: Path) -> int:
             for b in plan.benchmarks
             if plan.benchmark_cfg(b)["model"] == model
         ]
+        # A published quantized checkpoint (a tool: prequantized recipe's models entry): the
+        # benchmark model's bytes at the recipe format's size per parameter.
+        for b in plan.benchmarks:
+            recipe = (plan.config.get("quantization") or {}).get(plan.benchmark_cfg(b).get("quantization") or "")
+            if recipe and recipe.get("tool") == "prequantized" and recipe.get("checkpoint") == model:
+                fraction = format_for(recipe["scheme"]).bytes_per_param / BF16_BYTES_PER_PARAM
+                total += int(plan.facts(b).facts.get("model_bytes", 0) * fraction)
+                break
         model_bytes = max(sizes, default=0)
         total += model_bytes
         for m, recipe in plan.quantized_models:
