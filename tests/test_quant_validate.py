@@ -346,6 +346,68 @@ def test_quark_mxfp6(ref, tmp_path):
     assert all(e.rel_error < 0.05 for e in report.errors)
 
 
+def test_gpt_oss_mxfp4_layout(tmp_path):
+    """OpenAI gpt-oss (``quant_method: mxfp4``): MoE experts as ``<param>_blocks`` u8[E, out, in/32, 16]
+    + ``<param>_scales`` u8[E, out, in/32]; the bf16 parameter is [E, in, out]. Our decode (and the
+    emulated copy) equals transformers' own ``convert_moe_packed_tensors``."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    torch.manual_seed(0)
+    experts = "model.layers.0.mlp.experts"
+    ref_tensors = {
+        f"{experts}.gate_up_proj": (torch.randn(2, 64, 128) * 0.05).to(torch.bfloat16),  # [E, in, out]
+        f"{experts}.down_proj": (torch.randn(2, 64, 64) * 0.05).to(torch.bfloat16),
+        f"{experts}.gate_up_proj_bias": torch.zeros(2, 128, dtype=torch.bfloat16),
+        "model.layers.0.self_attn.q_proj.weight": (torch.randn(64, 64) * 0.05).to(torch.bfloat16),
+    }
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    save_file(ref_tensors, ref / "model.safetensors", metadata={"format": "pt"})
+    (ref / "config.json").write_text(json.dumps({"model_type": "gpt_oss"}))
+    quant = {}
+    for name, value in ref_tensors.items():
+        if name.endswith("_proj"):
+            packed, scales = quantize_mxfp4(value.transpose(1, 2).contiguous())  # [E, out, in]
+            quant[f"{name}_blocks"] = packed.reshape(*packed.shape[:-1], -1, 16)
+            quant[f"{name}_scales"] = scales
+        else:
+            quant[name] = value
+    ckpt = tmp_path / "gpt-oss"
+    ckpt.mkdir()
+    save_file(quant, ckpt / "model.safetensors", metadata={"format": "pt"})
+    not_convert = ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]
+    (ckpt / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "gpt_oss",
+                "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": not_convert},
+            }
+        )
+    )
+    report = validate_checkpoint(ckpt, ref)
+    assert report.ok, report.render()
+    assert (report.quant_method, report.weight_format) == ("mxfp4", "mxfp4")
+    assert report.quantized == [f"{experts}.down_proj", f"{experts}.gate_up_proj"]
+    assert len(report.errors) == 2 and all(0.05 < e.rel_error < 0.2 for e in report.errors)
+    (shard, emulated), *_ = dequantized_shards(ckpt)
+    for name in (f"{experts}.gate_up_proj", f"{experts}.down_proj"):
+        theirs = convert_moe_packed_tensors(quant[f"{name}_blocks"], quant[f"{name}_scales"])
+        assert emulated[name].shape == ref_tensors[name].shape and torch.equal(emulated[name], theirs)
+    assert f"{experts}.gate_up_proj_blocks" not in emulated
+    # An attention layer stored in blocks although modules_to_not_convert covers it.
+    packed, scales = quantize_mxfp4(ref_tensors["model.layers.0.self_attn.q_proj.weight"])
+    name = "model.layers.0.self_attn.q_proj.weight"
+    _edit_tensors(
+        ckpt,
+        lambda t: (
+            t.pop(name),
+            t.update({f"{name}_blocks": packed.reshape(64, 2, 16), f"{name}_scales": scales}),
+        ),
+    )
+    report = validate_checkpoint(ckpt)
+    assert [(f.tensor, f.rule) for f in report.findings] == [(f"{name}_blocks", "excluded-but-quantized")]
+
+
 def test_not_a_checkpoint_is_a_user_error(ref, tmp_path):
     with pytest.raises(UserError, match="no quantization_config"):
         validate_checkpoint(ref)
@@ -484,7 +546,7 @@ def test_prequantized_config_references(default_config):
     config["quantization"]["pub"]["checkpoint"] = "missing"
     with pytest.raises(UserError, match="quantization.pub.checkpoint: 'missing' is not a models entry"):
         validate_config(config, SCHEMA)
-    config["quantization"]["pub"] = {"tool": "quark", "scheme": "mxfp4"}
+    config["quantization"]["pub"] = {"tool": "llm-compressor-someday", "scheme": "mxfp4"}
     with pytest.raises(UserError, match="quantization.pub.tool"):
         validate_config(config, SCHEMA)
     config["quantization"]["pub"] = {"scheme": "mxfp4", "checkpoint": "published"}

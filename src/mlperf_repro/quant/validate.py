@@ -1,7 +1,8 @@
 """Validate any quantized checkpoint folder against its own config, with the project's codecs.
 
 Reads ``config.json``'s ``quantization_config`` (``quant_method`` ``quark``,
-``compressed-tensors`` or ``modelopt``; ModelOpt's ``hf_quant_config.json`` too) and the
+``compressed-tensors``, ``modelopt`` - ModelOpt's ``hf_quant_config.json`` too - or gpt-oss's
+``mxfp4``, MoE experts as ``_blocks``/``_scales``) and the
 tensor inventory from the safetensors headers (names, dtypes, shapes; no tensor is loaded
 for that), and checks that they agree: every quantized Linear stores its weight in the
 format's layout (an MXFP4 ``[out, in]`` weight is ``uint8[out, in/2]`` with a
@@ -148,6 +149,9 @@ LAYOUTS: dict[str, Layout] = {
         ignored=("input_global_scale", "input_scale", "weight_zero_point", "weight_shape"),
     ),
     "modelopt": Layout("weight", global_scale="weight_scale_2", ignored=("input_scale", "k_scale", "v_scale")),
+    # OpenAI's gpt-oss (transformers' Mxfp4Config): MoE expert parameters <param>_blocks
+    # u8[..., out, in/32, 16] with <param>_scales u8[..., out, in/32]; see _check_blocks.
+    "mxfp4": Layout("_blocks", scale="_scales"),
 }
 
 
@@ -307,6 +311,13 @@ def _match_ct(module: str, pattern: str) -> bool:  # compressed-tensors: exact, 
     return module == pattern or module.endswith("." + pattern)
 
 
+def _match_transformers(module: str, pattern: str) -> bool:  # transformers' should_convert_module
+    try:
+        return bool(re.match(f"{pattern}\\.", module) or re.match(pattern, module) or module.endswith(pattern))
+    except re.error:
+        return module == pattern or module.startswith(pattern + ".")
+
+
 def _match_modelopt(module: str, pattern: str) -> bool:  # ModelOpt: fnmatch wildcards
     return fnmatch.fnmatchcase(module, pattern)
 
@@ -338,7 +349,9 @@ def _detect_format(method: str, qc: dict[str, Any], where: str) -> str:
         if algo not in table:
             raise UserError(f"{where}: ModelOpt quant_algo {algo!r} is not one of {sorted(table)}")
         return table[algo]
-    raise UserError(f"{where}: quant_method {method!r} is not one of quark, compressed-tensors, modelopt")
+    if method == "mxfp4":
+        return "mxfp4"
+    raise UserError(f"{where}: quant_method {method!r} is not one of quark, compressed-tensors, modelopt, mxfp4")
 
 
 def read_quant_config(directory: str | Path) -> QuantConfig:
@@ -362,6 +375,8 @@ def read_quant_config(directory: str | Path) -> QuantConfig:
         exclude, match = qc.get("exclude") or [], _match_quark
     elif method == "compressed-tensors":
         exclude, match = qc.get("ignore") or [], _match_ct
+    elif method == "mxfp4":
+        exclude, match = qc.get("modules_to_not_convert") or [], _match_transformers
     else:
         if hf_quant.is_file():  # the authoritative copy
             qc = {**qc, **(_read_json(hf_quant).get("quantization") or {})}
@@ -390,6 +405,8 @@ def _modules(inv: dict[str, TensorInfo], layout: Layout) -> dict[str, str]:
 
 def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: ValidationReport) -> dict[str, dict]:
     """Findings for layout problems; returns the quantized modules with their tensor names."""
+    if qcfg.method == "mxfp4":
+        return _check_blocks(qcfg, inv, report)
     fmt, lay = qcfg.fmt, qcfg.layout
     add = report.findings.append
     quantized: dict[str, dict] = {}
@@ -428,7 +445,16 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
             add(Finding(sname, "missing-scale", f"quantized weight {wname} has no scale tensor {sname}"))
             continue
         sinfo = inv[sname]
-        entry = {"weight": wname, "scale": sname, "global": None, "in": in_f, "out": out_f}
+        entry = {
+            "weight": wname,
+            "scale": sname,
+            "global": None,
+            "in": in_f,
+            "out": out_f,
+            "shape": (out_f, in_f),
+            "ref": f"{module}.weight",
+            "blocks": False,
+        }
         if sinfo.dtype not in fmt.scale_dtypes:
             add(Finding(sname, "scale-dtype", f"dtype {sinfo.dtype}, expected {' or '.join(fmt.scale_dtypes)}"))
             continue
@@ -495,6 +521,54 @@ def _check_structure(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: Vali
     return quantized
 
 
+def _check_blocks(qcfg: QuantConfig, inv: dict[str, TensorInfo], report: ValidationReport) -> dict[str, dict]:
+    """gpt-oss layout: ``<param>_blocks`` u8[..., out, in/32, 16] + ``<param>_scales`` u8[..., out, in/32]
+    (E8M0), low nibble first (transformers' convert_moe_packed_tensors); the unquantized
+    parameter ``<param>`` is [..., in, out] (GptOssExperts), which the emulated copy writes."""
+    add = report.findings.append
+    quantized: dict[str, dict] = {}
+    for name in sorted(inv):
+        if not name.endswith("_blocks"):
+            continue
+        base, info = name[: -len("_blocks")], inv[name]
+        sname = base + "_scales"
+        module = base.rpartition(".")[0]
+        if any(qcfg.match(module, p) or qcfg.match(base, p) for p in qcfg.exclude):
+            add(Finding(name, "excluded-but-quantized", f"stored quantized but modules_to_not_convert covers {module}"))
+            continue
+        if info.dtype != "U8" or len(info.shape) < 3 or info.shape[-1] != 16:
+            add(Finding(name, "weight-shape", f"{info.dtype}{list(info.shape)}, expected U8[..., out, in/32, 16]"))
+            continue
+        if sname not in inv:
+            add(Finding(sname, "missing-scale", f"quantized weight {name} has no scale tensor {sname}"))
+            continue
+        if inv[sname].dtype != "U8":
+            add(Finding(sname, "scale-dtype", f"dtype {inv[sname].dtype}, expected U8"))
+            continue
+        if inv[sname].shape != info.shape[:-1]:
+            add(Finding(sname, "scale-shape", f"shape {list(inv[sname].shape)}, expected {list(info.shape[:-1])}"))
+            continue
+        shape = (*info.shape[:-2], info.shape[-2] * 32)
+        quantized[base] = {
+            "weight": name,
+            "scale": sname,
+            "global": None,
+            "out": shape[-2],
+            "in": shape[-1],
+            "shape": shape,
+            "ref": base,
+            "blocks": True,
+        }
+    for name in sorted(inv):
+        if name.endswith("_scales") and name[: -len("_scales")] + "_blocks" not in inv:
+            add(Finding(name, "orphan-scale", f"scale without a quantized weight {name[: -len('_scales')]}_blocks"))
+    return quantized
+
+
+def _swapped(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (*shape[:-2], shape[-1], shape[-2])
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -535,9 +609,12 @@ def validate_checkpoint(
     try:
         for module, weight in _decoded(directory, qcfg, inv, quantized):
             _check_decoded(module, weight, report)
-            if ref_inv is not None:
-                ref_name = f"{module}.weight"
-                if ref_name in ref_inv and tuple(ref_inv[ref_name].shape) == tuple(weight.shape):
+            ref_name = quantized[module]["ref"]
+            if ref_inv is not None and ref_name in ref_inv:
+                ref_shape = tuple(ref_inv[ref_name].shape)
+                if quantized[module]["blocks"]:
+                    weight = weight.transpose(-1, -2)  # gpt-oss: the unquantized parameter is [..., in, out]
+                if ref_shape == tuple(weight.shape):
                     _measure(module, weight, _load(Path(reference), ref_inv[ref_name], ref_name), report)
         report.decoded = True
     except CodecMissing as exc:
@@ -546,7 +623,7 @@ def validate_checkpoint(
     for e in bad:
         report.findings.append(
             Finding(
-                f"{module_weight(qcfg, e.module)}",
+                quantized[e.module]["weight"],
                 "weight-error",
                 f"relative weight error {e.rel_error:.4g} above the bound {report.max_error:g} "
                 f"(max-abs {e.max_abs_error:.4g})",
@@ -555,23 +632,19 @@ def validate_checkpoint(
     return report
 
 
-def module_weight(qcfg: QuantConfig, module: str) -> str:
-    return f"{module}.{qcfg.layout.weight}"
-
-
 def _check_against_reference(qcfg, inv, ref_inv, quantized, report) -> None:
     add = report.findings.append
-    for module, entry in quantized.items():
-        ref_name = f"{module}.weight"
+    for entry in quantized.values():
+        ref_name = entry["ref"]
+        shape = _swapped(entry["shape"]) if entry["blocks"] else tuple(entry["shape"])  # gpt-oss: [..., in, out]
         if ref_name not in ref_inv:
             add(Finding(entry["weight"], "reference", f"the reference has no tensor {ref_name}"))
-        elif ref_inv[ref_name].shape != (entry["out"], entry["in"]):
+        elif ref_inv[ref_name].shape != shape:
             add(
                 Finding(
                     entry["weight"],
                     "reference-shape",
-                    f"decodes to [{entry['out']}, {entry['in']}] but the reference {ref_name} is "
-                    f"{list(ref_inv[ref_name].shape)}",
+                    f"decodes to {list(shape)} but the reference {ref_name} is {list(ref_inv[ref_name].shape)}",
                 )
             )
     for module in sorted(set(_modules(ref_inv, Layout("weight"))) - set(quantized)):
@@ -589,6 +662,8 @@ def _decoded(directory: Path, qcfg: QuantConfig, inv, quantized) -> Iterator[tup
     fmt, lay = qcfg.fmt, qcfg.layout
     for module, entry in sorted(quantized.items()):
         weight = _load(directory, inv[entry["weight"]], entry["weight"])
+        if entry["blocks"]:
+            weight = weight.reshape(*weight.shape[:-2], -1)
         scale = _load(directory, inv[entry["scale"]], entry["scale"])
         glob = _load(directory, inv[entry["global"]], entry["global"]) if entry["global"] else None
         try:
@@ -675,7 +750,7 @@ def dequantized_shards(
     def size(name: str) -> int:
         if name in owner:
             entry = quantized[owner[name]]
-            return entry["out"] * entry["in"] * out_bytes
+            return math.prod(entry["shape"]) * out_bytes
         return math.prod(inv[name].shape) * _DTYPE_BYTES.get(inv[name].dtype, 4)
 
     for shard in sorted({info.file for info in inv.values()}):
@@ -697,8 +772,13 @@ def dequantized_shards(
                         entry = quantized[owner[name]]
                         glob = _load(directory, inv[entry["global"]], entry["global"]) if entry["global"] else None
                         scale = _load(directory, inv[entry["scale"]], entry["scale"])
-                        w = qcfg.fmt.decode(handle.get_tensor(name), scale, glob, qcfg.layout.global_divides)
-                        out[f"{owner[name]}.weight"] = w.to(dtype)
+                        stored = handle.get_tensor(name)
+                        if entry["blocks"]:  # gpt-oss: decoded [..., out, in], stored unquantized as [..., in, out]
+                            stored = stored.reshape(*stored.shape[:-2], -1)
+                        w = qcfg.fmt.decode(stored, scale, glob, qcfg.layout.global_divides)
+                        if entry["blocks"]:
+                            w = w.transpose(-1, -2).contiguous()
+                        out[entry["ref"]] = w.to(dtype)
                     else:
                         out[name] = handle.get_tensor(name)
             yield (shard if len(groups) == 1 else f"{stem}-part{k}.safetensors"), out
