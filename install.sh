@@ -2,15 +2,18 @@
 # Set up everything the workflow needs in ./.venv (idempotent).
 #   ./install.sh          workflow + CPU inference stack
 #   ./install.sh --test   the same plus test dependencies
+#   ./install.sh --quark  the same plus AMD Quark's own environment ./.venv-quark (tool: quark)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PYTHON=${PYTHON:-python3}
 want_tests=0
+want_quark=0
 for arg in "$@"; do
     case "$arg" in
         --test) want_tests=1 ;;
-        *) echo "install.sh: unknown option $arg (use --test)" >&2; exit 2 ;;
+        --quark) want_quark=1 ;;
+        *) echo "install.sh: unknown option $arg (use --test, --quark)" >&2; exit 2 ;;
     esac
 done
 
@@ -62,4 +65,23 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
 fi
 if [ "$want_tests" = 1 ]; then
     add -r envs/test.txt
+fi
+
+# AMD Quark in its own environment (envs/quark.txt explains why it is kept apart). Its own
+# stamp: rebuilt when envs/quark.txt changes, untouched otherwise.
+if [ "$want_quark" = 1 ]; then
+    qstamp=.venv-quark/.mlperf-repro-installed
+    qwanted=$(sha256sum envs/quark.txt | cut -c1-16)
+    if [ ! -f "$qstamp" ] || [ "$(cat "$qstamp")" != "$qwanted" ]; then
+        if [ ! -x .venv-quark/bin/python ]; then
+            "$PYTHON" -m venv .venv-quark
+        fi
+        if [ "$use_uv" = 1 ]; then
+            .venv/bin/python -m uv pip install --quiet --python .venv-quark/bin/python \
+                ${links[@]+"${links[@]}"} -r envs/quark.txt
+        else
+            .venv-quark/bin/python -m pip --disable-pip-version-check install --quiet -r envs/quark.txt
+        fi
+        echo "$qwanted" > "$qstamp"
+    fi
 fi

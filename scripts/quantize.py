@@ -1,4 +1,4 @@
-"""Quantize one model with one recipe (tool native or prequantized): checkpoint, emulated copy, quant_manifest.json."""
+"""Quantize one model with one recipe (tool native, prequantized or quark): checkpoint, emulated copy, quant_manifest.json."""
 
 from mlperf_repro.quant.tools import quantize_recipe
 from mlperf_repro.stage import run
@@ -12,6 +12,8 @@ def main(smk):
         smk.params.recipe,
         container_image=smk.params.container_image,
         checkpoint=smk.input.prequantized,
+        # tool quark: the benchmark's dataset file its calibration rows come from
+        **({"calibration_file": smk.params.calibration_file} if smk.params.calibration_file else {}),
     )
 
 

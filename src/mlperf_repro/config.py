@@ -148,9 +148,20 @@ def _recipe_problems(where: str, recipe: dict, models: dict) -> list[str]:
     if tool is None:
         return []  # the schema's enum reports it
     checkpoint = recipe.get("checkpoint")
+    problems = [
+        f"{where}.{key}: only for tool quark (this recipe's tool is {tool.name})"
+        for key in ("kv_cache", "algorithms", "calibration")
+        if key in recipe and tool.name != "quark"
+    ]
     if not tool.needs_checkpoint:
         extra = [key for key in ("checkpoint", "max_error") if key in recipe]
-        return [f"{where}.{key}: only for tool prequantized (this recipe's tool is {tool.name})" for key in extra]
+        if tool.name == "quark":
+            extra = [key for key in extra if key != "max_error"]  # quark validates its output too
+        return problems + [
+            f"{where}.{key}: only for tool prequantized (this recipe's tool is {tool.name})" for key in extra
+        ]
+    if problems:
+        return problems
     if checkpoint is None:
         return [f"{where}.checkpoint: tool {tool.name} needs the models entry that holds the quantized checkpoint"]
     if checkpoint not in models:

@@ -73,6 +73,27 @@ def prequantized_checkpoint(wildcards):
     return [PLAN.model_dir(name)] if name else []
 
 
+def quark_calibration_benchmark(wildcards):
+    """tool: quark calibrates on the dataset of the first benchmark (config order) that serves
+    this model with this recipe; None for other tools."""
+    if config["quantization"][wildcards.recipe].get("tool") != "quark":
+        return None
+    for name, bench in config["benchmarks"].items():
+        if (bench["model"], bench.get("quantization")) == (wildcards.model, wildcards.recipe):
+            return name
+    return None
+
+
+def quark_calibration_dataset(wildcards):
+    benchmark = quark_calibration_benchmark(wildcards)
+    return [PLAN.dataset_dir(config["benchmarks"][benchmark]["dataset"])] if benchmark else []
+
+
+def quark_calibration_file(wildcards):
+    benchmark = quark_calibration_benchmark(wildcards)
+    return PLAN.dataset_file(benchmark, "performance") if benchmark else None
+
+
 def screen_of(wildcards):
     """The GPU screen a run of this system waits for; none when it is not screened."""
     return PLAN.screen_input(wildcards.system)

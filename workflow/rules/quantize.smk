@@ -2,13 +2,15 @@
 # ROCm vLLM loads (quant_method quark), a dequantized copy for backends without FP4
 # kernels, and quant_manifest.json (codec, scheme, hashes, logit error). A recipe with
 # tool: prequantized instead validates a published quantized checkpoint (a models entry,
-# acquired and checksummed) against the model and passes it through.
+# acquired and checksummed) against the model and passes it through; tool: quark runs AMD
+# Quark in its own environment (./install.sh --quark), calibrated on the benchmark's dataset.
 
 
 rule quantize:
     input:
         model=PATHS["model"],
         prequantized=prequantized_checkpoint,
+        calibration=quark_calibration_dataset,
     output:
         quantized=directory(PATHS["quantized"]),
         emulated=directory(PATHS["emulated"]),
@@ -24,5 +26,6 @@ rule quantize:
     params:
         container_image=quantize_container,
         recipe=lambda wc: config["quantization"][wc.recipe],
+        calibration_file=quark_calibration_file,
     script:
         f"{SCRIPTS}/quantize.py"

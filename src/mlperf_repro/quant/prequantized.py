@@ -53,6 +53,28 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
+def write_emulated_copy(src: Path, edir: Path) -> None:
+    """The emulated folder of a quantized checkpoint ``src``: weights decoded by our codecs
+    (bf16, bounded parts), the config without ``quantization_config``, the index rebuilt,
+    the side files (tokenizer, generation config) copied. ``edir`` must exist, empty."""
+    weight_map: dict[str, str] = {}
+    from safetensors.torch import save_file
+
+    for shard, tensors in dequantized_shards(src):
+        save_file(tensors, edir / shard, metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(tensors, shard))
+        del tensors
+    config = json.loads((src / "config.json").read_text())
+    config.pop("quantization_config", None)
+    _write_json(edir / "config.json", config)
+    if (src / _INDEX_NAME).is_file() or len(set(weight_map.values())) > 1:
+        total = sum((edir / s).stat().st_size for s in set(weight_map.values()))
+        _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
+    for path in sorted(src.iterdir()):
+        if path.is_file() and path.suffix != ".safetensors" and path.name not in _NOT_COPIED | _NOT_EMULATED:
+            shutil.copyfile(path, edir / path.name)
+
+
 def prequantized_job(
     checkpoint_dir: str,
     model_dir: str,
@@ -98,23 +120,7 @@ def prequantized_job(
         if path.is_file() and rel.as_posix() not in _NOT_COPIED:
             (qdir / rel).parent.mkdir(parents=True, exist_ok=True)
             _link_or_copy(path, qdir / rel)
-    # Emulated folder: decoded weights (bf16), the config without quantization_config.
-    weight_map: dict[str, str] = {}
-    from safetensors.torch import save_file
-
-    for shard, tensors in dequantized_shards(src):
-        save_file(tensors, edir / shard, metadata={"format": "pt"})
-        weight_map.update(dict.fromkeys(tensors, shard))
-        del tensors
-    config = json.loads((src / "config.json").read_text())
-    config.pop("quantization_config", None)
-    _write_json(edir / "config.json", config)
-    if (src / _INDEX_NAME).is_file() or len(set(weight_map.values())) > 1:
-        total = sum((edir / s).stat().st_size for s in set(weight_map.values()))
-        _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map})
-    for path in sorted(src.iterdir()):
-        if path.is_file() and path.suffix != ".safetensors" and path.name not in _NOT_COPIED | _NOT_EMULATED:
-            shutil.copyfile(path, edir / path.name)
+    write_emulated_copy(src, edir)
 
     manifest: dict[str, Any] = {
         "manifest_version": 1,

@@ -4,7 +4,9 @@
 acquired model (:func:`mlperf_repro.quant.stage.quantize_job`). ``prequantized``: a published
 quantized checkpoint, acquired like a model (``checkpoint:`` names a ``models`` entry, pinned
 and checksummed), is validated with our codecs against the unquantized model and passed
-through (:func:`mlperf_repro.quant.prequantized.prequantized_job`). The config schema's
+through (:func:`mlperf_repro.quant.prequantized.prequantized_job`). ``quark``: AMD Quark
+quantizes the acquired model in its own environment (``./install.sh --quark``), calibrated
+on rows of the benchmark's dataset (:func:`mlperf_repro.quant.quark_tool.quark_job`). The config schema's
 ``tool`` enum equals :data:`TOOLS` (tests/test_quant_validate.py). Light module: config
 validation may import it, so no torch here; jobs are imported when they run.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
@@ -36,6 +39,12 @@ TOOLS: dict[str, Tool] = {
         "prequantized:prequantized_job",
         "a published quantized checkpoint, validated with the project's codecs and passed through",
         needs_checkpoint=True,
+    ),
+    "quark": Tool(
+        "quark",
+        "quark_tool:quark_job",
+        "quantized by AMD Quark (the vendor's tool) in its own environment, calibrated on the benchmark's "
+        "calibration rows, validated with the project's codecs",
     ),
 }
 DEFAULT_TOOL = "native"
@@ -77,6 +86,14 @@ def transformations(recipe: dict[str, Any], models: dict[str, Any]) -> str:
     from .formats import format_for
 
     fmt = format_for(recipe["scheme"])
+    if tool_for(recipe.get("tool")).name == "quark":
+        algorithms = ", ".join(recipe.get("algorithms") or []) or "none"
+        kv = f", KV cache {recipe['kv_cache']}" if recipe.get("kv_cache") else ""
+        return (
+            f"post-training quantization to MXFP4 ({recipe['scheme']}, OCP MX E2M1 with E8M0 scales per 32 values, "
+            f"scales rounded even) by AMD Quark{kv}; algorithms: {algorithms}; calibrated on rows of the "
+            f"benchmark's dataset; excluded: {', '.join(recipe.get('exclude') or ['lm_head'])}"
+        )
     if not tool_for(recipe.get("tool")).needs_checkpoint:
         return fmt.transformations(recipe)
     source = (models.get(recipe["checkpoint"]) or {}).get("source", "?")
@@ -90,6 +107,8 @@ def calibration_lines(recipe: dict[str, Any], models: dict[str, Any], manifest: 
     """documentation/calibration.md's bullet lines for a recipe."""
     from .formats import format_for
 
+    if tool_for(recipe.get("tool")).name == "quark":
+        return _quark_calibration_lines(recipe, manifest)
     if not tool_for(recipe.get("tool")).needs_checkpoint:
         return format_for(recipe["scheme"]).calibration(recipe)
     source = (models.get(recipe["checkpoint"]) or {}).get("source", "?")
@@ -100,6 +119,32 @@ def calibration_lines(recipe: dict[str, Any], models: dict[str, Any], manifest: 
         "checksums and served unchanged: no quantization or calibration by the submitter.",
         f"- Format: `{validation.get('weight_format', '?')}` (`quant_method: {validation.get('quant_method', '?')}`), "
         f"excluded modules: {', '.join(validation.get('exclude') or []) or 'none'}.",
+    ]
+    if worst:
+        lines.append(
+            f"- Validation: {validation.get('quantized_layers')} quantized layers decoded with the project codec; "
+            f"worst relative weight error {worst[0]['rel_error']} (`{worst[0]['module']}`), bound "
+            f"{validation.get('max_error')}."
+        )
+    return lines
+
+
+def _quark_calibration_lines(recipe: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    calibration = manifest.get("calibration") or {}
+    validation = manifest.get("validation") or {}
+    worst = validation.get("worst_layers") or []
+    activations = "none (bf16)" if recipe["scheme"] == "mxfp4_weight_only" else "MXFP4, dynamic per 32-value block"
+    lines = [
+        f"- Tool: AMD Quark {manifest.get('quark_version', '?')} (`quant_method: quark`), scheme `{recipe['scheme']}`: "
+        "every nn.Linear but the excluded ones, OCP MXFP4 weights (E2M1, one E8M0 scale per 32 values, scales "
+        f"rounded even), static; activations: {activations}.",
+        f"- KV cache: {recipe.get('kv_cache') or 'not quantized'}"
+        + (" (FP8 e4m3, per-tensor scales from calibration)." if recipe.get("kv_cache") == "fp8" else "."),
+        f"- Algorithms: {', '.join(recipe.get('algorithms') or []) or 'none'}.",
+        f"- Excluded modules: {', '.join(recipe.get('exclude') or ['lm_head'])}.",
+        f"- Calibration data: {calibration.get('samples', '?')} rows of `{Path(calibration.get('file', '?')).name}` "
+        f"(sha256 `{calibration.get('sha256', '?')}`), chosen with seed {calibration.get('seed', '?')}, their prompt "
+        f"tokens cut into {calibration.get('sequences', '?')} sequences of {calibration.get('seq_len', '?')} tokens.",
     ]
     if worst:
         lines.append(

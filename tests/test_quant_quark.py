@@ -1,0 +1,280 @@
+"""tool: quark - AMD Quark run for real (its own environment, .venv-quark) on a tiny Llama.
+
+The tiny random Llama (hidden 64, 2 layers, vocab 128) is built locally; the calibration
+rows come from a small OpenOrca-shaped pickle (tok_input) written here. Skipped only when
+the Quark environment is not built (./install.sh --quark).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from mlperf_repro.errors import UserError
+from mlperf_repro.hashing import sha256_file
+from mlperf_repro.quant import quark_tool
+from mlperf_repro.quant.tools import TOOLS, calibration_lines, quantize_recipe, transformations
+from mlperf_repro.quant.validate import dequantized_shards, validate_checkpoint
+
+# Every test that runs Quark: slow, and skipped only when its environment is not built.
+runs_quark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(quark_tool.quark_python() is None, reason="build it with ./install.sh --quark"),
+]
+
+
+def _runs_quark(test):
+    for mark in runs_quark:
+        test = mark(test)
+    return test
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
+    path = tmp_path_factory.mktemp("src") / "tiny-llama"
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
+    (path / "tokenizer_config.json").write_text('{"model_max_length": 128}\n')
+    return path
+
+
+@pytest.fixture(scope="module")
+def dataset_file(tmp_path_factory) -> Path:
+    import pandas as pd
+
+    rng = random.Random(1)
+    rows = [[rng.randrange(128) for _ in range(rng.randrange(8, 40))] for _ in range(20)]
+    path = tmp_path_factory.mktemp("data") / "calibration.pkl"
+    pd.DataFrame({"tok_input": rows, "output": ["x"] * len(rows)}).to_pickle(path)
+    return path
+
+
+RECIPE = {
+    "scheme": "mxfp4",
+    "tool": "quark",
+    "kv_cache": "fp8",
+    "algorithms": ["gptq"],
+    "calibration": {"samples": 6, "seed": 3, "seq_len": 16},
+}
+
+
+@pytest.fixture(scope="module")
+def quark_run(model_dir, dataset_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("quark")
+    manifest = quantize_recipe(
+        str(model_dir), str(out / "q"), str(out / "e"), RECIPE, calibration_file=str(dataset_file)
+    )
+    return out, manifest
+
+
+def test_registered():
+    assert TOOLS["quark"].job == "quark_tool:quark_job"
+
+
+def test_calibration_rows_are_seeded(dataset_file):
+    import pandas as pd
+
+    a = quark_tool.select_calibration(dataset_file, {"samples": 5, "seed": 7, "seq_len": 10})
+    b = quark_tool.select_calibration(dataset_file, {"samples": 5, "seed": 7, "seq_len": 10})
+    c = quark_tool.select_calibration(dataset_file, {"samples": 5, "seed": 8, "seq_len": 10})
+    assert a == b and a["rows"] != c["rows"] and len(a["rows"]) == 5
+    frame = pd.read_pickle(dataset_file)
+    tokens = [t for i in a["rows"] for t in frame["tok_input"].iloc[i]]
+    assert all(len(r) == 10 for r in a["input_ids"]) and len(a["input_ids"]) == len(tokens) // 10
+    assert [t for r in a["input_ids"] for t in r] == tokens[: 10 * len(a["input_ids"])]
+    assert a["sha256"] == sha256_file(dataset_file)
+
+
+@_runs_quark
+def test_manifest_records_tool_version_and_calibration(quark_run, dataset_file):
+    out, manifest = quark_run
+    on_disk = json.loads((out / "q" / "quant_manifest.json").read_text())
+    assert on_disk == json.loads((out / "e" / "quant_manifest.json").read_text())
+    assert on_disk["tool"] == "quark" and on_disk["quark_version"] == "0.13"
+    assert on_disk["software"]["amd-quark"] == "0.13"
+    assert on_disk["calibration"]["sha256"] == sha256_file(dataset_file)
+    assert on_disk["calibration"]["seed"] == 3 and len(on_disk["calibration"]["rows"]) == 6
+    assert on_disk["recipe"] == RECIPE and on_disk["quark"]["algorithms"] == ["gptq"]
+    # documentation/calibration.md and measurements.json name the tool, not the project codec
+    text = "\n".join(calibration_lines(RECIPE, {}, on_disk))
+    assert "AMD Quark 0.13" in text and on_disk["calibration"]["sha256"] in text and "gptq" in text
+    assert "by AMD Quark" in transformations(RECIPE, {}) and "project codec" not in transformations(RECIPE, {})
+    assert not on_disk["validation"].get("findings")
+
+
+@_runs_quark
+def test_checkpoint_is_quark_mxfp4_with_fp8_kv_and_validates(quark_run, model_dir):
+    out, _ = quark_run
+    qc = json.loads((out / "q" / "config.json").read_text())["quantization_config"]
+    assert qc["quant_method"] == "quark" and qc["exclude"] == ["lm_head"]
+    weight, act = qc["global_quant_config"]["weight"], qc["global_quant_config"]["input_tensors"]
+    assert (weight["dtype"], weight["group_size"], weight["scale_format"], weight["is_dynamic"]) == (
+        "fp4",
+        32,
+        "e8m0",
+        False,
+    )
+    assert weight["scale_calculation_mode"] == "even"
+    assert act["dtype"] == "fp4" and act["is_dynamic"] is True
+    assert qc["kv_cache_quant_config"]["*k_proj"]["output_tensors"]["dtype"] == "fp8_e4m3"
+    assert [a["name"] for a in qc["algo_config"]] == ["gptq"]
+    report = validate_checkpoint(out / "q", model_dir)
+    assert report.ok, report.findings
+    assert report.weight_format == "mxfp4" and len(report.quantized) == 14
+    assert (out / "q" / "tokenizer_config.json").is_file()
+
+
+@_runs_quark
+def test_our_codec_decodes_quarks_own_dequantization(model_dir, dataset_file, tmp_path):
+    """Quark's quantize-dequantize of each weight (its frozen weight quantizer) against our
+    MXFP4 codec decoding Quark's packed export: bit for bit."""
+    from safetensors.torch import load_file
+
+    calibration = quark_tool.select_calibration(dataset_file, RECIPE["calibration"])
+    qdq = tmp_path / "qdq.safetensors"
+    quark_tool.run_quark(
+        model_dir, tmp_path / "q", RECIPE, calibration, work_dir=tmp_path, qdq_reference=qdq, device="cpu"
+    )
+    reference = load_file(qdq)
+    decoded: dict[str, torch.Tensor] = {}
+    for _, tensors in dequantized_shards(tmp_path / "q", dtype=torch.float32):
+        decoded.update(tensors)
+    assert len(reference) == 14
+    for name, expected in reference.items():
+        assert torch.equal(decoded[name], expected), name
+
+
+@_runs_quark
+def test_emulated_copy_is_plain_bf16_of_the_decoded_weights(quark_run):
+    from safetensors.torch import load_file
+
+    out, _ = quark_run
+    config = json.loads((out / "e" / "config.json").read_text())
+    assert "quantization_config" not in config
+    emulated = {}
+    for f in sorted((out / "e").glob("*.safetensors")):
+        emulated.update(load_file(f))
+    assert all(t.dtype == torch.bfloat16 for t in emulated.values())
+    assert not any(n.endswith(("_scale", "output_scale")) for n in emulated)
+    decoded = {}
+    for _, tensors in dequantized_shards(out / "q"):
+        decoded.update(tensors)
+    assert emulated.keys() == decoded.keys()
+    assert all(torch.equal(emulated[n], decoded[n]) for n in decoded)
+
+
+@_runs_quark
+def test_autosmoothquant_on_cpu_is_refused_naming_the_kernel(model_dir, dataset_file, tmp_path):
+    recipe = {**RECIPE, "algorithms": ["autosmoothquant", "gptq"]}
+    calibration = quark_tool.select_calibration(dataset_file, recipe["calibration"])
+    with pytest.raises(UserError, match="qdq_mxfp4"):
+        quark_tool.run_quark(model_dir, tmp_path / "q", recipe, calibration, work_dir=tmp_path, device="cpu")
+
+
+@_runs_quark
+def test_missing_env_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv(quark_tool.ENV_VARIABLE, str(tmp_path / "nowhere"))
+    with pytest.raises(UserError, match=r"install\.sh --quark"):
+        quark_tool.run_quark(tmp_path, tmp_path / "q", RECIPE, {"input_ids": [[1]], "seed": 0}, work_dir=tmp_path)
+
+
+def test_quark_recipe_keys_in_config(default_config):
+    from conftest import SCHEMA
+
+    from mlperf_repro.config import validate_config
+
+    config = default_config
+    config["quantization"]["vendor"] = dict(RECIPE, max_error=0.3)
+    validate_config(config, SCHEMA)
+    config["quantization"]["vendor"] = {"scheme": "mxfp4", "kv_cache": "fp8"}
+    with pytest.raises(UserError, match="quantization.vendor.kv_cache: only for tool quark"):
+        validate_config(config, SCHEMA)
+    config["quantization"]["vendor"] = {"scheme": "mxfp4", "tool": "quark", "algorithms": ["awq"]}
+    with pytest.raises(UserError, match="quantization.vendor.algorithms"):
+        validate_config(config, SCHEMA)
+
+
+def test_quark_recipe_in_the_dag(tmp_path, default_config):
+    """The quantize job of a quark recipe waits for the benchmark's dataset (its calibration rows)."""
+    import yaml
+    from conftest import make_workdir, run_snakemake
+
+    work = make_workdir(tmp_path)
+    config = default_config
+    config["quantization"]["vendor"] = RECIPE
+    for bench in config["benchmarks"].values():
+        bench["quantization"] = "vendor"
+    (work / "vendor.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "vendor.yaml", "-p", timeout=120)
+    assert result.returncode == 0, result.stderr
+    quantize = result.stdout.split("rule quantize:", 1)[1].split("\n\n", 1)[0]
+    dataset = next(iter(config["benchmarks"].values()))["dataset"]
+    assert f"resources/datasets/{dataset}" in quantize and "results/models/tiny-llama-vendor" in quantize
+
+
+@_runs_quark
+def test_quark_recipe_through_snakemake(model_dir, dataset_file, tmp_path, default_config):
+    """The quantize rule with a quark recipe: the model and the calibration dataset acquired from
+    local folders against their checksums, Quark run in its environment, the manifest written."""
+    import shutil
+
+    import yaml
+    from conftest import make_workdir, run_snakemake
+
+    from mlperf_repro.fetch.entries import acquire_model_entry
+
+    work = make_workdir(tmp_path)
+    hub = tmp_path / "hub"
+    shutil.copytree(model_dir, hub / "tiny-llama")
+    (hub / "data").mkdir()
+    shutil.copyfile(dataset_file, hub / "data" / "calibration.pkl")
+    config = default_config
+    config["models"] = {
+        "tiny-llama": {
+            "source": f"file://{hub / 'tiny-llama'}",
+            "sha256": {p.name: sha256_file(p) for p in sorted((hub / "tiny-llama").iterdir())},
+        }
+    }
+    config["datasets"] = {
+        "openorca-synthetic": {
+            "source": f"file://{hub / 'data'}",
+            "file": "calibration.pkl",
+            "sha256": {"calibration.pkl": sha256_file(dataset_file)},
+        }
+    }
+    config["quantization"] = {"vendor": {**RECIPE, "scheme": "mxfp4_weight_only"}}
+    for bench in config["benchmarks"].values():
+        bench["quantization"] = "vendor"
+    (work / "vendor.yaml").write_text(yaml.safe_dump(config))
+    # Acquired beforehand: the preflight's disk estimate would take it for llama2-70b (~140 GB).
+    acquire_model_entry(
+        config["models"]["tiny-llama"],
+        work / "resources/models/tiny-llama",
+        work / "results/acquire/models/tiny-llama.json",
+    )
+    target = "results/models/tiny-llama-vendor"
+    result = run_snakemake(work, target, "--cores", "2", "--configfile", "vendor.yaml", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((work / target / "quant_manifest.json").read_text())
+    assert manifest["tool"] == "quark" and manifest["validation"]["ok"]
+    assert manifest["calibration"]["sha256"] == sha256_file(dataset_file)
+    assert manifest["calibration"]["file"].endswith("resources/datasets/openorca-synthetic/calibration.pkl")
+    qc = json.loads((work / target / "config.json").read_text())["quantization_config"]
+    assert qc["quant_method"] == "quark" and qc["global_quant_config"]["input_tensors"] is None
+    assert (work / f"{target}-emulated" / "model.safetensors").is_file()
