@@ -431,7 +431,10 @@ def test_cli_exit_codes(ours, ref, tmp_path):
     assert data["ok"] and len(data["layers"]) == 14
     tight = _cli(str(ours), "--reference", str(ref), "--max-error", "0.01")
     assert tight.returncode == 1 and "weight-error" in tight.stdout and Q0 in tight.stdout
-    for folder in (ref, tmp_path / "nowhere"):
+    truncated = _copy(ours, tmp_path / "truncated")
+    with open(truncated / "model.safetensors", "r+b") as handle:
+        handle.truncate(handle.seek(0, 2) - 1000)
+    for folder in (ref, tmp_path / "nowhere", truncated):
         bad = _cli(str(folder))
         assert bad.returncode == 2 and "Traceback" not in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("error: ")

@@ -273,8 +273,11 @@ def read_inventory(directory: str | Path) -> dict[str, TensorInfo]:
 def _load(directory: Path, info: TensorInfo, name: str) -> Any:
     from safetensors import safe_open
 
-    with safe_open(directory / info.file, framework="pt") as handle:
-        return handle.get_tensor(name)
+    try:
+        with safe_open(directory / info.file, framework="pt") as handle:
+            return handle.get_tensor(name)
+    except Exception as exc:  # safetensors' own error types: a truncated or damaged file
+        raise UserError(f"{directory / info.file}: cannot read tensor {name}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- config
