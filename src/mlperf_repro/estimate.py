@@ -26,6 +26,8 @@ ACCURACY_LOG_HEX_PER_TOKEN = 8
 ACCURACY_LOG_ENTRY_OVERHEAD = 100
 # Quantized weights take their format's bytes_per_param (mlperf_repro.quant.formats).
 BF16_BYTES_PER_PARAM = 2
+# The quantize rule's mem_mb before a checkpoint's sizes are known (workflow/rules/quantize.smk).
+QUANTIZE_DEFAULT_MEM_MB = 8000
 # Offline issues 1.1 x min_duration x target_qps samples (LoadGen's slack over min_duration).
 OFFLINE_SLACK = 1.1
 
@@ -258,6 +260,28 @@ class Estimator:
             + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable"),
         }
 
+    def quantize_memory(self, model: str) -> dict[str, Any]:
+        """The quantize job's memory (``mem_mb``, what the rule asks for): the streaming writer and
+        layer-wise evaluation's 2 x largest tensor + 1 GB (mlperf_repro.quant.memory), from the
+        builtin architecture or the acquired checkpoint's headers; the rule's default before."""
+        from .quant.memory import checkpoint_tensors, need_mb
+
+        entry = self.config["models"][model]
+        if entry["source"] in ("builtin:tiny-llama", "builtin:tiny-gpt-oss"):
+            from .demo.model import DemoModelSpec
+
+            arch = entry.get("builtin") or {}
+            spec = DemoModelSpec(**{k: v for k, v in arch.items() if k in DemoModelSpec.__dataclass_fields__})
+            h = spec.hidden_size
+            largest = max(spec.vocab_size * h, spec.intermediate_size * h, h * h) * BF16_BYTES_PER_PARAM
+            need = need_mb(largest, self.model_sizes(model)["parameters"])
+            return {"mem_mb": need["bounded"], "mem_from": "2 x largest tensor + 1 GB (builtin architecture)"}
+        tensors = checkpoint_tensors(self.plan.model_dir(model))
+        if tensors:
+            need = need_mb(max(b for _, b in tensors), sum(e for e, _ in tensors))
+            return {"mem_mb": need["bounded"], "mem_from": "2 x largest tensor + 1 GB (acquired checkpoint)"}
+        return {"mem_mb": QUANTIZE_DEFAULT_MEM_MB, "mem_from": "rule default until the checkpoint is acquired"}
+
     def quantized_bytes(self, model: str, recipe: str) -> float:
         """The quantized checkpoint: the linear layers in the recipe's format, the rest bf16."""
         sizes = self.model_sizes(model)
@@ -365,6 +389,7 @@ class Estimator:
                 recipe=recipe,
                 fp4_bytes=round(fp4),
                 emulated_bytes=round(sizes["bytes"]),
+                **self.quantize_memory(model),
             )
         return row
 

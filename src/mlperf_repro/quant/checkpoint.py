@@ -26,8 +26,11 @@ matching rule: an exact module name, or ``"re:<regex>"`` matched with ``re.match
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import shutil
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +38,6 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from mlperf_repro.errors import UserError
 from mlperf_repro.fetch._manifest import RECORD_NAME, WORKFLOW_MARKERS
@@ -328,11 +330,222 @@ def _tree_record(root: Path) -> dict[str, Any]:
     return {"files": files, "bytes": sum(f["bytes"] for f in files.values())}
 
 
+# --------------------------------------------------------------------------- streaming I/O
+#
+# Tensors are read and written one at a time (row blocks for the big ones) with pread /
+# pwrite on plain file descriptors: no safetensors shard is memory-mapped, so the page
+# cache that a shard's bytes pass through never counts as this process's RSS, and peak
+# memory is one tensor's row block plus the codec's temporaries, whatever the model size.
+# Output shards are laid out from the headers alone (every output shape and dtype is known
+# before a byte is quantized), their header written first and each tensor's bytes put at
+# its offset; the header is byte-identical to what ``safetensors.torch.save_file`` writes
+# for the same tensors (same order, JSON and padding; tests/test_quant_streaming.py).
+
+#: Output shards are split when they would grow past this many bytes (one tensor larger
+#: than the cap gets a shard of its own).
+SHARD_CAP_BYTES = 5 * 10**9
+
+#: Bytes of source weights decoded per step (row block) when a tensor is quantized or copied.
+_BLOCK_BYTES = 64 * 2**20
+
+_FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """Where one tensor's bytes lie in a safetensors file (from its header)."""
+
+    name: str
+    path: Path
+    dtype: str  # safetensors dtype string: "BF16", "F32", "U8", ...
+    shape: tuple[int, ...]
+    start: int  # absolute byte offset of the data in the file
+    nbytes: int
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return _st_types()[self.dtype]
+
+    @property
+    def row_bytes(self) -> int:
+        rows = self.shape[0] if self.shape else 1
+        return self.nbytes // rows if rows else 0
+
+
+def _st_types() -> dict[str, torch.dtype]:
+    from safetensors.torch import _TYPES
+
+    return _TYPES
+
+
+def _dtype_size(dtype: str) -> int:
+    return torch.empty(0, dtype=_st_types()[dtype]).element_size()
+
+
+def read_header(path: Path) -> tuple[int, dict[str, Any]]:
+    """``(data_start, header)`` of a safetensors file, read without mapping the file."""
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) != 8:
+            raise UserError(f"{path} is not a safetensors file (shorter than 8 bytes)")
+        (n,) = struct.unpack("<Q", raw)
+        try:
+            header = json.loads(f.read(n))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: unreadable safetensors header: {exc}") from None
+    return 8 + n, header
+
+
+def tensor_refs(path: Path) -> list[TensorRef]:
+    """Every tensor of one safetensors file, in name order."""
+    data_start, header = read_header(path)
+    refs = []
+    for name in sorted(k for k in header if k != "__metadata__"):
+        info = header[name]
+        begin, end = info["data_offsets"]
+        if info["dtype"] not in _st_types():
+            raise UserError(f"{path}: tensor {name!r} has dtype {info['dtype']}, which torch cannot read")
+        refs.append(
+            TensorRef(name, path, info["dtype"], tuple(int(d) for d in info["shape"]), data_start + begin, end - begin)
+        )
+    return refs
+
+
+def read_rows(ref: TensorRef, start: int = 0, stop: int | None = None, fd: int | None = None) -> torch.Tensor:
+    """Rows ``start:stop`` of a tensor (the whole tensor by default), read with pread."""
+    shape = ref.shape
+    if not shape:
+        start, stop, lead = 0, 1, ()
+    else:
+        stop = shape[0] if stop is None else stop
+        lead = (stop - start,)
+    tail = tuple(shape[1:])
+    n = (stop - start) * ref.row_bytes if shape else ref.nbytes
+    if n == 0:
+        return torch.empty(lead + tail, dtype=ref.torch_dtype)
+    buf = bytearray(n)
+    own = fd is None
+    if own:
+        fd = os.open(ref.path, os.O_RDONLY)
+    try:
+        view, off, pos = memoryview(buf), ref.start + start * ref.row_bytes, 0
+        while pos < n:
+            got = os.preadv(fd, [view[pos:]], off + pos)
+            if got <= 0:
+                raise UserError(f"{ref.path}: file ends inside tensor {ref.name!r}")
+            pos += got
+    finally:
+        if own:
+            os.close(fd)
+    return torch.frombuffer(buf, dtype=ref.torch_dtype).reshape(lead + tail)
+
+
+def read_tensor(ref: TensorRef) -> torch.Tensor:
+    return read_rows(ref)
+
+
+def _row_blocks(ref: TensorRef) -> Iterable[tuple[int, int]]:
+    rows = ref.shape[0] if ref.shape else 1
+    step = max(1, _BLOCK_BYTES // max(1, ref.row_bytes))
+    for start in range(0, rows, step):
+        yield start, min(rows, start + step)
+
+
+@dataclass(frozen=True)
+class _OutTensor:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * _dtype_size(self.dtype)
+
+
+def _safetensors_order(entries: Sequence[_OutTensor], metadata: dict[str, str]) -> list[str]:
+    """The order ``save_file`` lays these tensors out in, asked of safetensors itself
+    (one element each: the order depends on dtype and name only)."""
+    from safetensors.torch import save
+
+    types = _st_types()
+    probe = save({e.name: torch.zeros(1, dtype=types[e.dtype]) for e in entries}, metadata=metadata)
+    (n,) = struct.unpack("<Q", probe[:8])
+    header = json.loads(probe[8 : 8 + n])
+    header.pop("__metadata__", None)
+    return sorted(header, key=lambda k: header[k]["data_offsets"][0])
+
+
+class _ShardWriter:
+    """One output safetensors file laid out up front; tensors are filled in by offset."""
+
+    def __init__(self, path: Path, entries: Sequence[_OutTensor], metadata: dict[str, str]):
+        self.path = path
+        self.entries = {e.name: e for e in entries}
+        header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+        self.offsets: dict[str, int] = {}
+        pos = 0
+        for name in _safetensors_order(entries, metadata):
+            e = self.entries[name]
+            header[name] = {"dtype": e.dtype, "shape": list(e.shape), "data_offsets": [pos, pos + e.nbytes]}
+            self.offsets[name] = pos
+            pos += e.nbytes
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        text += b" " * (-len(text) % 8)
+        self.data_start = 8 + len(text)
+        self.size = self.data_start + pos
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._pwrite(struct.pack("<Q", len(text)) + text, 0)
+        os.ftruncate(self.fd, self.size)
+
+    def _pwrite(self, data: Any, offset: int) -> None:
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            done = os.pwrite(self.fd, view, offset)
+            view, offset = view[done:], offset + done
+
+    def write(self, name: str, byte_offset: int, tensor: torch.Tensor) -> None:
+        """Put ``tensor``'s bytes at ``byte_offset`` inside tensor ``name``'s data."""
+        flat = tensor.contiguous().reshape(-1)
+        if flat.numel():
+            self._pwrite(flat.view(torch.uint8).numpy(), self.data_start + self.offsets[name] + byte_offset)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _plan_shards(file_name: str, tensors: Sequence[_OutTensor], cap: int | None) -> list[tuple[str, list[_OutTensor]]]:
+    """One source shard's output tensors cut into files of at most ``cap`` bytes: the source
+    file name when they fit in one, ``<stem>-part-00001-of-0000N.safetensors`` otherwise."""
+    pieces: list[list[_OutTensor]] = [[]]
+    size = 0
+    for t in tensors:
+        if cap is not None and pieces[-1] and size + t.nbytes > cap:
+            pieces.append([])
+            size = 0
+        pieces[-1].append(t)
+        size += t.nbytes
+    if len(pieces) == 1:
+        return [(file_name, pieces[0])]
+    stem = file_name[: -len(".safetensors")]
+    n = len(pieces)
+    return [(f"{stem}-part-{k:05d}-of-{n:05d}.safetensors", p) for k, p in enumerate(pieces, 1)]
+
+
 # --------------------------------------------------------------------------- writer
 
 
+# Largest E8M0 byte whose blocks decode exactly to bfloat16: 6 * 2**(252 - 127) = 1.5 * 2**127.
+_SAFE_SCALE_BYTE = 252
+
+
 def _emulated_bf16(name: str, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """Dequantized weight in bfloat16, checked to be exact (and finite)."""
+    """Dequantized weight in bfloat16, checked to be exact (and finite).
+
+    E2M1 values (at most two significant bits, below 8) times an E8M0 scale of at most
+    2**125 (byte 252) are finite and exact in bfloat16, whose exponent range is float32's:
+    only blocks with a larger scale need the check."""
+    if scales.numel() == 0 or int(scales.max()) <= _SAFE_SCALE_BYTE:
+        return dequantize_mxfp4(packed, scales, dtype=torch.bfloat16)
     deq = dequantize_mxfp4(packed, scales, dtype=torch.float32)
     bf = deq.to(torch.bfloat16)
     if not (torch.isfinite(deq).all() and torch.equal(bf.to(torch.float32), deq)):
@@ -341,6 +554,25 @@ def _emulated_bf16(name: str, packed: torch.Tensor, scales: torch.Tensor) -> tor
             "(weights of magnitude ~2**127); it cannot be emulated, exclude it"
         )
     return bf
+
+
+def _quantize_streamed(
+    ref: TensorRef, fd: int, scale_mode: str, q_of: dict[str, _ShardWriter], e_of: dict[str, _ShardWriter]
+) -> None:
+    """Quantize one weight row block by row block into the quark and emulated shards."""
+    cols = ref.shape[1]
+    scale_key = ref.name + "_scale"
+    for start, stop in _row_blocks(ref):
+        block = read_rows(ref, start, stop, fd)
+        try:
+            packed, scales = quantize_mxfp4(block, scale_mode)
+        except ValueError as exc:
+            raise UserError(f"tensor {ref.name!r}: {exc}") from None
+        del block
+        q_of[ref.name].write(ref.name, start * (cols // 2), packed)
+        q_of[scale_key].write(scale_key, start * (cols // GROUP_SIZE), scales)
+        e_of[ref.name].write(ref.name, start * cols * 2, _emulated_bf16(ref.name, packed, scales))
+        del packed, scales
 
 
 def quantize_checkpoint(
@@ -356,16 +588,27 @@ def quantize_checkpoint(
     eval_sequences: int = 8,
     eval_seq_len: int = 48,
     manifest_path: str | Path | None = None,
+    mem_mb: float | None = None,
+    shard_cap_bytes: int | None = SHARD_CAP_BYTES,
 ) -> dict[str, Any]:
     """Quantize a HF Llama checkpoint to MXFP4; write both output dirs; return the manifest.
 
     ``scheme``: ``"mxfp4"`` (W4A4, dynamic MXFP4 activations) or ``"mxfp4_weight_only"``
     (W4A16). ``scale_mode``: ``"even"`` (Quark default) or ``"floor"`` (OCP reference).
-    ``evaluate=False`` skips the logit comparison (it loads two float32 copies of the model
-    on CPU, which only makes sense for small models); ``logit_error`` is then ``None``.
+    The checkpoint is streamed: one tensor (a row block of it) in memory at a time, output
+    shards written in place from a layout planned from the headers; a source shard whose
+    output would pass ``shard_cap_bytes`` is split into ``<stem>-part-0000k-of-0000n`` files
+    (``None``: never split). Otherwise shards keep their file names; a
+    ``model.safetensors.index.json`` is written when the source has one or has, or the
+    output gets, more than one shard.
+
+    Evaluation (:mod:`mlperf_repro.quant.evaluate`): the whole-model logit comparison
+    (``logit_error``: two float32 copies of the model on CPU) when it fits in ``mem_mb``
+    (no limit when ``None``), otherwise the layer-wise comparison (``layerwise_error``:
+    per quantized Linear, output error on calibration activations, one weight at a time).
+    ``manifest["evaluation"]`` records which ran and why; ``evaluate=False`` runs neither.
     The manifest is also written as JSON to ``manifest_path`` when given; output hashes are
     taken before that, so a manifest placed inside an output dir is not part of its record.
-    Shards keep their file names; a ``model.safetensors.index.json`` is rewritten.
     """
     src, qdir, edir = Path(src_dir), Path(quark_dir), Path(emulated_dir)
     spec = _scheme(scheme)
@@ -375,23 +618,28 @@ def quantize_checkpoint(
     files = _weight_files(src)
     if qdir.resolve() == edir.resolve():
         raise UserError("quark_dir and emulated_dir must be different directories")
+    if shard_cap_bytes is not None and shard_cap_bytes <= 0:
+        raise UserError(f"shard_cap_bytes must be positive, got {shard_cap_bytes}")
 
     # Inventory first (headers only), so every user error is raised before any output.
-    shapes: dict[str, list[int]] = {}
+    refs_by_file: dict[Path, list[TensorRef]] = {}
     where: dict[str, str] = {}
     for f in files:
-        with safe_open(f, framework="pt") as handle:
-            for key in handle.keys():
-                if key in where:
-                    raise UserError(f"tensor {key!r} appears in both {where[key]} and {f.name}")
-                shapes[key] = list(handle.get_slice(key).get_shape())
-                where[key] = f.name
-    quantized = set(select_quantized_tensors(shapes, exclude))
+        refs_by_file[f] = tensor_refs(f)
+        for ref in refs_by_file[f]:
+            if ref.name in where:
+                raise UserError(f"tensor {ref.name!r} appears in both {where[ref.name]} and {f.name}")
+            where[ref.name] = f.name
+    refs = {r.name: r for rs in refs_by_file.values() for r in rs}
+    quantized = set(select_quantized_tensors({k: r.shape for k, r in refs.items()}, exclude))
     if not quantized:
         raise UserError(
             f"no tensor of {src} matches the quantized projections {list(QUANTIZED_PROJECTIONS)} "
             f"after exclude={exclude}"
         )
+    for key in sorted(quantized):
+        if refs[key].dtype not in _FLOAT_DTYPES:
+            raise UserError(f"tensor {key!r} has dtype {refs[key].torch_dtype}, expected float")
     input_record = _tree_record(src)
 
     _prepare_out_dir(qdir, src)
@@ -402,39 +650,56 @@ def quantize_checkpoint(
     e_index: dict[str, str] = {}
     q_total = e_total = 0
     src_quantized_bytes = q_quantized_bytes = 0
+    n_out_files = 0
     for f in files:
-        q_tensors: dict[str, torch.Tensor] = {}
-        e_tensors: dict[str, torch.Tensor] = {}
-        with safe_open(f, framework="pt") as handle:
-            for key in sorted(handle.keys()):
-                tensor = handle.get_tensor(key)
-                if key in quantized:
-                    if not tensor.is_floating_point():
-                        raise UserError(f"tensor {key!r} has dtype {tensor.dtype}, expected float")
-                    try:
-                        packed, scales = quantize_mxfp4(tensor, scale_mode)
-                    except ValueError as exc:
-                        raise UserError(f"tensor {key!r}: {exc}") from None
-                    scale_key = key + "_scale"  # <module>.weight_scale
-                    q_tensors[key] = packed
-                    q_tensors[scale_key] = scales
-                    e_tensors[key] = _emulated_bf16(key, packed, scales)
-                    src_quantized_bytes += tensor.numel() * tensor.element_size()
-                    q_quantized_bytes += packed.numel() + scales.numel()
-                else:
-                    q_tensors[key] = tensor
-                    e_tensors[key] = tensor
-        save_file(q_tensors, qdir / f.name, metadata=_ST_METADATA)
-        save_file(e_tensors, edir / f.name, metadata=_ST_METADATA)
-        for k, t in q_tensors.items():
-            q_index[k] = f.name
-            q_total += t.numel() * t.element_size()
-        for k, t in e_tensors.items():
-            e_index[k] = f.name
-            e_total += t.numel() * t.element_size()
-        del q_tensors, e_tensors
+        q_entries: list[_OutTensor] = []
+        e_entries: list[_OutTensor] = []
+        for ref in refs_by_file[f]:
+            if ref.name in quantized:
+                rows, cols = ref.shape
+                q_entries += [
+                    _OutTensor(ref.name, "U8", (rows, cols // 2)),
+                    _OutTensor(ref.name + "_scale", "U8", (rows, cols // GROUP_SIZE)),  # <module>.weight_scale
+                ]
+                e_entries.append(_OutTensor(ref.name, "BF16", ref.shape))
+            else:
+                q_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
+                e_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
+        q_shards = _plan_shards(f.name, q_entries, shard_cap_bytes)
+        e_shards = _plan_shards(f.name, e_entries, shard_cap_bytes)
+        n_out_files = max(n_out_files, len(q_shards), len(e_shards))
+        q_writers = {name: _ShardWriter(qdir / name, ts, _ST_METADATA) for name, ts in q_shards}
+        e_writers = {name: _ShardWriter(edir / name, ts, _ST_METADATA) for name, ts in e_shards}
+        q_of = {t.name: q_writers[name] for name, ts in q_shards for t in ts}
+        e_of = {t.name: e_writers[name] for name, ts in e_shards for t in ts}
+        try:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                # In file order: the source shard is read front to back.
+                for ref in sorted(refs_by_file[f], key=lambda r: r.start):
+                    if ref.name in quantized:
+                        _quantize_streamed(ref, fd, scale_mode, q_of, e_of)
+                        src_quantized_bytes += ref.nbytes
+                        q_quantized_bytes += ref.nbytes // _dtype_size(ref.dtype) * 17 // 32
+                    else:
+                        for start, stop in _row_blocks(ref):
+                            block = read_rows(ref, start, stop, fd) if ref.shape else read_tensor(ref)
+                            q_of[ref.name].write(ref.name, start * ref.row_bytes, block)
+                            e_of[ref.name].write(ref.name, start * ref.row_bytes, block)
+                            del block
+            finally:
+                os.close(fd)
+        finally:
+            for w in (*q_writers.values(), *e_writers.values()):
+                w.close()
+        for shards, index in ((q_shards, q_index), (e_shards, e_index)):
+            for name, ts in shards:
+                for t in ts:
+                    index[t.name] = name
+        q_total += sum(t.nbytes for t in q_entries)
+        e_total += sum(t.nbytes for t in e_entries)
 
-    if (src / _INDEX_NAME).is_file() or len(files) > 1:
+    if (src / _INDEX_NAME).is_file() or len(files) > 1 or n_out_files > 1:
         _write_json(qdir / _INDEX_NAME, {"metadata": {"total_size": q_total}, "weight_map": q_index})
         _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": e_total}, "weight_map": e_index})
 
@@ -442,16 +707,18 @@ def quantize_checkpoint(
     shutil.copyfile(src / "config.json", edir / "config.json")
     copied = _copy_side_files(src, (qdir, edir))
 
+    from mlperf_repro.quant.evaluate import choose_evaluation, layerwise_error
+
+    act_modules = sorted(n[: -len(".weight")] for n in quantized) if spec.activations_mxfp4 else []
+    choice = choose_evaluation(refs.values(), mem_mb, evaluate=evaluate)
     metrics: dict[str, Any] | None = None
-    if evaluate:
-        act_modules = sorted(n[: -len(".weight")] for n in quantized) if spec.activations_mxfp4 else []
-        metrics = logit_error(
-            src,
-            edir,
-            act_quant_modules=act_modules,
-            seed=eval_seed,
-            n_sequences=eval_sequences,
-            seq_len=eval_seq_len,
+    layerwise: dict[str, Any] | None = None
+    eval_kwargs = {"seed": eval_seed, "n_sequences": eval_sequences, "seq_len": eval_seq_len}
+    if choice["method"] == "logits":
+        metrics = logit_error(src, edir, act_quant_modules=act_modules, **eval_kwargs)
+    elif choice["method"] == "layerwise":
+        layerwise = layerwise_error(
+            src, edir, quantized=sorted(quantized), act_quant=spec.activations_mxfp4, **eval_kwargs
         )
 
     manifest = {
@@ -476,7 +743,9 @@ def quantize_checkpoint(
         # its activations stay in high precision (the eval below does emulate them).
         "cpu_serving_emulation": "weights-only",
         "cpu_serving_matches_scheme": not spec.activations_mxfp4,
+        "evaluation": choice,
         "logit_error": metrics,
+        "layerwise_error": layerwise,
         "software": _software_versions(),
     }
     if manifest_path is not None:

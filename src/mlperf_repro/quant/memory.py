@@ -1,0 +1,56 @@
+"""Memory a quantize job needs, from a checkpoint's safetensors headers (no torch).
+
+The streaming writer and the layer-wise evaluation hold at most one tensor's row blocks of
+two weights at a time: ``bounded = 2 x largest tensor + 1 GB``. The whole-model logit
+comparison holds two float32 copies: ``logits = 8 bytes x parameters + 1 GB``. The quantize
+rule asks for ``bounded`` (:func:`quantize_job_mem_mb`); the job picks the logit path only
+when its memory covers ``logits`` (mlperf_repro.quant.evaluate.choose_evaluation). Read by
+the rule's resources and the plan view, so it stays free of the ML stack.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+__all__ = ["OVERHEAD_BYTES", "checkpoint_tensors", "need_mb", "quantize_job_mem_mb"]
+
+#: Fixed overhead of a quantize job (interpreter, torch, transformers, activations): 1 GB.
+OVERHEAD_BYTES = 10**9
+
+_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2}
+
+
+def checkpoint_tensors(model_dir: str | Path) -> list[tuple[int, int]]:
+    """``(elements, bytes)`` of every tensor in a directory's ``*.safetensors`` (headers only)."""
+    out = []
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = info["data_offsets"]
+            out.append((math.prod(info["shape"]), end - begin))
+    return out
+
+
+def need_mb(largest_tensor_bytes: float, parameters: float) -> dict[str, int]:
+    """MB for the bounded path (``bounded``) and the logit path (``logits``)."""
+    return {
+        "bounded": math.ceil((2 * largest_tensor_bytes + OVERHEAD_BYTES) / 1e6),
+        "logits": math.ceil((8 * parameters + OVERHEAD_BYTES) / 1e6),
+        "largest_tensor_mb": math.ceil(largest_tensor_bytes / 1e6),
+    }
+
+
+def quantize_job_mem_mb(model_dir: str | Path, default: int = 8000) -> int:
+    """The quantize rule's ``mem_mb``: the bounded path's need for the checkpoint in
+    ``model_dir``; ``default`` while it has no weights yet (not acquired)."""
+    tensors = checkpoint_tensors(model_dir) if Path(model_dir).is_dir() else []
+    if not tensors:
+        return default
+    return need_mb(max(b for _, b in tensors), sum(e for e, _ in tensors))["bounded"]
