@@ -278,3 +278,20 @@ def test_quark_recipe_through_snakemake(model_dir, dataset_file, tmp_path, defau
     qc = json.loads((work / target / "config.json").read_text())["quantization_config"]
     assert qc["quant_method"] == "quark" and qc["global_quant_config"]["input_tensors"] is None
     assert (work / f"{target}-emulated" / "model.safetensors").is_file()
+
+
+def test_preflight_names_a_missing_quark_env(default_config, tmp_path, monkeypatch):
+    from mlperf_repro.check.preflight import preflight
+
+    config = default_config
+    config["quantization"]["vendor"] = RECIPE
+    for bench in config["benchmarks"].values():
+        bench["quantization"] = "vendor"
+    monkeypatch.setenv(quark_tool.ENV_VARIABLE, str(tmp_path / "nowhere"))
+    found = [f for f in preflight(config, tmp_path) if f.rule == "quark-env"]
+    assert len(found) == 1 and "install.sh --quark" in found[0].message
+    assert found[0].path == "quantization.vendor.tool"
+    monkeypatch.setenv(quark_tool.ENV_VARIABLE, str(tmp_path / "env"))
+    (tmp_path / "env" / "bin").mkdir(parents=True)
+    (tmp_path / "env" / "bin" / "python").write_text("")
+    assert not [f for f in preflight(config, tmp_path) if f.rule == "quark-env"]

@@ -5,7 +5,8 @@ Rules: the installed LoadGen carries the round's seeds; closed-division scenario
 run lengths and sample counts the checker will demand are reachable with the configured
 target_qps, durations and dataset; system descriptions are complete; no network-only
 fields outside the network division; the benchmark and its compliance tests can be
-evaluated by this workflow; the disk can hold the models.
+evaluated by this workflow; a tool: quark recipe finds Quark's environment; the disk can hold
+the models.
 """
 
 from __future__ import annotations
@@ -268,10 +269,31 @@ def _disk(plan: Plan, workdir: Path) -> list[Finding]:
     return []
 
 
+def _quark_env(plan: Plan, workdir: Path) -> list[Finding]:
+    """A tool: quark recipe still to quantize (outside a container) needs Quark's own environment."""
+    from ..quant.quark_tool import quark_env, quark_python
+
+    findings = []
+    for model, recipe in plan.quantized_models:
+        entry = (plan.config.get("quantization") or {}).get(recipe) or {}
+        if entry.get("tool") != "quark" or plan.quantize_container(model, recipe):
+            continue
+        if quark_python() is None and not (workdir / plan.quantized_dir(model, recipe)).is_dir():
+            findings.append(
+                Finding(
+                    "quark-env",
+                    f"quantization.{recipe}.tool",
+                    f"AMD Quark's environment {quark_env()} is not built: run ./install.sh --quark",
+                )
+            )
+    return findings
+
+
 def preflight(config: dict[str, Any], workdir: str | Path = ".") -> list[Finding]:
     plan = Plan(config)
     findings: list[Finding] = []
     for part in (_loadgen, _scenarios, _run_lengths, _systems, _support):
         findings.extend(part(plan))
+    findings.extend(_quark_env(plan, Path(workdir)))
     findings.extend(_disk(plan, Path(workdir)))
     return findings
