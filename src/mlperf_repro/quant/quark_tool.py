@@ -123,7 +123,7 @@ def run_quark(
         "kv_cache": recipe.get("kv_cache"),
         "algorithms": list(recipe.get("algorithms") or []),
         "exclude": list(recipe.get("exclude") or ["lm_head"]),
-        "device": device or recipe.get("device"),
+        "device": device,  # None: the runner takes CUDA/ROCm when torch sees one, else the CPU
         "seed": calibration["seed"],
         "qdq_reference": str(qdq_reference) if qdq_reference else None,
     }
@@ -149,7 +149,9 @@ def quark_job(
     mem_mb: float | None = None,
     calibration_file: str | None = None,
 ) -> dict[str, Any]:
-    """``calibration_file``: the dataset file the calibration rows come from (the benchmark's)."""
+    """``calibration_file``: the dataset file the calibration rows come from (the benchmark's).
+    ``mem_mb`` is accepted for the quantize rule's common call; Quark holds the whole model in
+    memory (``from_pretrained``), so the job needs about its bf16 size plus the calibration."""
     if not calibration_file:
         raise UserError("tool quark needs a calibration file (the benchmark's dataset file)")
     qdir, edir = Path(quantized_dir), Path(emulated_dir)
