@@ -12,6 +12,7 @@ def main(smk):
         smk.params.recipe,
         container_image=smk.params.container_image,
         checkpoint=smk.input.prequantized,
+        mem_mb=smk.resources.mem_mb,  # the job's memory: picks the accuracy evaluation that fits
         # tool quark: the benchmark's dataset file its calibration rows come from
         **({"calibration_file": smk.params.calibration_file} if smk.params.calibration_file else {}),
     )

@@ -19,6 +19,7 @@ from typing import Any
 from .errors import UserError
 from .plan import MODES, Plan
 from .quant.formats import FORMATS, format_for
+from .quant.memory import DEFAULT_MEM_MB
 
 # LoadGen writes each generated token into mlperf_log_accuracy.json as 8 hex characters
 # (int32), plus the first token again and the entry's keys.
@@ -26,8 +27,6 @@ ACCURACY_LOG_HEX_PER_TOKEN = 8
 ACCURACY_LOG_ENTRY_OVERHEAD = 100
 # Quantized weights take their format's bytes_per_param (mlperf_repro.quant.formats).
 BF16_BYTES_PER_PARAM = 2
-# The quantize rule's mem_mb before a checkpoint's sizes are known (workflow/rules/quantize.smk).
-QUANTIZE_DEFAULT_MEM_MB = 8000
 # Offline issues 1.1 x min_duration x target_qps samples (LoadGen's slack over min_duration).
 OFFLINE_SLACK = 1.1
 
@@ -280,7 +279,7 @@ class Estimator:
         if tensors:
             need = need_mb(max(b for _, b in tensors), sum(e for e, _ in tensors))
             return {"mem_mb": need["bounded"], "mem_from": "2 x largest tensor + 1 GB (acquired checkpoint)"}
-        return {"mem_mb": QUANTIZE_DEFAULT_MEM_MB, "mem_from": "rule default until the checkpoint is acquired"}
+        return {"mem_mb": DEFAULT_MEM_MB, "mem_from": "rule default until the checkpoint is acquired"}
 
     def quantized_bytes(self, model: str, recipe: str) -> float:
         """The quantized checkpoint: the linear layers in the recipe's format, the rest bf16."""

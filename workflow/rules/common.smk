@@ -10,6 +10,7 @@ from mlperf_repro.errors import UserError
 from mlperf_repro.compare.targets import compare_inputs, compare_outputs, compare_specs
 from mlperf_repro.paths import PATHS, path
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
+from mlperf_repro.quant.memory import quantize_job_mem_mb
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
@@ -64,6 +65,12 @@ def system_container(wildcards):
 
 def quantize_container(wildcards):
     return PLAN.quantize_container(wildcards.model, wildcards.recipe)
+
+
+def quantize_mem_mb(wildcards, input):
+    """The quantize job's memory: the bounded path's need (2 x the largest tensor + 1 GB),
+    read from the acquired checkpoint's headers when the job is ready to run."""
+    return quantize_job_mem_mb(input.model)
 
 
 def prequantized_checkpoint(wildcards):

@@ -21,7 +21,7 @@ rule quantize:
     threads: machine_threads(cluster_cpus=4)
     resources:
         cpus_per_task=lambda wc, threads: threads,
-        mem_mb=8000,
+        mem_mb=quantize_mem_mb,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         container_image=quantize_container,

@@ -15,7 +15,7 @@ import math
 import struct
 from pathlib import Path
 
-__all__ = ["OVERHEAD_BYTES", "checkpoint_tensors", "need_mb", "quantize_job_mem_mb"]
+__all__ = ["DEFAULT_MEM_MB", "OVERHEAD_BYTES", "checkpoint_tensors", "need_mb", "quantize_job_mem_mb"]
 
 #: Fixed overhead of a quantize job (interpreter, torch, transformers, activations): 1 GB.
 OVERHEAD_BYTES = 10**9
@@ -47,7 +47,11 @@ def need_mb(largest_tensor_bytes: float, parameters: float) -> dict[str, int]:
     }
 
 
-def quantize_job_mem_mb(model_dir: str | Path, default: int = 8000) -> int:
+#: The quantize job's memory while its checkpoint's sizes are not known (not acquired yet).
+DEFAULT_MEM_MB = 8000
+
+
+def quantize_job_mem_mb(model_dir: str | Path, default: int = DEFAULT_MEM_MB) -> int:
     """The quantize rule's ``mem_mb``: the bounded path's need for the checkpoint in
     ``model_dir``; ``default`` while it has no weights yet (not acquired)."""
     tensors = checkpoint_tensors(model_dir) if Path(model_dir).is_dir() else []
