@@ -260,10 +260,10 @@ class Estimator:
         }
 
     def quantize_memory(self, model: str) -> dict[str, Any]:
-        """The quantize job's memory (``mem_mb``, what the rule asks for): the streaming writer and
-        layer-wise evaluation's 2 x largest tensor + 1 GB (mlperf_repro.quant.memory), from the
-        builtin architecture or the acquired checkpoint's headers; the rule's default before."""
-        from .quant.memory import checkpoint_tensors, need_mb
+        """The quantize job's memory (``mem_mb``, what the rule asks for:
+        mlperf_repro.quant.memory.job_mem_mb), from the builtin architecture or the acquired
+        checkpoint's headers; the rule's default before."""
+        from .quant.memory import checkpoint_tensors, job_mem_mb
 
         entry = self.config["models"][model]
         if entry["source"] in ("builtin:tiny-llama", "builtin:tiny-gpt-oss"):
@@ -273,12 +273,12 @@ class Estimator:
             spec = DemoModelSpec(**{k: v for k, v in arch.items() if k in DemoModelSpec.__dataclass_fields__})
             h = spec.hidden_size
             largest = max(spec.vocab_size * h, spec.intermediate_size * h, h * h) * BF16_BYTES_PER_PARAM
-            need = need_mb(largest, self.model_sizes(model)["parameters"])
-            return {"mem_mb": need["bounded"], "mem_from": "2 x largest tensor + 1 GB (builtin architecture)"}
+            mem_mb, why = job_mem_mb(largest, self.model_sizes(model)["parameters"])
+            return {"mem_mb": mem_mb, "mem_from": f"{why}, builtin architecture"}
         tensors = checkpoint_tensors(self.plan.model_dir(model))
         if tensors:
-            need = need_mb(max(b for _, b in tensors), sum(e for e, _ in tensors))
-            return {"mem_mb": need["bounded"], "mem_from": "2 x largest tensor + 1 GB (acquired checkpoint)"}
+            mem_mb, why = job_mem_mb(max(b for _, b in tensors), sum(e for e, _ in tensors))
+            return {"mem_mb": mem_mb, "mem_from": f"{why}, acquired checkpoint"}
         return {"mem_mb": DEFAULT_MEM_MB, "mem_from": "rule default until the checkpoint is acquired"}
 
     def quantized_bytes(self, model: str, recipe: str) -> float:

@@ -3,8 +3,9 @@
 The streaming writer and the layer-wise evaluation hold at most one tensor's row blocks of
 two weights at a time: ``bounded = 2 x largest tensor + 1 GB``. The whole-model logit
 comparison holds two float32 copies: ``logits = 8 bytes x parameters + 1 GB``. The quantize
-rule asks for ``bounded`` (:func:`quantize_job_mem_mb`); the job picks the logit path only
-when its memory covers ``logits`` (mlperf_repro.quant.evaluate.choose_evaluation). Read by
+rule asks for ``logits`` when that is modest, else ``bounded`` (:func:`quantize_job_mem_mb`);
+the job picks the logit path only when its memory covers ``logits``
+(mlperf_repro.quant.evaluate.choose_evaluation). Read by
 the rule's resources and the plan view, so it stays free of the ML stack.
 """
 
@@ -15,7 +16,7 @@ import math
 import struct
 from pathlib import Path
 
-__all__ = ["DEFAULT_MEM_MB", "OVERHEAD_BYTES", "checkpoint_tensors", "need_mb", "quantize_job_mem_mb"]
+__all__ = ["DEFAULT_MEM_MB", "OVERHEAD_BYTES", "checkpoint_tensors", "job_mem_mb", "need_mb", "quantize_job_mem_mb"]
 
 #: Fixed overhead of a quantize job (interpreter, torch, transformers, activations): 1 GB.
 OVERHEAD_BYTES = 10**9
@@ -51,10 +52,20 @@ def need_mb(largest_tensor_bytes: float, parameters: float) -> dict[str, int]:
 DEFAULT_MEM_MB = 8000
 
 
+def job_mem_mb(largest_tensor_bytes: float, parameters: float, default: int = DEFAULT_MEM_MB) -> tuple[int, str]:
+    """The quantize job's memory and why: enough for the whole-model logit comparison where
+    that needs no more than ``default`` (a small model gets the better evaluation), else the
+    bounded path's need (a 70B model gets a job of a few GB, not 550)."""
+    need = need_mb(largest_tensor_bytes, parameters)
+    if need["logits"] <= default:
+        return need["logits"], "two float32 copies + 1 GB (whole-model logit comparison)"
+    return need["bounded"], "2 x largest tensor + 1 GB (streaming, layer-wise evaluation)"
+
+
 def quantize_job_mem_mb(model_dir: str | Path, default: int = DEFAULT_MEM_MB) -> int:
-    """The quantize rule's ``mem_mb``: the bounded path's need for the checkpoint in
-    ``model_dir``; ``default`` while it has no weights yet (not acquired)."""
+    """The quantize rule's ``mem_mb`` for the checkpoint in ``model_dir`` (:func:`job_mem_mb`);
+    ``default`` while it has no weights yet (not acquired)."""
     tensors = checkpoint_tensors(model_dir) if Path(model_dir).is_dir() else []
     if not tensors:
         return default
-    return need_mb(max(b for _, b in tensors), sum(e for e, _ in tensors))["bounded"]
+    return job_mem_mb(max(b for _, b in tensors), sum(e for e, _ in tensors), default)[0]
