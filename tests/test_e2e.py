@@ -183,6 +183,9 @@ def test_summary_and_check(workdir):
     assert rows[1]["ttft_limit_ms"] == "2000" and rows[2]["tpot_limit_ms"] == "40"
     summary = (workdir / "results/report/summary.md").read_text()
     assert "NOT SUBMITTABLE" in summary
+    # The quantization table: the recipe, its logit error and the accuracy as % of the unquantized run's.
+    row = next(line for line in summary.splitlines() if line.startswith(f"| {BENCH} | mxfp4-w4a16 |"))
+    assert "| mxfp4_weight_only | quark | logits: rel " in row and re.search(r"rouge1 [0-9.]+ \([0-9.]+% of ", row)
     assert summary.strip() in (workdir / "snakemake.out").read_text()  # printed at the end
     report = (workdir / "results/check/report.txt").read_text()
     assert "NOT SUBMITTABLE" in report and "result: PASS" in report

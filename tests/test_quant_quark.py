@@ -17,6 +17,7 @@ import torch
 from mlperf_repro.errors import UserError
 from mlperf_repro.hashing import sha256_file
 from mlperf_repro.quant import quark_tool
+from mlperf_repro.quant.calibration import select_calibration
 from mlperf_repro.quant.tools import TOOLS, calibration_lines, quantize_recipe, transformations
 from mlperf_repro.quant.validate import dequantized_shards, validate_checkpoint
 
@@ -90,9 +91,9 @@ def test_registered():
 def test_calibration_rows_are_seeded(dataset_file):
     import pandas as pd
 
-    a = quark_tool.select_calibration(dataset_file, {"samples": 5, "seed": 7, "seq_len": 10})
-    b = quark_tool.select_calibration(dataset_file, {"samples": 5, "seed": 7, "seq_len": 10})
-    c = quark_tool.select_calibration(dataset_file, {"samples": 5, "seed": 8, "seq_len": 10})
+    a = select_calibration(dataset_file, {"samples": 5, "seed": 7, "seq_len": 10})
+    b = select_calibration(dataset_file, {"samples": 5, "seed": 7, "seq_len": 10})
+    c = select_calibration(dataset_file, {"samples": 5, "seed": 8, "seq_len": 10})
     assert a == b and a["rows"] != c["rows"] and len(a["rows"]) == 5
     frame = pd.read_pickle(dataset_file)
     tokens = [t for i in a["rows"] for t in frame["tok_input"].iloc[i]]
@@ -146,7 +147,7 @@ def test_our_codec_decodes_quarks_own_dequantization(model_dir, dataset_file, tm
     MXFP4 codec decoding Quark's packed export: bit for bit."""
     from safetensors.torch import load_file
 
-    calibration = quark_tool.select_calibration(dataset_file, RECIPE["calibration"])
+    calibration = select_calibration(dataset_file, RECIPE["calibration"])
     qdq = tmp_path / "qdq.safetensors"
     quark_tool.run_quark(
         model_dir, tmp_path / "q", RECIPE, calibration, work_dir=tmp_path, qdq_reference=qdq, device="cpu"
@@ -182,7 +183,7 @@ def test_emulated_copy_is_plain_bf16_of_the_decoded_weights(quark_run):
 @_runs_quark
 def test_autosmoothquant_on_cpu_is_refused_naming_the_kernel(model_dir, dataset_file, tmp_path):
     recipe = {**RECIPE, "algorithms": ["autosmoothquant", "gptq"]}
-    calibration = quark_tool.select_calibration(dataset_file, recipe["calibration"])
+    calibration = select_calibration(dataset_file, recipe["calibration"])
     with pytest.raises(UserError, match="qdq_mxfp4"):
         quark_tool.run_quark(model_dir, tmp_path / "q", recipe, calibration, work_dir=tmp_path, device="cpu")
 
@@ -202,8 +203,8 @@ def test_quark_recipe_keys_in_config(default_config):
     config = default_config
     config["quantization"]["vendor"] = dict(RECIPE, max_error=0.3)
     validate_config(config, SCHEMA)
-    config["quantization"]["vendor"] = {"scheme": "mxfp4", "kv_cache": "fp8"}
-    with pytest.raises(UserError, match="quantization.vendor.kv_cache: only for tool quark"):
+    config["quantization"]["vendor"] = {"scheme": "mxfp4", "algorithms": ["gptq"]}
+    with pytest.raises(UserError, match="quantization.vendor.algorithms: only for tool quark"):
         validate_config(config, SCHEMA)
     config["quantization"]["vendor"] = {"scheme": "mxfp4", "tool": "quark", "algorithms": ["awq"]}
     with pytest.raises(UserError, match="quantization.vendor.algorithms"):

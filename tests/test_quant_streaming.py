@@ -11,6 +11,7 @@ No timing or memory assertions: those figures are bench/quantize.py's.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,9 @@ def test_job_memory_figures(sharded, tmp_path, monkeypatch):
     assert memory.quantize_job_mem_mb(sharded) == need["logits"]
     assert memory.quantize_job_mem_mb(sharded, default=need["logits"] - 1) == need["bounded"]
     assert memory.quantize_job_mem_mb(tmp_path / "not-acquired") == 8000
+    # AMD Quark loads the whole model: its bf16 size + 4 GB, whatever the default.
+    params = sum(math.prod(r.shape) for r in refs)
+    assert memory.quantize_job_mem_mb(sharded, tool="quark") == -(-(2 * params + 4 * 10**9) // 10**6)
     monkeypatch.setenv("SLURM_MEM_PER_NODE", "12000")
     assert stage.job_memory_mb() == (12000.0, "SLURM_MEM_PER_NODE")
 
@@ -244,3 +248,16 @@ def test_plan_view_quantize_memory():
     bounded = need_mb(1024 * 192 * 2, 0)["bounded"]  # largest tensor: embed/lm_head 1024 x 192 bf16
     assert bounded == 1001 < detail["mem_mb"] < 8000
     assert "logit comparison" in detail["mem_from"] and "builtin architecture" in detail["mem_from"]
+
+
+def test_plan_view_quantize_memory_of_the_vendor_recipe():
+    """config/examples/mi355x-llama2-70b.yaml quantizes with AMD Quark, which loads the 70B model
+    whole: the plan view asks for its bf16 size + 4 GB, from the rules table's parameters."""
+    from conftest import REPO, SCHEMA
+
+    from mlperf_repro.estimate import estimate_file
+
+    est = estimate_file(str(REPO / "config/examples/mi355x-llama2-70b.yaml"), str(SCHEMA))
+    detail = next(r for r in est.rows if r.stage == "quantize").details[0]
+    assert "AMD Quark loads the whole model" in detail["mem_from"] and "rules table" in detail["mem_from"]
+    assert 130_000 < detail["mem_mb"] < 150_000  # ~69B parameters x 2 bytes + 4 GB

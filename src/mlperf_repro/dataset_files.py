@@ -7,6 +7,9 @@ from pathlib import Path
 
 from .errors import UserError
 
+#: The columns that hold a row's prompt token ids (OpenOrca's tok_input, the gpt-oss parquet's input_tokens).
+PROMPT_COLUMNS = ("tok_input", "input_tokens")
+
 
 def read_table(path: str | Path):
     """A dataset file as a DataFrame: ``.parquet`` files with pyarrow, anything else as a

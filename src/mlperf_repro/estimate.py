@@ -259,12 +259,13 @@ class Estimator:
             + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable"),
         }
 
-    def quantize_memory(self, model: str) -> dict[str, Any]:
+    def quantize_memory(self, model: str, recipe: str) -> dict[str, Any]:
         """The quantize job's memory (``mem_mb``, what the rule asks for:
-        mlperf_repro.quant.memory.job_mem_mb), from the builtin architecture or the acquired
-        checkpoint's headers; the rule's default before."""
+        mlperf_repro.quant.memory.job_mem_mb, by the recipe's tool), from the builtin
+        architecture, the acquired checkpoint's headers, or else the rules table's model size."""
         from .quant.memory import checkpoint_tensors, job_mem_mb
 
+        tool = self.config["quantization"][recipe].get("tool")
         entry = self.config["models"][model]
         if entry["source"] in ("builtin:tiny-llama", "builtin:tiny-gpt-oss"):
             from .demo.model import DemoModelSpec
@@ -273,12 +274,16 @@ class Estimator:
             spec = DemoModelSpec(**{k: v for k, v in arch.items() if k in DemoModelSpec.__dataclass_fields__})
             h = spec.hidden_size
             largest = max(spec.vocab_size * h, spec.intermediate_size * h, h * h) * BF16_BYTES_PER_PARAM
-            mem_mb, why = job_mem_mb(largest, self.model_sizes(model)["parameters"])
+            mem_mb, why = job_mem_mb(largest, self.model_sizes(model)["parameters"], tool=tool)
             return {"mem_mb": mem_mb, "mem_from": f"{why}, builtin architecture"}
         tensors = checkpoint_tensors(self.plan.model_dir(model))
         if tensors:
-            mem_mb, why = job_mem_mb(max(b for _, b in tensors), sum(e for e, _ in tensors))
+            mem_mb, why = job_mem_mb(max(b for _, b in tensors), sum(e for e, _ in tensors), tool=tool)
             return {"mem_mb": mem_mb, "mem_from": f"{why}, acquired checkpoint"}
+        if tool == "quark":  # its need is the model's size, which the rules table gives
+            sizes = self.model_sizes(model)
+            mem_mb, why = job_mem_mb(0, sizes["parameters"], tool=tool)
+            return {"mem_mb": mem_mb, "mem_from": f"{why}, {sizes['source']}"}
         return {"mem_mb": DEFAULT_MEM_MB, "mem_from": "rule default until the checkpoint is acquired"}
 
     def quantized_bytes(self, model: str, recipe: str) -> float:
@@ -388,7 +393,7 @@ class Estimator:
                 recipe=recipe,
                 fp4_bytes=round(fp4),
                 emulated_bytes=round(sizes["bytes"]),
-                **self.quantize_memory(model),
+                **self.quantize_memory(model, recipe),
             )
         return row
 
@@ -579,5 +584,7 @@ def estimate_file(config_path: str, schema_path: str) -> Estimate:
     if not isinstance(raw, dict):
         raise UserError(f"config file {config_path} must hold a mapping of keys (see config/README.md)")
     set_keys = set((raw.get("estimate") or {}) if isinstance(raw.get("estimate"), dict) else {})
-    config = validate_config(copy.deepcopy(raw), schema_path)
+    from .launch import LAUNCHERS
+
+    config = validate_config(copy.deepcopy(raw), schema_path, launchers=LAUNCHERS)
     return estimate_plan(config, set_keys)

@@ -451,6 +451,31 @@ class Plan:
                     return self.server_image(system)
         return None
 
+    def recipe_calibrates(self, recipe: str) -> bool:
+        """The recipe measures something on calibration rows of its benchmark's dataset: tool
+        quark (its algorithms), or the native writer's static scales (FP8, NVFP4 activations;
+        an FP8 KV cache)."""
+        from .quant.schemes import needs_calibration
+
+        entry = self.config["quantization"][recipe]
+        tool = entry.get("tool") or "native"
+        return tool == "quark" or (tool == "native" and needs_calibration(entry))
+
+    def calibration_source(self, model: str, recipe: str) -> tuple[str, str] | None:
+        """(datasets entry, file) the recipe's calibration rows come from: ``calibration.dataset``
+        (e.g. MLCommons' OpenOrca calibration subset, acquired and checksummed like any dataset),
+        else the dataset of the first benchmark (config order) that serves ``model`` with it;
+        None for a recipe that calibrates nothing."""
+        if not self.recipe_calibrates(recipe):
+            return None
+        name = (self.config["quantization"][recipe].get("calibration") or {}).get("dataset")
+        if name:
+            return name, f"{self.dataset_dir(name)}/{self.config['datasets'][name]['file']}"
+        for benchmark, bench in self.config["benchmarks"].items():
+            if (bench["model"], bench.get("quantization")) == (model, recipe):
+                return bench["dataset"], self.dataset_file(benchmark, "performance")
+        return None
+
     def accuracy_targets(self, benchmark: str) -> dict[str, Any]:
         """How accuracy is judged: the round's absolute targets, or a fraction of a measured reference."""
         bench = self.benchmark_cfg(benchmark)

@@ -10,7 +10,7 @@ rule quantize:
     input:
         model=PATHS["model"],
         prequantized=prequantized_checkpoint,
-        calibration=quark_calibration_dataset,
+        calibration=calibration_dataset,
     output:
         quantized=directory(PATHS["quantized"]),
         emulated=directory(PATHS["emulated"]),
@@ -26,6 +26,6 @@ rule quantize:
     params:
         container_image=quantize_container,
         recipe=lambda wc: config["quantization"][wc.recipe],
-        calibration_file=quark_calibration_file,
+        calibration_file=calibration_file,
     script:
         f"{SCRIPTS}/quantize.py"

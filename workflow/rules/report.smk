@@ -7,6 +7,7 @@ rule summary:
         runs=PLAN.run_outputs(),
         check=PATHS["check_json"],
         acquired=[PLAN.acquire_record_path("models", m) for m in PLAN.models],
+        quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
     output:
         csv=PATHS["summary_csv"],
         md=PATHS["summary_md"],

@@ -12,10 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..dataset_files import read_table
+from ..dataset_files import PROMPT_COLUMNS, read_table
 from ..errors import UserError
-
-PROMPT_COLUMNS = ("tok_input", "input_tokens")
 
 
 @dataclass

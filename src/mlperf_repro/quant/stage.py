@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import provenance
+from ..errors import UserError
 from ..fetch import verify_dir
+from .calibration import select_calibration
 from .checkpoint import _write_json
 from .formats import format_for
+from .schemes import needs_calibration
 
 MANIFEST_NAME = "quant_manifest.json"
 
@@ -56,12 +59,15 @@ def quantize_job(
     recipe: dict[str, Any],
     container_image: str | None = None,
     mem_mb: float | None = None,
+    calibration_file: str | None = None,
 ) -> dict[str, Any]:
     """``container_image``: the image the config names for this job, recorded in the manifest's
     software when the job runs inside it (the torch that wrote the checkpoint). ``mem_mb``: the
     job's memory (the rule's ``resources.mem_mb``); read from the job's environment when not
     given (:func:`job_memory_mb`). It picks the evaluation: whole-model logits when two float32
-    copies fit, layer-wise otherwise (the manifest's ``evaluation`` says which and why)."""
+    copies fit, layer-wise otherwise (the manifest's ``evaluation`` says which and why).
+    ``calibration_file``: the benchmark's dataset file, whose rows (``recipe.calibration``)
+    static activation and KV-cache scales are measured on (:func:`needs_calibration`)."""
     mem_source = "resources.mem_mb"
     if mem_mb is None:
         mem_mb, mem_source = job_memory_mb()
@@ -71,7 +77,19 @@ def quantize_job(
         if Path(out).exists():
             shutil.rmtree(out)  # a half-written dir from a killed job
     # A format's writer that picks its evaluation from the job's memory takes mem_mb.
-    extra = {"mem_mb": mem_mb} if _accepts(writer, "mem_mb") else {}
+    extra: dict[str, Any] = {"mem_mb": mem_mb} if _accepts(writer, "mem_mb") else {}
+    for key in ("layout", "kv_cache"):
+        if recipe.get(key):
+            extra[key] = recipe[key]
+    if needs_calibration(recipe):
+        if not calibration_file:
+            raise UserError(
+                f"scheme {recipe['scheme']}"
+                + (f" with kv_cache {recipe['kv_cache']}" if recipe.get("kv_cache") else "")
+                + " needs calibration rows, but no benchmark of this model uses this recipe (its dataset is the "
+                "calibration data): add one to benchmarks"
+            )
+        extra["calibration"] = select_calibration(calibration_file, recipe.get("calibration"))
     manifest = writer(
         model_dir,
         quark_dir,

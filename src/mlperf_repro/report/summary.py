@@ -127,6 +127,63 @@ def demo_model_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def _ratio(value: Any, reference: Any) -> str:
+    try:
+        return f"{float(value):.4g} ({100 * float(value) / float(reference):.1f}% of {float(reference):.4g})"
+    except (TypeError, ValueError, ZeroDivisionError):
+        return str(value)
+
+
+def quantization_lines(plan: Plan) -> list[str]:
+    """Per quantized benchmark: the recipe and how far it moved the model from the unquantized
+    one - the quantize stage's logit (or per-layer) error and the task accuracy of the accuracy
+    run against the unquantized reference run's (benchmarks with a measured target)."""
+    rows = []
+    for name, bench in plan.config["benchmarks"].items():
+        recipe = bench.get("quantization")
+        if not recipe:
+            continue
+        manifest_path = Path(plan.quantized_dir(bench["model"], recipe)) / "quant_manifest.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+        logits, layers = manifest.get("logit_error") or {}, manifest.get("layerwise_error") or {}
+        if logits:
+            error = (
+                f"logits: rel {logits.get('rel_mean')}, top-1 {logits.get('top1_agreement')}, "
+                f"KL {logits.get('kl_ref_q_mean')}"
+            )
+        elif layers:
+            error = f"per layer: mean {layers.get('mean')}, max {layers.get('max')}"
+        else:
+            error = "not evaluated"
+        accuracy = "-"
+        for job in plan.jobs:
+            if job.benchmark != name:
+                continue
+            record_path = Path(plan.accuracy_dir(job.system, job.benchmark, job.scenario)) / "accuracy.json"
+            if record_path.is_file():
+                record = json.loads(record_path.read_text())
+                reference = record.get("reference_metrics") or {}
+                accuracy = ", ".join(
+                    f"{c['metric']} {_ratio(c['value'], reference[c['metric']])}"
+                    if c["metric"] in reference
+                    else f"{c['metric']} {c['value']}"
+                    for c in record["verdict"]["checks"]
+                )
+                break
+        scheme = manifest.get("scheme") or plan.config["quantization"][recipe]["scheme"]
+        layout = manifest.get("layout") or manifest.get("quant_method") or "-"
+        rows.append(f"| {name} | {recipe} | {scheme} | {layout} | {error} | {accuracy} |")
+    if not rows:
+        return []
+    return [
+        "Quantization against the unquantized model (accuracy: this run's, and % of the unquantized reference run's):",
+        "",
+        "| benchmark | recipe | scheme | layout | quantize-stage error | accuracy |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
 def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan) -> str:
     shown = (
         "system",
@@ -153,6 +210,9 @@ def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: 
     if check is not None:
         errors = [f for f in check["findings"] if f["severity"] == "error"]
         lines += ["", f"Submission check: **{check['status']}** ({len(errors)} error(s)); see results/check/report.txt"]
+    quantization = quantization_lines(plan)
+    if quantization:
+        lines += [""] + quantization
     demo = demo_model_lines(plan)
     if demo:
         lines += [""] + demo

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import QuantFormat, register_format
+from ._common import kv_cache_line, static_calibration_lines, write_checkpoint
 
 GROUP_SIZE = 32  # mlperf_repro.quant.mxfp4.GROUP_SIZE (not imported: it pulls in torch)
 
@@ -27,12 +28,6 @@ def _dequantize(packed: Any, scales: Any, dtype: Any = None) -> Any:
     return dequantize_mxfp4(packed, scales, dtype=torch.float32 if dtype is None else dtype)
 
 
-def _write(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    from ..checkpoint import quantize_checkpoint
-
-    return quantize_checkpoint(*args, **kwargs)
-
-
 def _transformations(recipe: Mapping[str, Any]) -> str:
     return (
         f"post-training quantization to MXFP4 ({recipe['scheme']}, OCP MX E2M1 with E8M0 scales "
@@ -47,6 +42,15 @@ def _calibration(recipe: Mapping[str, Any]) -> list[str]:
         f"values along the input dimension, two elements per byte, low nibble first).",
         f"- Scale selection: `{recipe.get('scale_mode', 'even')}`; rounding: round-to-nearest-even; saturation at ±6.",
         f"- Excluded modules: {', '.join(recipe.get('exclude', [])) or 'none'}.",
+        *kv_cache_line(recipe),
+        *_calibration_data(recipe),
+    ]
+
+
+def _calibration_data(recipe: Mapping[str, Any]) -> list[str]:
+    if recipe.get("kv_cache"):
+        return static_calibration_lines(recipe, "each KV-cache scale's amax")
+    return [
         "- Calibration data: none. MXFP4 weight scales are computed from the weights alone and MXFP4 "
         "activation scales (W4A4) dynamically per block at run time.",
     ]
@@ -56,11 +60,11 @@ MXFP4 = register_format(
     QuantFormat(
         name="mxfp4",
         # mxfp4: W4A4 (dynamic MXFP4 activations); mxfp4_weight_only: W4A16. The writer's
-        # own table of them is mlperf_repro.quant.checkpoint.SCHEMES.
+        # own table of them is mlperf_repro.quant.encodings.SCHEMES.
         schemes=("mxfp4", "mxfp4_weight_only"),
         quantize=_quantize,
         dequantize=_dequantize,
-        writer=_write,
+        writer=write_checkpoint,
         # 4 bits per element + one 8-bit scale per 32 elements = 4.25 bits.
         bytes_per_param=0.5 + 1 / GROUP_SIZE,
         size_note="MXFP4 = 0.5 byte per quantized parameter + one E8M0 scale byte per 32",

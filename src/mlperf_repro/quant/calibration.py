@@ -1,0 +1,53 @@
+"""Calibration rows: the token sequences static scales (and Quark's algorithms) are measured on.
+
+Drawn from the benchmark's dataset file (the demo: its own dataset; llama2-70b: the MLCommons
+OpenOrca calibration subset, acquired and checksummed like any dataset), chosen with a seed,
+cut into sequences of ``seq_len`` tokens; the file's sha256 and the rows go into the manifest.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from ..dataset_files import PROMPT_COLUMNS, read_table
+from ..errors import UserError
+from ..hashing import sha256_file
+
+__all__ = ["DEFAULT_SAMPLES", "DEFAULT_SEED", "DEFAULT_SEQ_LEN", "select_calibration"]
+
+DEFAULT_SAMPLES = 32
+DEFAULT_SEQ_LEN = 512
+DEFAULT_SEED = 0
+
+
+def select_calibration(path: str | Path, calibration: dict[str, Any] | None) -> dict[str, Any]:
+    """The calibration rows of a dataset file: ``{"input_ids", "rows", "seed", "file", "sha256"}``."""
+    settings = dict(calibration or {})
+    samples = int(settings.get("samples", DEFAULT_SAMPLES))
+    seq_len = int(settings.get("seq_len", DEFAULT_SEQ_LEN))
+    seed = int(settings.get("seed", DEFAULT_SEED))
+    frame = read_table(path)
+    column = next((c for c in PROMPT_COLUMNS if c in frame.columns), None)
+    if column is None:
+        raise UserError(f"calibration file {path} has none of the token columns {list(PROMPT_COLUMNS)}")
+    if len(frame) == 0:
+        raise UserError(f"calibration file {path} has no rows")
+    rows = sorted(random.Random(seed).sample(range(len(frame)), min(samples, len(frame))))
+    tokens = [int(t) for i in rows for t in frame[column].iloc[i]]
+    input_ids = [tokens[k : k + seq_len] for k in range(0, len(tokens), seq_len)]
+    if len(input_ids) > 1 and len(input_ids[-1]) < seq_len:
+        input_ids.pop()
+    return {
+        "file": str(path),
+        "sha256": sha256_file(path),
+        "column": column,
+        "seed": seed,
+        "samples": len(rows),
+        "seq_len": seq_len,
+        "sequences": len(input_ids),
+        "tokens": sum(len(x) for x in input_ids),
+        "rows": rows,
+        "input_ids": input_ids,
+    }
