@@ -17,6 +17,44 @@ DEFAULT_CONFIG = REPO / "config" / "config.yaml"
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
+#: Each test file's stage, given to its tests as a marker: ``pytest -m quantize`` runs the
+#: quantize stage's tests (prefixes of the file name; tests/test_layers.py checks that every
+#: file has exactly one stage).
+STAGES: dict[str, tuple[str, ...]] = {
+    "acquire": ("test_fetch",),
+    "quantize": ("test_quant_", "test_mxfp4_codec", "test_extending_quant_format"),
+    "run": (
+        "test_harness",
+        "test_endpoints_vllm",
+        "test_dispatcher",
+        "test_plan_userconf",
+        "test_allocation_launch",
+        "test_extending_launcher",
+        "test_kubernetes",
+        "test_slurm",
+        "test_screen",
+        "test_software",
+    ),
+    "accuracy": ("test_accuracy_", "test_sentence_split", "test_extending_task"),
+    "compliance": ("test_compliance",),
+    "check": ("test_check", "test_round_", "test_preflight"),
+    "package": ("test_package_units",),
+    "compare": ("test_compare", "test_scaling"),
+    "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),
+    "workflow": ("test_e2e", "test_gpt_oss_demo", "test_docs", "test_lint", "test_layers"),
+}
+
+
+def stages_of(filename: str) -> list[str]:
+    return [stage for stage, prefixes in STAGES.items() if filename.startswith(prefixes)]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for stage in stages_of(item.path.name):
+            item.add_marker(getattr(pytest.mark, stage))
+
+
 @pytest.fixture
 def default_config() -> dict:
     from mlperf_repro.config import load_yaml

@@ -128,3 +128,27 @@ def test_a_registered_launcher_serves_an_endpoints_engine(toy_launcher, tmp_path
 
 def test_the_built_in_launchers_are_registered():
     assert {"external", "local", "slurm", "kubernetes"} <= set(LAUNCHERS)
+
+
+def test_config_validation_takes_the_registered_launchers(toy_launcher):
+    """``engine.endpoints.launch`` allows exactly the registered launchers: a typo is named at
+    parse time, and a newly registered one is accepted without a schema edit."""
+    import yaml
+    from conftest import REPO, SCHEMA
+
+    from mlperf_repro.config import validate_config
+
+    def config_with(launch):
+        config = yaml.safe_load((REPO / "config/examples/multinode-local.yaml").read_text())
+        for system in config["systems"].values():
+            if (system.get("engine") or {}).get("backend") == "endpoints":
+                system["engine"]["endpoints"]["launch"] = launch
+        return config
+
+    validate_config(config_with("external"), SCHEMA, launchers=LAUNCHERS)
+    with pytest.raises(UserError, match=r"endpoints.launch: 'slrum' is not one of .*'external'.*'slurm'"):
+        validate_config(config_with("slrum"), SCHEMA, launchers=LAUNCHERS)
+    with pytest.raises(UserError, match="endpoints.launch: 'toy-sim'"):
+        validate_config(config_with("toy-sim"), SCHEMA, launchers=LAUNCHERS)
+    toy_launcher()
+    validate_config(config_with("toy-sim"), SCHEMA, launchers=LAUNCHERS)

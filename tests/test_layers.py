@@ -105,3 +105,14 @@ def test_the_plan_no_longer_reaches_the_launchers():
     assert "backends" not in edges.get("plan", set())
     assert "backends" not in edges.get("launch", set())
     assert "launch" not in edges.get("cluster", set())
+
+
+def test_every_test_file_has_exactly_one_stage():
+    """The stage markers (tests/conftest.py STAGES) cover every test file once, so that
+    ``pytest -m <stage>`` runs all of a stage's tests."""
+    from conftest import STAGES, stages_of
+
+    files = sorted(p.name for p in (REPO / "tests").glob("test_*.py"))
+    assert {name: stages_of(name) for name in files if len(stages_of(name)) != 1} == {}
+    declared = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"])
+    assert set(STAGES) <= {m.split(":")[0] for m in declared}

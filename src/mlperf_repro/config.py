@@ -140,7 +140,7 @@ def _source_kind(source: str) -> str:
     return source.split(":", 1)[0]
 
 
-def _recipe_problems(where: str, recipe: dict, models: dict) -> list[str]:
+def _recipe_problems(where: str, recipe: dict, models: dict, datasets: dict) -> list[str]:
     """A recipe's tool and the keys only some tools take (mlperf_repro.quant.tools)."""
     from .quant.tools import DEFAULT_TOOL, TOOLS
 
@@ -148,11 +148,23 @@ def _recipe_problems(where: str, recipe: dict, models: dict) -> list[str]:
     if tool is None:
         return []  # the schema's enum reports it
     checkpoint = recipe.get("checkpoint")
-    problems = [
-        f"{where}.{key}: only for tool quark (this recipe's tool is {tool.name})"
-        for key in ("kv_cache", "algorithms", "calibration")
-        if key in recipe and tool.name != "quark"
+    problems = []
+    if "algorithms" in recipe and tool.name != "quark":
+        problems.append(f"{where}.algorithms: only for tool quark (this recipe's tool is {tool.name})")
+    problems += [
+        f"{where}.{key}: only for tools quark and native (this recipe's tool is {tool.name})"
+        for key in ("kv_cache", "calibration")
+        if key in recipe and tool.name not in ("quark", "native")
     ]
+    calibration_dataset = (recipe.get("calibration") or {}).get("dataset")
+    if calibration_dataset is not None and calibration_dataset not in datasets:
+        problems.append(
+            f"{where}.calibration.dataset: '{calibration_dataset}' is not a datasets entry; known: {', '.join(datasets)}"
+        )
+    if tool.name == "native":
+        problems += _native_recipe_problems(where, recipe)
+    elif "layout" in recipe:
+        problems.append(f"{where}.layout: only for tool native (tool {tool.name} writes its own layout)")
     if not tool.needs_checkpoint:
         extra = [key for key in ("checkpoint", "max_error") if key in recipe]
         if tool.name == "quark":
@@ -170,6 +182,28 @@ def _recipe_problems(where: str, recipe: dict, models: dict) -> list[str]:
     if entry["source"].startswith("builtin:") or entry.get("allow_unverified"):
         return [f"{where}.checkpoint: models.{checkpoint} must be pinned by sha256 or sha256_manifest"]
     return []
+
+
+def _native_recipe_problems(where: str, recipe: dict) -> list[str]:
+    """The layout the scheme can be written in, and calibration rows only where something is measured."""
+    from .quant.schemes import SCHEMES, needs_calibration
+
+    scheme = SCHEMES.get(recipe["scheme"])
+    if scheme is None:
+        return []  # a plugged-in format's scheme: its writer judges its keys
+    problems = []
+    layout = recipe.get("layout")
+    if layout and layout not in scheme.layouts:
+        problems.append(
+            f"{where}.layout: scheme {scheme.name} cannot be written in layout {layout}; "
+            f"it can be written in: {', '.join(scheme.layouts)}"
+        )
+    if "calibration" in recipe and not needs_calibration(recipe):
+        problems.append(
+            f"{where}.calibration: scheme {scheme.name} measures nothing on calibration rows (no static "
+            "activation scales, no kv_cache); remove calibration, or use a static scheme (fp8, nvfp4) or kv_cache: fp8"
+        )
+    return problems
 
 
 def check_references(config: dict) -> list[str]:
@@ -221,7 +255,7 @@ def check_references(config: dict) -> list[str]:
                 )
 
     for name, recipe in quantization.items():
-        problems += _recipe_problems(f"quantization.{name}", recipe, models)
+        problems += _recipe_problems(f"quantization.{name}", recipe, models, datasets)
 
     for name, bench in config["benchmarks"].items():
         where = f"benchmarks.{name}"
@@ -623,11 +657,24 @@ def with_registered_schemes(schema: dict) -> dict:
     return schema
 
 
-def validate_config(config: dict, schema_path: str | Path) -> dict:
-    """Validate in place (filling defaults) and return the config; raise one UserError listing every problem."""
+def with_registered_launchers(schema: dict, launchers: Iterable[str]) -> dict:
+    """The schema with ``engine.endpoints.launch`` limited to the registered server launchers.
+    The registry (mlperf_repro.launch.LAUNCHERS) sits above this module in the layers, so the
+    caller hands its names in (the workflow and the plan view do)."""
+    endpoints = schema["properties"]["systems"]["additionalProperties"]["properties"]["engine"]["properties"]
+    endpoints["endpoints"]["properties"]["launch"]["enum"] = sorted(launchers)
+    return schema
+
+
+def validate_config(config: dict, schema_path: str | Path, *, launchers: Iterable[str] | None = None) -> dict:
+    """Validate in place (filling defaults) and return the config; raise one UserError listing
+    every problem. ``launchers``: the registered server launcher names, which
+    ``engine.endpoints.launch`` must be one of (unchecked when None)."""
     if not isinstance(config, dict) or not config:
         raise UserError("the config is empty; start from config/config.yaml")
     schema = with_registered_schemes(load_yaml(schema_path))
+    if launchers is not None:
+        schema = with_registered_launchers(schema, launchers)
     problems = validate_schema(config, schema)
     if not problems:
         _generate_allocation_lists(config)

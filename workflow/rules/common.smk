@@ -8,12 +8,13 @@ from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.errors import UserError
 from mlperf_repro.compare.targets import compare_inputs, compare_outputs, compare_specs
+from mlperf_repro.launch import LAUNCHERS
 from mlperf_repro.paths import PATHS, path
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
 from mlperf_repro.quant.memory import quantize_job_mem_mb
 
 try:
-    validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+    validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml", launchers=LAUNCHERS)
 except UserError as exc:
     # One message naming the key and what is allowed; no traceback.
     sys.exit(f"error: {exc}")
@@ -68,9 +69,10 @@ def quantize_container(wildcards):
 
 
 def quantize_mem_mb(wildcards, input):
-    """The quantize job's memory: the bounded path's need (2 x the largest tensor + 1 GB),
-    read from the acquired checkpoint's headers when the job is ready to run."""
-    return quantize_job_mem_mb(input.model)
+    """The quantize job's memory, read from the acquired checkpoint's headers when the job is
+    ready to run: the bounded path's need (2 x the largest tensor + 1 GB), or the whole bf16
+    model + 4 GB for tool quark."""
+    return quantize_job_mem_mb(input.model, tool=config["quantization"][wildcards.recipe].get("tool"))
 
 
 def prequantized_checkpoint(wildcards):
@@ -80,25 +82,16 @@ def prequantized_checkpoint(wildcards):
     return [PLAN.model_dir(name)] if name else []
 
 
-def quark_calibration_benchmark(wildcards):
-    """tool: quark calibrates on the dataset of the first benchmark (config order) that serves
-    this model with this recipe; None for other tools."""
-    if config["quantization"][wildcards.recipe].get("tool") != "quark":
-        return None
-    for name, bench in config["benchmarks"].items():
-        if (bench["model"], bench.get("quantization")) == (wildcards.model, wildcards.recipe):
-            return name
-    return None
+def calibration_dataset(wildcards):
+    """The dataset a calibrating recipe (tool quark; native static scales or an FP8 KV cache)
+    draws its rows from (Plan.calibration_source); nothing for the others."""
+    source = PLAN.calibration_source(wildcards.model, wildcards.recipe)
+    return [PLAN.dataset_dir(source[0])] if source else []
 
 
-def quark_calibration_dataset(wildcards):
-    benchmark = quark_calibration_benchmark(wildcards)
-    return [PLAN.dataset_dir(config["benchmarks"][benchmark]["dataset"])] if benchmark else []
-
-
-def quark_calibration_file(wildcards):
-    benchmark = quark_calibration_benchmark(wildcards)
-    return PLAN.dataset_file(benchmark, "performance") if benchmark else None
+def calibration_file(wildcards):
+    source = PLAN.calibration_source(wildcards.model, wildcards.recipe)
+    return source[1] if source else None
 
 
 def screen_of(wildcards):

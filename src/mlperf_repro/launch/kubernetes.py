@@ -759,9 +759,12 @@ def render_servers(configfile: str | Path, profile: str | Path, *, workdir: str 
     read it, or could not create the servers)."""
     from ..config import load_yaml, validate_config
     from ..plan import Plan
+    from . import LAUNCHERS
 
     workdir = Path(workdir).resolve()
-    config = validate_config(load_yaml(workdir / configfile), workdir / "workflow/schemas/config.schema.yaml")
+    config = validate_config(
+        load_yaml(workdir / configfile), workdir / "workflow/schemas/config.schema.yaml", launchers=LAUNCHERS
+    )
     settings = load_yaml(workdir / profile / "config.yaml") or {}
     plan = Plan(config)
     volumes = [str(v) for v in settings.get("kubernetes-persistent-volumes") or []]
