@@ -1,10 +1,13 @@
-"""Quantize stage: the project's own MXFP4 codec and the MXFP4 checkpoint writer.
+"""Quantize stage: the project's own codecs (MXFP4, MXFP6, FP8, NVFP4), its streaming checkpoint
+writer, the tools a recipe may name, and the validator for any quantized checkpoint.
 
-* :mod:`mlperf_repro.quant.mxfp4` - pure-torch E2M1 / E8M0 / MXFP4 codec (no third-party
-  quantization library), written from the OCP Microscaling Formats (MX) v1.0 specification.
-* :mod:`mlperf_repro.quant.checkpoint` - turns a HF Llama checkpoint into a Quark-layout
-  MXFP4 checkpoint (what vLLM loads with ``quant_method: quark``), an emulated bf16 copy
-  for CPU serving, and a provenance/quality manifest.
+* :mod:`mlperf_repro.quant.mxfp4`, :mod:`~mlperf_repro.quant.mx`, :mod:`~mlperf_repro.quant.fp8`,
+  :mod:`~mlperf_repro.quant.nvfp4` - pure-torch codecs written from the OCP MX v1.0 and NVFP4
+  specifications (no third-party quantization library).
+* :mod:`mlperf_repro.quant.checkpoint` - streams a HF Llama checkpoint to a quantized one in a
+  tool's layout (:mod:`~mlperf_repro.quant.encodings`: which tensors each scheme of
+  :mod:`~mlperf_repro.quant.schemes` writes), an emulated bf16 copy for CPU serving, and a
+  provenance/quality manifest; static scales come from :mod:`~mlperf_repro.quant.calibration` rows.
 * :mod:`mlperf_repro.quant.formats` - the registry of quantization formats (schemes, codec,
   writer, size per parameter, description texts) that the rest of the workflow reads.
 """

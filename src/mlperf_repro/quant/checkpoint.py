@@ -726,6 +726,7 @@ def quantize_checkpoint(
 
     act_modules = sorted(n[: -len(".weight")] for n in quantized) if spec.activations else []
     act_words = _activation_words(enc) if spec.activations else None
+    act_eval = f"{enc.format} QDQ ({act_words})" if act_words else None
 
     def act_qdq(module: str, x: torch.Tensor) -> torch.Tensor:
         return enc.act_qdq(x, act_amax.get(module))
@@ -736,7 +737,7 @@ def quantize_checkpoint(
     eval_kwargs = {"seed": eval_seed, "n_sequences": eval_sequences, "seq_len": eval_seq_len}
     if choice["method"] == "logits":
         metrics = logit_error(
-            src, edir, act_quant_modules=act_modules, act_qdq=act_qdq, activation_emulation=act_words, **eval_kwargs
+            src, edir, act_quant_modules=act_modules, act_qdq=act_qdq, activation_emulation=act_eval, **eval_kwargs
         )
     elif choice["method"] == "layerwise":
         layerwise = layerwise_error(
@@ -744,7 +745,7 @@ def quantize_checkpoint(
             edir,
             quantized=sorted(quantized),
             act_qdq=act_qdq if spec.activations else None,
-            activation_emulation=act_words,
+            activation_emulation=act_eval,
             **eval_kwargs,
         )
 
