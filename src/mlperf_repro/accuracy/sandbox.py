@@ -17,7 +17,7 @@ says is not a sandbox. Here every program gets:
 * when the evaluator is root and the kernel allows it (``network="namespace"``): a new
   network namespace (no interface but a down loopback: no network at all) and a new mount
   namespace in which the whole filesystem is read-only except the working directory, which
-  is bind-mounted on ``/tmp``; ``/dev/shm`` and ``/var/tmp`` are small private tmpfs mounts.
+  is bind-mounted on ``/tmp``; ``/dev/shm`` and ``/var/tmp`` are empty read-only tmpfs mounts.
   Otherwise (``network="audit"``) an audit hook in the child refuses sockets, starting other
   programs, ``os.kill`` and ctypes (best effort: see docs/sandbox.md);
 * a wall-clock timeout after which its process group (and uid) is killed;
@@ -156,7 +156,7 @@ def _mount_setattr(path: str, flags: int, attr_set: int, attr_clr: int) -> None:
 
 def _enter_namespaces(workdir: str) -> None:
     """In the child, as root: no network, a read-only view of the filesystem, the working
-    directory writable at /tmp, private scratch tmpfs on the other world-writable places."""
+    directory writable at /tmp, the other world-writable places hidden under empty tmpfs."""
     _check_libc(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS), "unshare")
     # Nothing mounted from here on propagates back to the host's namespace.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
