@@ -154,6 +154,20 @@ def test_errors_and_timeouts_fail_the_item(code, reason):
     assert time.monotonic() - start < 6
 
 
+def test_a_program_that_swallows_the_timeout_once_gets_it_again():
+    # Without the repeating timer this would run to the item's wall clock, (1 + 1) x 2 + 5 s.
+    code = "try:\n    while True:\n        pass\nexcept BaseException:\n    pass\nwhile True:\n    pass"
+    start = time.monotonic()
+    verdict = grade(code, ADD, timeout_s=1)
+    assert not verdict.passed and "Time Limit Exceeded" in verdict.reason
+    assert time.monotonic() - start < 5
+
+
+def test_stderr_is_not_judged():
+    code = "import sys\na, b = map(int, input().split())\nsys.stderr.write('debug ' * 500000)\nprint(a + b)"
+    assert grade(code, ADD).passed
+
+
 def test_a_program_cannot_forge_the_verdict():
     forged = json.dumps({"passed": 2, "total": 2, "error": None, "details": {}}).encode()
     code = f"import os\nos.write(1, {forged!r})\nos._exit(0)"

@@ -154,6 +154,13 @@ def test_sleeping_forever_is_killed_at_the_wall_clock(network):
     assert elapsed < 3
 
 
+def test_closing_its_output_and_sleeping_is_killed_at_the_wall_clock(network):
+    limits = Limits(cpu_seconds=2, wall_seconds=1.0, memory_bytes=256 << 20)
+    source = "import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)\n"
+    result, elapsed = run(source, network, limits=limits)
+    assert result.timed_out and not result.ok and elapsed < 3
+
+
 def test_spinning_is_stopped_by_the_cpu_limit(network):
     limits = Limits(cpu_seconds=1, wall_seconds=10.0, memory_bytes=256 << 20)
     result, elapsed = run("while True:\n    pass\n", network, limits=limits)

@@ -20,6 +20,11 @@ LiveCodeBench ``lcb_runner`` it calls, release_v6) does, and so what this does:
   collections, heapq, bisect, copy, math, random, statistics, itertools, functools,
   operator, io, sys, json, builtins, typing, the modules themselves, recursion limit 50000);
   ``SystemExit`` ends a stdin test normally. The first failing test ends the item.
+  One difference: lcb_runner wraps a stdin program in a function and runs its import
+  statements once, before the input is patched in, so ``from sys import stdin`` binds the
+  real (empty) stdin there; here each test runs the program as a fresh ``__main__`` with
+  ``sys.stdin`` already the test input, so such a program passes here and fails there.
+  ``sys.stdin`` is a text ``StringIO`` in both (``sys.stdin.buffer`` fails in both).
 * Timeouts: the reference passes 60 s per test to lcb_runner, and bounds an item by
   (timeout + 1) x tests + 5 s.
 * Ground truth: the reference's ``ground_truth`` of a LiveCodeBench row is the question_id,
@@ -206,6 +211,7 @@ payload = json.loads(sys.stdin.read())
 report = os.fdopen(os.dup(1), "w")
 null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(null, 1)
+os.dup2(null, 2)  # what the program writes to stderr is not judged (nor capped into a failure)
 os.close(null)
 sys.setrecursionlimit(50000)
 try:
@@ -233,6 +239,8 @@ def fresh_namespace():
     return namespace
 
 
+# Raised by SIGALRM at the per-test timeout, and again every second after it, so a program
+# that swallows it once does not run on.
 class TestTimeout(BaseException):
     pass
 
@@ -290,7 +298,7 @@ except BaseException as exc:
 if fn_name:
     namespace = fresh_namespace()
     sys.stdout = io.StringIO()
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
     try:
         exec(compiled, namespace)
         owner = namespace["Solution"]() if "class Solution" in code else None
@@ -305,7 +313,7 @@ if fn_name:
         args = [json.loads(line) for line in raw_in.split("\n")]
         expected = json.loads(raw_out)
         sys.stdout = io.StringIO()
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+        signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
         try:
             got = method(*args)
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -330,7 +338,7 @@ for index, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
     namespace["open"] = lambda *args, _text=raw_in, **kwargs: io.StringIO(_text)
     sys.stdin = io.StringIO(raw_in)
     captured = sys.stdout = io.StringIO()
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
     try:
         exec(compiled, namespace)
     except SystemExit:

@@ -297,26 +297,41 @@ def _sandbox_uid() -> int | None:
     return _UID_BASE + os.getpid() * _SLOTS + slot
 
 
+def _live_processes(uid: int) -> list[int]:
+    """Processes of ``uid`` that are not zombies (a zombie holds nothing but its pid slot)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
 def _kill_uid(uid: int) -> None:
-    """Kill every process of ``uid`` (kill(-1) from a process of that uid reaches exactly
-    those), again until none is left: a fork bomb may still be forking while it dies."""
-    for _ in range(50):
+    """Kill every process of ``uid``: kill(-1) from a process of that uid reaches exactly
+    those. Repeated while any is alive, as a fork bomb may still be forking while it dies.
+    (kill(-1) itself cannot say when none is left: it succeeds whenever other processes exist,
+    permitted or not.)"""
+    for _ in range(20):
+        if not _live_processes(uid):
+            return
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child only makes system calls
-            code = 2
             try:
                 os.setgid(uid)
                 os.setuid(uid)
                 os.kill(-1, signal.SIGKILL)
-                code = 0
-            except ProcessLookupError:
-                code = 1
-            except BaseException:
-                code = 2
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            return
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
 
 
 def _kill_group(proc: subprocess.Popen[bytes], uid: int | None) -> None:
@@ -370,16 +385,13 @@ def _run(source: str, stdin: bytes | str, limits: Limits, *, network: str, pytho
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp" if namespaces else workdir}
         policy = "none" if namespaces else ("audit" if uid is not None else "audit-same-uid")
         isolation = ("namespaces" if namespaces else "audit-hook") + (f", uid {uid}" if uid is not None else "")
-        proc = subprocess.Popen(
-            [python, "-I", "-B", "-c", _BOOT, policy, inner_program],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=workdir,
-            env=env,
-            start_new_session=True,
-            preexec_fn=functools.partial(_child_setup, limits, uid, workdir, namespaces),
-        )
+        try:
+            proc = _start(python, policy, inner_program, workdir, env, limits, uid, namespaces)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise UserError(
+                f"cannot start a sandboxed program ({isolation}, interpreter {python}): {exc}; "
+                "see docs/sandbox.md for what the sandbox needs"
+            ) from exc
         try:
             return _communicate(proc, data, limits, uid, isolation)
         finally:
@@ -388,6 +400,28 @@ def _run(source: str, stdin: bytes | str, limits: Limits, *, network: str, pytho
                 proc.wait()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start(
+    python: str,
+    policy: str,
+    program: str,
+    workdir: str,
+    env: dict[str, str],
+    limits: Limits,
+    uid: int | None,
+    namespaces: bool,
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [python, "-I", "-B", "-c", _BOOT, policy, program],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=workdir,
+        env=env,
+        start_new_session=True,
+        preexec_fn=functools.partial(_child_setup, limits, uid, workdir, namespaces),
+    )
 
 
 def _communicate(
@@ -450,12 +484,14 @@ def _communicate(
                 break
     finally:
         selector.close()
-        if killed or exited_at is None or proc.poll() is None:
+        if killed:
             _kill_group(proc, uid)
-        remaining = max(0.1, deadline - time.monotonic())
         try:
-            proc.wait(timeout=remaining)
+            # Pipes closed (or the program done): it may still be running, e.g. after closing
+            # stdout; it gets the rest of its wall-clock time.
+            proc.wait(timeout=max(0.01, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            timed_out, killed = True, f"wall-clock timeout ({limits.wall_seconds:g} s)"
             _kill_group(proc, uid)
             proc.wait()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
