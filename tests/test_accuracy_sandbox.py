@@ -224,3 +224,63 @@ def test_the_working_directory_is_deleted():
 def test_an_unknown_network_mode_is_a_user_error():
     with pytest.raises(UserError, match="network"):
         run_python("print(1)", network="bridge")  # type: ignore[arg-type]
+
+
+_AS_ORDINARY_USER = """
+import json, sys, types
+src = sys.argv[1]
+# The package without its heavy __init__ imports (this interpreter has no numpy).
+for name, path in (("mlperf_repro", src + "/mlperf_repro"), ("mlperf_repro.accuracy", src + "/mlperf_repro/accuracy")):
+    module = types.ModuleType(name)
+    module.__path__ = [path]
+    sys.modules[name] = module
+from mlperf_repro.accuracy.sandbox import Limits, run_python
+cases = json.loads(sys.argv[2])
+out = {}
+for name, source in cases.items():
+    r = run_python(source, network="auto", limits=Limits(cpu_seconds=2, wall_seconds=3, memory_bytes=256 << 20))
+    out[name] = {"rc": r.returncode, "isolation": r.isolation, "uid": r.uid, "out": r.stdout.decode(),
+                 "err": r.stderr.decode()[-400:]}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as non-root every test above already runs this way")
+def test_an_evaluator_without_root_falls_back_to_the_audit_hook(tmp_path):
+    """The evaluator as an ordinary user: no uid switch, no namespaces, so the audit hook alone
+    refuses fork, signals, sockets, other programs and writes outside the directory."""
+    uid = (1 << 30) - 4242
+    target = Path("/tmp") / f"sandbox-escape-{uuid.uuid4().hex}"
+    cases = {
+        "correct": "print(sum(range(5)))",
+        "fork": "import os\nos.fork()",
+        "kill_parent": "import os\nos.kill(os.getppid(), 9)",
+        "socket": "import socket\nsocket.socket()",
+        "program": "import subprocess\nsubprocess.run(['true'])",
+        "write": f"open({str(target)!r}, 'w').write('x')",
+        "ctypes": "import ctypes\nctypes.CDLL(None).kill(0, 9)",
+    }
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        ["/usr/bin/python3", "-I", "-c", _AS_ORDINARY_USER, str(REPO / "src"), json.dumps(cases)],
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd="/tmp",
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    try:
+        assert done.returncode == 0, done.stderr[-2000:]  # the evaluator was not killed
+        results = json.loads(done.stdout)
+        assert results["correct"] == {"rc": 0, "isolation": "audit-hook", "uid": None, "out": "10\n", "err": ""}
+        for name in cases.keys() - {"correct"}:
+            assert results[name]["rc"] == 1 and "PermissionError: sandbox:" in results[name]["err"], name
+        assert not target.exists()
+    finally:
+        target.unlink(missing_ok=True)
+        assert processes_of(uid) == []

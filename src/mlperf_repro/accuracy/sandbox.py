@@ -171,19 +171,29 @@ def _enter_namespaces(workdir: str) -> None:
     os.chdir("/tmp")
 
 
+def _lower(which: int, soft: int, hard: int | None = None) -> None:
+    """Set a limit, never above the hard limit already in force (an ordinary user cannot
+    raise it, and a lower one is what the evaluator's own environment allows anyway)."""
+    hard = soft if hard is None else hard
+    _, current = resource.getrlimit(which)
+    if current != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current), min(hard, current)
+    resource.setrlimit(which, (soft, hard))
+
+
 def _child_setup(limits: Limits, uid: int | None, workdir: str, namespaces: bool) -> None:
     """preexec_fn: runs in the forked child before exec (after setsid)."""
     if namespaces:
         _enter_namespaces(workdir)
     cpu = max(1, int(limits.cpu_seconds))
     # Soft limit sends SIGXCPU, the hard one a second later SIGKILL.
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
+    _lower(resource.RLIMIT_AS, limits.memory_bytes)
+    _lower(resource.RLIMIT_FSIZE, limits.file_size_bytes)
+    _lower(resource.RLIMIT_NOFILE, limits.open_files)
+    _lower(resource.RLIMIT_CORE, 0)
     # Counted per real uid, and not enforced for root: it only bites after the setuid below.
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    _lower(resource.RLIMIT_NPROC, limits.processes)
     if uid is not None:
         os.setgroups([])
         os.setgid(uid)
