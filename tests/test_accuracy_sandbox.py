@@ -284,3 +284,21 @@ def test_an_evaluator_without_root_falls_back_to_the_audit_hook(tmp_path):
     finally:
         target.unlink(missing_ok=True)
         assert processes_of(uid) == []
+
+
+def test_auto_falls_back_to_the_audit_hook_where_namespaces_fail(monkeypatch):
+    from mlperf_repro.accuracy import sandbox
+
+    def no_namespaces(workdir):
+        raise PermissionError(1, "unshare: Operation not permitted")
+
+    monkeypatch.setattr(sandbox, "_enter_namespaces", no_namespaces)
+    sandbox.namespaces_available.cache_clear()
+    try:
+        assert not sandbox.namespaces_available()
+        result = run_python("print('fine')")
+        assert result.ok and result.isolation.startswith("audit-hook")
+        with pytest.raises(UserError, match="namespace"):
+            run_python("print(1)", network="namespace")
+    finally:
+        sandbox.namespaces_available.cache_clear()

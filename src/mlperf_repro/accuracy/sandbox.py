@@ -6,7 +6,7 @@ says is not a sandbox. Here every program gets:
 
 * its own process in a new session (so its own process group), started by a fresh
   interpreter in isolated mode (``-I``: no environment variables, no user site, no cwd on
-  ``sys.path``) with an empty environment;
+  ``sys.path``) with a minimal environment (PATH, LANG, HOME);
 * ``resource.setrlimit`` limits set in the child before ``exec``: CPU seconds, address space,
   file size, processes, open files, no core files;
 * when the evaluator is root, a uid/gid of its own (not ``nobody``: the process limit counts
@@ -19,7 +19,8 @@ says is not a sandbox. Here every program gets:
   namespace in which the whole filesystem is read-only except the working directory, which
   is bind-mounted on ``/tmp``; ``/dev/shm`` and ``/var/tmp`` are empty read-only tmpfs mounts.
   Otherwise (``network="audit"``) an audit hook in the child refuses sockets, starting other
-  programs, ``os.kill`` and ctypes (best effort: see docs/sandbox.md);
+  programs, ``os.kill``, ctypes and writes outside the working directory, and ``fork`` too
+  when there is no uid of its own (best effort: see docs/sandbox.md);
 * a wall-clock timeout after which its process group (and uid) is killed;
 * stdout and stderr read in chunks up to a cap; past the cap the program is killed, so a
   program printing gigabytes cannot fill the evaluator's memory;
@@ -65,7 +66,6 @@ _slot_lock = threading.Lock()
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
-_MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _MS_BIND = 4096
@@ -260,7 +260,7 @@ def namespaces_available(python: str | None = None) -> bool:
     python = python or default_python()
     try:
         result = _run("print('ok')", b"", Limits(wall_seconds=30), network="namespace", python=python)
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, UserError):
         return False
     return result.ok and result.stdout.strip() == b"ok"
 
