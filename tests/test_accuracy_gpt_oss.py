@@ -158,11 +158,62 @@ def test_every_log_entry_counts_even_a_repeated_sample(tmp_path, tokenizer):
     assert result["exact_match"] == round(100 * 2 / 3, 3) and result["gen_num"] == 3
 
 
-def test_livecodebench_rows_are_refused_with_the_file_named(tmp_path, tokenizer):
-    rows = [("gpqa_diamond", "A"), ("livecodebench_v6", "[]")]
+def test_livecodebench_rows_are_scored_by_running_their_tests(tmp_path, tokenizer):
+    """Code rows run in the sandbox against the row's tests; weights as for the other families:
+    2 of 4 LiveCodeBench entries right (repeats 3) and 1 GPQA of 1 (repeats 5)."""
+    sample = json.dumps({"inputs": ["2 3\n", "10 -4\n"], "outputs": ["5\n", "6\n"], "fn_name": None})
+    frame = pd.DataFrame(
+        [
+            {"dataset": "livecodebench_v6", "ground_truth": "abc123", "input_output": sample},
+            {"dataset": "gpqa_diamond", "ground_truth": "B", "input_output": None},
+        ]
+    )
+    dataset = tmp_path / "acc.parquet"
+    frame.to_parquet(dataset)
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    wrong = "```python\na, b = map(int, input().split())\nprint(a * b)\n```"
+    outputs = [
+        FINAL.format(analysis="sum them", final=right),
+        FINAL.format(analysis=right, final=wrong),  # the final channel's program counts
+        FINAL.format(analysis="sum them", final="Sorry, no code."),
+        FINAL.format(analysis="x", final="B"),
+        FINAL.format(analysis="sum them", final=right),
+    ]
+    log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs, qsl_indices=[0, 0, 0, 1, 0])
+    result = evaluate_gpt_oss(
+        read_accuracy_log(log, first_per_sample=False),
+        load_gpt_oss_rows(dataset),
+        tokenizer,
+        families=FAMILIES,
+        repeats=REPEATS,
+        code_workers=2,
+    )
+    assert result["per_dataset"] == {
+        "gpqa_diamond": {"correct": 1, "total": 1, "repeats": 5},
+        "livecodebench_v6": {"correct": 2, "total": 4, "repeats": 3},
+    }
+    assert result["exact_match"] == round(100 * (2 / 3 + 1 / 5) / (4 / 3 + 1 / 5), 3)
+
+
+def test_livecodebench_rows_without_tests_are_refused_with_the_file_named(tmp_path, tokenizer):
+    rows = [("gpqa_diamond", "A"), ("livecodebench_v6", "abc123")]
     log = write_accuracy_log(tmp_path / "log.json", tokenizer, ["A", "```python\nprint(1)\n```"])
     dataset = write_dataset(tmp_path / "acc_eval_inputs.parquet", rows)
-    with pytest.raises(UserError, match=r"acc_eval_inputs\.parquet.*livecodebench_v6.*code execution"):
+    with pytest.raises(UserError, match=r"acc_eval_inputs\.parquet.*livecodebench_v6.*input_output"):
+        evaluate_gpt_oss(
+            read_accuracy_log(log, first_per_sample=False),
+            load_gpt_oss_rows(dataset),
+            tokenizer,
+            families=FAMILIES,
+            repeats=REPEATS,
+        )
+
+
+def test_math500_rows_are_refused_with_the_file_named(tmp_path, tokenizer):
+    rows = [("gpqa_diamond", "A"), ("math500", "3")]
+    log = write_accuracy_log(tmp_path / "log.json", tokenizer, ["A", r"\boxed{3}"])
+    dataset = write_dataset(tmp_path / "acc_eval_inputs.parquet", rows)
+    with pytest.raises(UserError, match=r"acc_eval_inputs\.parquet.*math500.*PRM800K"):
         evaluate_gpt_oss(
             read_accuracy_log(log, first_per_sample=False),
             load_gpt_oss_rows(dataset),

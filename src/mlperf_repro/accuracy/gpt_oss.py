@@ -16,10 +16,19 @@ What the reference does, and so what this does:
   samples / repeats (the table's ``dataset_repeats``, 1 where absent), printed with 3
   decimals as ``'exact_match': 83.130``.
 
-LiveCodeBench answers are judged by running the extracted code against hidden tests and
-MATH-500 ones by the PRM800K grader; neither runs here: rows of those families raise a
-UserError naming the file. ``tokens_per_sample`` (mean output tokens, for the checker's
-upper bound) is added; the reference script does not print it.
+* LiveCodeBench: the program in the output (the last ```` ```python ```` block of the final
+  channel, else its last plain block, else the same on the whole text) run against all of the
+  item's tests; correct when every test passes (:mod:`.livecodebench`). The reference takes
+  ``ground_truth`` as the question_id and looks the tests up in LiveCodeBench's own dataset;
+  here they come from the row: an ``input_output`` column (lcb_runner's evaluation sample) or
+  LiveCodeBench's ``public_test_cases``/``private_test_cases``/``metadata`` columns joined
+  into the file. A LiveCodeBench row with an empty ``ground_truth`` is incorrect, as in the
+  reference. The programs run in the sandbox of :mod:`.sandbox` (docs/sandbox.md), all code
+  items of a log in parallel, at most :func:`.livecodebench.pool_size` at a time.
+
+MATH-500 answers are judged by the PRM800K grader, which does not run here: rows of that
+family raise a UserError naming the file. ``tokens_per_sample`` (mean output tokens, for the
+checker's upper bound) is added; the reference script does not print it.
 """
 
 from __future__ import annotations
@@ -44,12 +53,14 @@ __all__ = [
     "parse_multiple_choice",
 ]
 
-# Families whose answers need something this module does not do (code execution, a
-# symbolic math grader).
+# Families whose answers need something this module does not do (a symbolic math grader).
 UNSUPPORTED_FAMILIES = {
-    "livecodebench": "running the extracted code against the LiveCodeBench tests (sandboxed code execution)",
     "math500": "the PRM800K symbolic answer grader",
 }
+CODE_FAMILY = "livecodebench"
+#: Dataset columns an item's LiveCodeBench tests are read from (:func:`.livecodebench.parse_tests`).
+TEST_COLUMN = "input_output"
+LCB_TEST_COLUMNS = ("public_test_cases", "private_test_cases", "metadata")
 # Highest option letter per multiple-choice family.
 MAX_OPTION = {"gpqa": "D", "mmlu_pro": "J", "mmlu": "J"}
 
@@ -132,8 +143,11 @@ def family_of(dataset_name: Any, families: Sequence[str]) -> str:
     raise UserError(f"dataset family '{dataset_name}' has no evaluator (known: {', '.join(families)})")
 
 
-def is_correct(family: str, output: str, ground_truth: Any) -> tuple[bool, Any]:
-    """(correct, extracted answer) for one decoded output."""
+def is_correct(family: str, output: str, ground_truth: Any, tests: Any = None) -> tuple[bool, Any]:
+    """(correct, extracted answer) for one decoded output. ``tests`` (a
+    :class:`.livecodebench.TestSuite`) is needed for the LiveCodeBench family; many code
+    outputs are better scored together by :func:`evaluate_gpt_oss`, which runs them in
+    parallel."""
     if family in MAX_OPTION:
         letters = "ABCDEFGHIJ"[: "ABCDEFGHIJ".index(MAX_OPTION[family]) + 1]
         parsed = parse_multiple_choice(output, MAX_OPTION[family])
@@ -145,6 +159,15 @@ def is_correct(family: str, output: str, ground_truth: Any) -> tuple[bool, Any]:
             return parsed is not None and parsed == int(ground_truth), parsed
         except (TypeError, ValueError):
             return False, parsed
+    if family == CODE_FAMILY:
+        from .livecodebench import extract_code, grade
+
+        if tests is None:
+            raise UserError("scoring a LiveCodeBench output needs the item's tests")
+        code = extract_code(output)
+        if code is None or not _text(ground_truth):
+            return False, code
+        return grade(code, tests).passed, code
     raise UserError(
         f"scoring the '{family}' family needs {UNSUPPORTED_FAMILIES.get(family, 'an evaluator')}, "
         "which this workflow does not implement"
@@ -158,9 +181,28 @@ class GptOssRows:
     path: str
     datasets: list[str]
     ground_truths: list[Any]
+    #: Per row, the raw LiveCodeBench tests (an ``input_output`` cell, or a dict of the
+    #: LiveCodeBench problem columns); None where the file has no such column.
+    tests: list[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.datasets)
+
+    def test_suite(self, index: int) -> Any:
+        """Row ``index``'s tests as a :class:`.livecodebench.TestSuite` (UserError naming the
+        file, row and column when they are absent or malformed)."""
+        from .livecodebench import parse_tests
+
+        if self.tests is None:
+            raise UserError(
+                f"{self.path} has LiveCodeBench rows ('{self.datasets[index]}') but no test column: add "
+                f"'{TEST_COLUMN}' (lcb_runner's evaluation sample: inputs, outputs, fn_name) or LiveCodeBench's "
+                f"{', '.join(LCB_TEST_COLUMNS)} columns (the reference looks the tests up by the question_id in "
+                "ground_truth, in LiveCodeBench release_v6)"
+            )
+        value = self.tests[index]
+        column = TEST_COLUMN if not isinstance(value, Mapping) else "/".join(LCB_TEST_COLUMNS)
+        return parse_tests(value, f"{self.path} row {index} column {column}")
 
 
 def load_gpt_oss_rows(path: str | os.PathLike[str]) -> GptOssRows:
@@ -172,7 +214,13 @@ def load_gpt_oss_rows(path: str | os.PathLike[str]) -> GptOssRows:
         raise UserError(
             f"dataset {path} lacks column(s) {missing}; the gpt-oss evaluation needs 'dataset' and 'ground_truth'"
         )
-    return GptOssRows(str(path), [str(v) for v in frame["dataset"]], list(frame["ground_truth"]))
+    tests: list[Any] | None = None
+    if TEST_COLUMN in frame.columns:
+        tests = list(frame[TEST_COLUMN])
+    elif any(c in frame.columns for c in LCB_TEST_COLUMNS[:2]):
+        present = [c for c in LCB_TEST_COLUMNS if c in frame.columns]
+        tests = [dict(zip(present, values)) for values in zip(*(frame[c] for c in present))]
+    return GptOssRows(str(path), [str(v) for v in frame["dataset"]], list(frame["ground_truth"]), tests)
 
 
 def evaluate_gpt_oss(
@@ -182,11 +230,14 @@ def evaluate_gpt_oss(
     *,
     families: Sequence[str],
     repeats: Mapping[str, int],
+    code_workers: int | None = None,
 ) -> dict[str, Any]:
     """Score ``(qsl_idx, token ids)`` pairs; returns the metrics and a per-family breakdown.
 
     ``families`` and ``repeats`` are the rules table's ``accuracy.families`` and
-    ``accuracy.dataset_repeats`` of gpt-oss-120b."""
+    ``accuracy.dataset_repeats`` of gpt-oss-120b. LiveCodeBench entries are extracted first
+    and then run together, at most ``code_workers`` (default: :func:`.livecodebench.pool_size`)
+    sandboxes at a time; each distinct row's tests are parsed once."""
     entries = list(entries)
     if not entries:
         raise UserError("the accuracy log has no samples")
@@ -207,11 +258,15 @@ def evaluate_gpt_oss(
                     "(run the reference eval_mlperf_accuracy.py for this file)"
                 )
     texts = tokenizer.batch_decode([tokens.tolist() for _, tokens in entries], skip_special_tokens=False)
+    code_verdicts = _score_code_entries(entries, texts, rows, groups, code_workers)
     stats: dict[str, dict[str, int]] = {}
     output_tokens = 0
-    for (qsl_idx, tokens), text in zip(entries, texts):
+    for position, ((qsl_idx, tokens), text) in enumerate(zip(entries, texts)):
         name = rows.datasets[qsl_idx].lower()
-        correct, _ = is_correct(groups[rows.datasets[qsl_idx]], text, rows.ground_truths[qsl_idx])
+        if position in code_verdicts:
+            correct = code_verdicts[position]
+        else:
+            correct, _ = is_correct(groups[rows.datasets[qsl_idx]], text, rows.ground_truths[qsl_idx])
         entry = stats.setdefault(name, {"correct": 0, "total": 0})
         entry["total"] += 1
         entry["correct"] += int(correct)
@@ -225,6 +280,37 @@ def evaluate_gpt_oss(
         "gen_num": samples,
         "per_dataset": {n: dict(s, repeats=repeats.get(n, 1)) for n, s in sorted(stats.items())},
     }
+
+
+def _score_code_entries(
+    entries: Sequence[tuple[int, np.ndarray]],
+    texts: Sequence[str],
+    rows: GptOssRows,
+    groups: Mapping[str, str],
+    workers: int | None,
+) -> dict[int, bool]:
+    """Correctness of every LiveCodeBench entry, by its position in ``entries``: programs are
+    extracted here and run in parallel sandboxes; no program or an empty ground truth is
+    incorrect without running anything (as in the reference)."""
+    from .livecodebench import extract_code, grade_many
+
+    verdicts: dict[int, bool] = {}
+    suites: dict[int, Any] = {}
+    work: list[tuple[int, str, Any]] = []
+    for position, ((qsl_idx, _), text) in enumerate(zip(entries, texts)):
+        if groups[rows.datasets[qsl_idx]] != CODE_FAMILY:
+            continue
+        if qsl_idx not in suites:
+            suites[qsl_idx] = rows.test_suite(qsl_idx)
+        code = extract_code(text)
+        if code is None or not _text(rows.ground_truths[qsl_idx]):
+            verdicts[position] = False
+        else:
+            work.append((position, code, suites[qsl_idx]))
+    graded = grade_many([(code, suite) for _, code, suite in work], workers=workers)
+    for (position, _, _), verdict in zip(work, graded):
+        verdicts[position] = verdict.passed
+    return verdicts
 
 
 def format_gpt_oss_accuracy_txt(result: Mapping[str, Any]) -> str:

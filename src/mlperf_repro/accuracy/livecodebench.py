@@ -1,0 +1,457 @@
+"""LiveCodeBench scoring for gpt-oss-120b: the program the model wrote, run against the
+item's tests in the sandbox (:mod:`.sandbox`); an item is correct when every test passes.
+
+What the reference (``eval_accuracy.py`` / ``eval_mlperf_accuracy.py`` with the
+LiveCodeBench ``lcb_runner`` it calls, release_v6) does, and so what this does:
+
+* Extraction (``parse_code``): in a harmony output with a ``final`` channel, the last
+  ```` ```python ```` block of that channel, else its last plain ```` ``` ```` block (a leading
+  ``python``/``py`` tag line removed, case-insensitively); when the final channel has no block
+  or there is no final channel, the same two rules on the whole text. The tag match is
+  literal: ```` ```python3 ```` keeps a stray ``3`` (as in the reference). No block: incorrect.
+* Tests: all of the item's public and private tests, in that order. ``fn_name`` (the
+  problem's ``metadata.func_name``) absent: stdin/stdout tests, the program run as a script
+  per test with the input as stdin; the output and the expected text are compared line by line
+  after stripping the whole text and each line, a line matching exactly or as equal lists of
+  ``Decimal`` numbers. ``fn_name`` present: call-based tests, ``Solution().<fn_name>`` (or a
+  module-level function when there is no ``class Solution``) called with one JSON value per
+  input line, a tuple result read as a list, compared with ``==`` to the JSON expected output.
+  The program sees LiveCodeBench's prelude (the star imports of string, re, datetime,
+  collections, heapq, bisect, copy, math, random, statistics, itertools, functools,
+  operator, io, sys, json, builtins, typing, the modules themselves, recursion limit 50000);
+  ``SystemExit`` ends a stdin test normally. The first failing test ends the item.
+  One difference: lcb_runner wraps a stdin program in a function and runs its import
+  statements once, before the input is patched in, so ``from sys import stdin`` binds the
+  real (empty) stdin there; here each test runs the program as a fresh ``__main__`` with
+  ``sys.stdin`` already the test input, so such a program passes here and fails there.
+  ``sys.stdin`` is a text ``StringIO`` in both (``sys.stdin.buffer`` fails in both).
+* Timeouts: the reference passes 60 s per test to lcb_runner, and bounds an item by
+  (timeout + 1) x tests + 5 s.
+* Ground truth: the reference's ``ground_truth`` of a LiveCodeBench row is the question_id,
+  whose tests it looks up in LiveCodeBench's own dataset. This module reads the tests from
+  the row instead (see :func:`parse_tests`); a row without them cannot be scored.
+
+Assumption (the LiveCodeBench submodule is not in the reference mirror): the comparison rules
+above are those of lcb_runner's ``testing_util`` as published; they were not run side by side.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import pickle
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UserError
+from .sandbox import Limits, run_python
+
+__all__ = [
+    "PER_TEST_TIMEOUT_S",
+    "TestSuite",
+    "Verdict",
+    "extract_code",
+    "grade",
+    "grade_many",
+    "parse_tests",
+    "pool_size",
+]
+
+#: lcb_runner's per-test timeout as the reference calls it (``timeout=60``).
+PER_TEST_TIMEOUT_S = 60.0
+#: Address-space limit of one item's process (lcb_runner's reliability_guard mentions 4 GB).
+ITEM_MEMORY_BYTES = 4 << 30
+
+_FINAL_SECTION = re.compile(r"<\|channel\|>final[^<]*<\|message\|>(.*?)(?:<\|return\|>|$)", re.DOTALL)
+_PYTHON_BLOCK = re.compile(r"```python(.*?)```", re.DOTALL)
+_PLAIN_BLOCK = re.compile(r"```(.*?)```", re.DOTALL)
+_LANGUAGE_TAG = re.compile(r"^(?:python|py)\s*\n", re.IGNORECASE)
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return str(value).strip()
+
+
+def _last_block(text: str) -> str | None:
+    python = list(_PYTHON_BLOCK.finditer(text))
+    if python:
+        return python[-1].group(1).strip()
+    plain = list(_PLAIN_BLOCK.finditer(text))
+    if plain:
+        return _LANGUAGE_TAG.sub("", plain[-1].group(1).strip())
+    return None
+
+
+def extract_code(output: Any) -> str | None:
+    """The program in a decoded model output, or None (rules in the module docstring)."""
+    text = _text(output)
+    if not text:
+        return None
+    match = _FINAL_SECTION.search(text)
+    final = match.group(1).strip() if match else text
+    if final != text:
+        code = _last_block(final)
+        if code is not None:
+            return code
+    return _last_block(text)
+
+
+@dataclass(frozen=True)
+class TestSuite:
+    """One item's tests in lcb_runner's evaluation-sample form."""
+
+    __test__ = False  # not a pytest test class
+
+    inputs: list[str]
+    outputs: list[str]
+    fn_name: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reason: str
+    tests_passed: int = 0
+    tests: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class _StrOnlyUnpickler(pickle.Unpickler):
+    """LiveCodeBench's compressed private tests are a pickled JSON string: refuse anything that
+    would construct an object (unpickling a dataset must not run code)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def _test_list(value: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(value, list | tuple):
+        return list(value)
+    text = _text(value)
+    if not text:
+        return []
+    try:
+        loaded = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            raw = zlib.decompress(base64.b64decode(text.encode()))
+            loaded = json.loads(_StrOnlyUnpickler(io.BytesIO(raw)).load())
+        except Exception as exc:
+            raise UserError(f"{where}: not JSON, nor LiveCodeBench's base64/zlib/pickle encoding ({exc})") from None
+    if not isinstance(loaded, list):
+        raise UserError(f"{where}: expected a list of tests, got {type(loaded).__name__}")
+    return loaded
+
+
+def parse_tests(value: Any, where: str) -> TestSuite:
+    """An item's tests from a dataset cell (``where`` names file, row and column for errors).
+
+    Accepted: lcb_runner's evaluation sample ``{"inputs": [...], "outputs": [...], "fn_name":
+    name or null}`` (a dict or its JSON text, the ``input_output`` column), or LiveCodeBench's
+    own problem columns as a mapping ``{"public_test_cases", "private_test_cases",
+    "metadata"}`` (JSON texts; private tests may be base64(zlib(pickle(JSON))) as in
+    ``code_generation_lite``), tests being ``{"input", "output", "testtype"}``."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(value, Mapping):
+        raise UserError(f"{where}: expected an object with 'inputs' and 'outputs', got {type(value).__name__}")
+    if "inputs" in value or "outputs" in value:
+        inputs, outputs, fn_name = value.get("inputs"), value.get("outputs"), value.get("fn_name")
+    elif "public_test_cases" in value or "private_test_cases" in value:
+        tests = _test_list(value.get("public_test_cases"), f"{where} public_test_cases") + _test_list(
+            value.get("private_test_cases"), f"{where} private_test_cases"
+        )
+        try:
+            inputs = [t["input"] for t in tests]
+            outputs = [t["output"] for t in tests]
+        except (KeyError, TypeError):
+            raise UserError(f"{where}: every test needs 'input' and 'output'") from None
+        metadata = value.get("metadata") or {}
+        if isinstance(metadata, str):
+            try:
+                metadata = json.loads(metadata) if metadata.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{where} metadata: not valid JSON ({exc})") from None
+        fn_name = metadata.get("func_name") if isinstance(metadata, Mapping) else None
+    else:
+        raise UserError(f"{where}: has neither 'inputs'/'outputs' nor 'public_test_cases'/'private_test_cases'")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        raise UserError(f"{where}: 'inputs' and 'outputs' must be lists of the same length")
+    if not inputs:
+        raise UserError(f"{where}: the item has no tests")
+    if not all(isinstance(x, str) for x in inputs + outputs):
+        raise UserError(f"{where}: test inputs and outputs must be strings (JSON text for call-based tests)")
+    if fn_name is not None and not (isinstance(fn_name, str) and fn_name.isidentifier()):
+        raise UserError(f"{where}: fn_name {fn_name!r} is not a Python identifier")
+    return TestSuite(list(inputs), list(outputs), fn_name or None)
+
+
+# The program that runs inside the sandbox: it reads the untrusted code and the tests from
+# stdin, runs the tests in order and writes one JSON verdict to a private copy of stdout (fd 1
+# itself then points to /dev/null, so what the code writes to fd 1 cannot forge it).
+_HARNESS = r"""
+import json, os, sys, signal, io, traceback
+from decimal import Decimal, InvalidOperation
+
+payload = json.loads(sys.stdin.read())
+report = os.fdopen(os.dup(1), "w")
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)
+os.dup2(null, 2)  # what the program writes to stderr is not judged (nor capped into a failure)
+os.close(null)
+sys.setrecursionlimit(50000)
+try:
+    sys.set_int_max_str_digits(50000)
+except AttributeError:
+    pass
+
+PRELUDE_MODULES = ["string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+                   "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing"]
+
+
+def fresh_namespace():
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    for name in PRELUDE_MODULES:
+        module = __import__(name)
+        exported = getattr(module, "__all__", None)
+        if exported is None:
+            exported = [n for n in dir(module) if not n.startswith("_")]
+        for attr in exported:
+            if hasattr(module, attr):
+                namespace[attr] = getattr(module, attr)
+    for name in PRELUDE_MODULES:
+        if name != "builtins":
+            namespace[name] = __import__(name)
+    return namespace
+
+
+# Raised by SIGALRM at the per-test timeout, and again every second after it, so a program
+# that swallows it once does not run on.
+class TestTimeout(BaseException):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise TestTimeout()
+
+
+signal.signal(signal.SIGALRM, on_alarm)
+timeout = float(payload["timeout"])
+
+
+def finish(passed, total, error=None, **details):
+    report.write(json.dumps({"passed": passed, "total": total, "error": error, "details": details}))
+    report.flush()
+    os._exit(0)
+
+
+def short(value, length=200):
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= length else text[: length // 2] + "...(truncated)..." + text[-length // 2:]
+
+
+def lines(text):
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def decimals(line):
+    try:
+        return [Decimal(item) for item in line.split()]
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def same_output(got, expected):
+    got_lines, expected_lines = lines(got), lines(expected)
+    if len(got_lines) != len(expected_lines):
+        return False
+    for a, b in zip(got_lines, expected_lines):
+        if a == b:
+            continue
+        da, db = decimals(a), decimals(b)
+        if da is None or db is None or da != db:
+            return False
+    return True
+
+
+code, inputs, outputs, fn_name = payload["code"], payload["inputs"], payload["outputs"], payload["fn_name"]
+total = len(inputs)
+try:
+    compiled = compile(code, "<solution>", "exec")
+except BaseException as exc:
+    finish(0, total, "Compilation Error", message=short(repr(exc)))
+
+if fn_name:
+    namespace = fresh_namespace()
+    sys.stdout = io.StringIO()
+    signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
+    try:
+        exec(compiled, namespace)
+        owner = namespace["Solution"]() if "class Solution" in code else None
+        method = getattr(owner, fn_name) if owner is not None else namespace[fn_name]
+    except TestTimeout:
+        finish(0, total, "Time Limit Exceeded", stage="compile")
+    except BaseException as exc:
+        finish(0, total, "Runtime Error", stage="compile", message=short(repr(exc)))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    for index, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
+        args = [json.loads(line) for line in raw_in.split("\n")]
+        expected = json.loads(raw_out)
+        sys.stdout = io.StringIO()
+        signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
+        try:
+            got = method(*args)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        except TestTimeout:
+            finish(index, total, "Time Limit Exceeded", test=index)
+        except BaseException as exc:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            finish(index, total, "Runtime Error", test=index, message=short(repr(exc)))
+        if isinstance(got, tuple):
+            got = list(got)
+        try:
+            equal = bool(got == expected)
+        except BaseException:
+            equal = False
+        if not equal:
+            finish(index, total, "Wrong Answer", test=index, got=short(got), expected=short(raw_out))
+    finish(total, total)
+
+for index, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
+    namespace = fresh_namespace()
+    # As lcb_runner's mock: stdin and open() (e.g. open(0).read()) both give the test input.
+    namespace["open"] = lambda *args, _text=raw_in, **kwargs: io.StringIO(_text)
+    sys.stdin = io.StringIO(raw_in)
+    captured = sys.stdout = io.StringIO()
+    signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
+    try:
+        exec(compiled, namespace)
+    except SystemExit:
+        pass
+    except TestTimeout:
+        finish(index, total, "Time Limit Exceeded", test=index)
+    except BaseException as exc:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        finish(index, total, "Runtime Error", test=index, message=short(repr(exc)))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    sys.stdout = sys.__stdout__
+    got = captured.getvalue()
+    if not same_output(got, raw_out):
+        finish(index, total, "Wrong Answer", test=index, got=short(got), expected=short(raw_out))
+finish(total, total)
+"""
+
+
+def item_limits(tests: int, timeout_s: float = PER_TEST_TIMEOUT_S, memory_bytes: int = ITEM_MEMORY_BYTES) -> Limits:
+    """The sandbox limits of one item: lcb_runner's global bound (timeout + 1) x tests + 5 s
+    on the wall clock and, as the whole item is one process, on its CPU time."""
+    wall = (timeout_s + 1) * tests + 5
+    return Limits(
+        cpu_seconds=int(wall) + 1,
+        wall_seconds=wall,
+        memory_bytes=memory_bytes,
+        file_size_bytes=16 << 20,
+        processes=32,
+        open_files=64,
+        output_bytes=1 << 20,
+    )
+
+
+def grade(
+    code: str | None,
+    tests: TestSuite,
+    *,
+    timeout_s: float = PER_TEST_TIMEOUT_S,
+    memory_bytes: int = ITEM_MEMORY_BYTES,
+    network: str = "auto",
+) -> Verdict:
+    """Run ``code`` against every test of ``tests`` in one sandboxed process."""
+    if not code:
+        return Verdict(False, "no code extracted from the output", 0, len(tests))
+    payload = json.dumps(
+        {"code": code, "inputs": tests.inputs, "outputs": tests.outputs, "fn_name": tests.fn_name, "timeout": timeout_s}
+    )
+    result = run_python(
+        _HARNESS,
+        payload,
+        item_limits(len(tests), timeout_s, memory_bytes),
+        network=network,  # type: ignore[arg-type]
+    )
+    try:
+        report = json.loads(result.stdout)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        why = result.killed or f"exit status {result.returncode}"
+        tail = result.stderr[-300:].decode(errors="replace")
+        return Verdict(False, f"the test process ended without a verdict ({why}): {tail}", 0, len(tests))
+    passed = report["error"] is None and report["passed"] == report["total"] == len(tests)
+    reason = "all tests passed" if passed else f"{report['error']} after {report['passed']}/{report['total']} tests"
+    return Verdict(passed, reason, int(report["passed"]), int(report["total"]), report.get("details") or {})
+
+
+def _grade_item(args: tuple[str | None, TestSuite, float, int, str]) -> Verdict:
+    code, tests, timeout_s, memory_bytes, network = args
+    return grade(code, tests, timeout_s=timeout_s, memory_bytes=memory_bytes, network=network)
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def pool_size(memory_bytes: int = ITEM_MEMORY_BYTES, requested: int | None = None) -> int:
+    """Parallel items: the cores, fewer when the available memory cannot hold that many items at
+    their memory limit (never below one), and at most ``requested``."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    available = _available_memory()
+    by_memory = max(1, available // memory_bytes) if available else cores
+    size = max(1, min(cores, by_memory))
+    return min(size, requested) if requested else size
+
+
+def grade_many(
+    items: Sequence[tuple[str | None, TestSuite]],
+    *,
+    workers: int | None = None,
+    timeout_s: float = PER_TEST_TIMEOUT_S,
+    memory_bytes: int = ITEM_MEMORY_BYTES,
+    network: str = "auto",
+) -> list[Verdict]:
+    """Grade ``(code, tests)`` items, at most ``pool_size`` sandboxes at a time; verdicts in
+    input order.
+
+    The work happens in the sandbox processes, so the pool is of threads that each start one
+    sandbox and wait on its pipes. A process pool would add nothing but its hazards: spawn and
+    forkserver workers re-import the main module (a Snakemake script without a ``__main__``
+    guard would run again), fork workers copy whatever threads the evaluator holds. The
+    sandbox's child setup only makes system calls through functions loaded beforehand, no
+    imports or locks, which is what makes starting it from a thread safe."""
+    if not items:
+        return []
+    size = pool_size(memory_bytes, workers)
+    work = [(code, tests, timeout_s, memory_bytes, network) for code, tests in items]
+    if size == 1 or len(items) == 1:
+        return [_grade_item(item) for item in work]
+    with ThreadPoolExecutor(max_workers=min(size, len(items)), thread_name_prefix="lcb-sandbox") as pool:
+        return list(pool.map(_grade_item, work))
