@@ -62,6 +62,28 @@ def default_config() -> dict:
     return copy.deepcopy(load_yaml(DEFAULT_CONFIG))
 
 
+def save_tiny_llama(path: Path, *, seed: int = 0, layers: int = 2, max_shard_size: str | None = None) -> Path:
+    """A random bf16 Llama (hidden 64, intermediate 128, 4 heads / 2 KV heads, vocab 128) saved
+    with transformers at ``path``: the quantization tests' model (nothing touches the network)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(path, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
+    return path
+
+
 def make_workdir(tmp_path: Path) -> Path:
     """A copy of the workflow's entry files in tmp_path, so runs never touch the checkout."""
     work = tmp_path / "work"

@@ -44,22 +44,9 @@ def _read_tensors(directory: Path) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def src_dir(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from conftest import save_tiny_llama
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=N_LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
-    path = tmp_path_factory.mktemp("src") / "tiny-llama"
-    model.save_pretrained(path)
+    path = save_tiny_llama(tmp_path_factory.mktemp("src") / "tiny-llama", layers=N_LAYERS)
     # Tokenizer files are only copied byte for byte, so any content will do.
     for name, text in SIDE_FILES.items():
         (path / name).write_text(text)

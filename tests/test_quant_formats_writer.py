@@ -48,22 +48,9 @@ def _tensors(directory: Path) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def src_dir(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from conftest import save_tiny_llama
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=N_LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-    path = tmp_path_factory.mktemp("src") / "tiny-llama"
-    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
-    return path
+    return save_tiny_llama(tmp_path_factory.mktemp("src") / "tiny-llama", layers=N_LAYERS)
 
 
 CALIBRATION = {

@@ -43,21 +43,11 @@ def _tensors(directory: Path) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from conftest import save_tiny_llama
 
-    torch.manual_seed(1)
-    config = LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=N_LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
+    path = save_tiny_llama(
+        tmp_path_factory.mktemp("src") / "tiny-llama", seed=1, layers=N_LAYERS, max_shard_size="60KB"
     )
-    path = tmp_path_factory.mktemp("src") / "tiny-llama"
-    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path, max_shard_size="60KB")
     assert len(list(path.glob("*.safetensors"))) > 2
     return path
 

@@ -40,21 +40,9 @@ Q0 = "model.layers.0.self_attn.q_proj"
 
 @pytest.fixture(scope="module")
 def ref(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from conftest import save_tiny_llama
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-    path = tmp_path_factory.mktemp("ref") / "tiny-llama"
-    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
+    path = save_tiny_llama(tmp_path_factory.mktemp("ref") / "tiny-llama")
     (path / "tokenizer_config.json").write_text('{"model_max_length": 128}\n')
     return path
 

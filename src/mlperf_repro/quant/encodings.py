@@ -269,31 +269,23 @@ class NVFP4Encoding(Encoding):
         packed, scales, g = nvfp4.quantize_nvfp4(flat, "weight_scale_2", amax=act_amax or 0.0)
         return nvfp4.dequantize_nvfp4(packed, scales, torch.float32, g).reshape(x.shape).to(x.dtype)
 
+    def _specs(self, dynamic_blocks: bool) -> list[dict]:
+        """Quark's NVFP4 spec pair: the FP4 group-16 spec and the static FP8 per-tensor scale's."""
+        fp4 = _spec(
+            "fp4",
+            "per_group",
+            dynamic=dynamic_blocks,
+            group=self.group,
+            scale_format="fp8_e4m3",
+            observer="PerBlockNVFP4Observer",
+        )
+        return [fp4, _spec("fp8_e4m3", "per_tensor", dynamic=False, scale_quant=True)]
+
     def weight_spec(self):
-        return [
-            _spec(
-                "fp4",
-                "per_group",
-                dynamic=False,
-                group=self.group,
-                scale_format="fp8_e4m3",
-                observer="PerBlockNVFP4Observer",
-            ),
-            _spec("fp8_e4m3", "per_tensor", dynamic=False, scale_quant=True),
-        ]
+        return self._specs(dynamic_blocks=False)
 
     def input_spec(self):
-        return [
-            _spec(
-                "fp4",
-                "per_group",
-                dynamic=True,
-                group=self.group,
-                scale_format="fp8_e4m3",
-                observer="PerBlockNVFP4Observer",
-            ),
-            _spec("fp8_e4m3", "per_tensor", dynamic=False, scale_quant=True),
-        ]
+        return self._specs(dynamic_blocks=True)  # activation block scales are computed at run time
 
 
 def encoding_for(scheme: str, layout: str | None = None, scale_mode: str = "even") -> Encoding:
