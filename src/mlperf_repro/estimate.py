@@ -375,6 +375,18 @@ class Estimator:
             builtin = self.config["datasets"][dataset]["source"].startswith("builtin:")
             wall = self.assume.light_job_s if builtin else size / (self.assume.download_mb_per_s * 1e6)
             row.add("acquire_dataset", wall, disk_bytes=size, dataset=dataset, samples=samples)
+        # A calibration set no benchmark runs on (quantization.<recipe>.calibration.dataset).
+        benchmark_datasets = {plan.benchmark_cfg(b)["dataset"] for b in plan.benchmarks}
+        for model, recipe in plan.quantized_models:
+            source = plan.calibration_source(model, recipe)
+            if source is None or source[0] in benchmark_datasets:
+                continue
+            benchmark_datasets.add(source[0])
+            samples = (self.config["quantization"][recipe].get("calibration") or {}).get("samples", 32)
+            size = samples * self.assume.dataset_bytes_per_sample
+            builtin = self.config["datasets"][source[0]]["source"].startswith("builtin:")
+            wall = self.assume.light_job_s if builtin else size / (self.assume.download_mb_per_s * 1e6)
+            row.add("acquire_dataset", wall, disk_bytes=size, dataset=source[0], samples=samples, calibration=recipe)
         return row
 
     def quantize(self) -> Row:
