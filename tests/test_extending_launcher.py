@@ -146,7 +146,9 @@ def test_config_validation_takes_the_registered_launchers(toy_launcher):
         return config
 
     validate_config(config_with("external"), SCHEMA, launchers=LAUNCHERS)
-    with pytest.raises(UserError, match=r"endpoints.launch: 'slrum' is not one of .*'external'.*'slurm'"):
+    with pytest.raises(
+        UserError, match=r"endpoints.launch: 'slrum' is not allowed; allowed values: external, kubernetes, local, slurm"
+    ):
         validate_config(config_with("slrum"), SCHEMA, launchers=LAUNCHERS)
     with pytest.raises(UserError, match="endpoints.launch: 'toy-sim'"):
         validate_config(config_with("toy-sim"), SCHEMA, launchers=LAUNCHERS)
