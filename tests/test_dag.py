@@ -6,7 +6,7 @@ import re
 
 import pytest
 import yaml
-from conftest import REPO, make_workdir, run_snakemake
+from conftest import REPO, make_workdir, run_snakemake, slow_after
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -95,7 +95,7 @@ def test_compare_from_the_config(tmp_path, default_config):
         assert f"results/compare/{stem}.html" in result.stdout
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in (REPO / "config" / "examples").glob("*.yaml")))
+@pytest.mark.parametrize("example", slow_after(sorted(p.name for p in (REPO / "config" / "examples").glob("*.yaml"))))
 def test_every_example_config_validates_and_plans(tmp_path, example):
     work = make_workdir(tmp_path)
     result = run_snakemake(work, "-n", "--cores", "2", "--configfile", f"config/examples/{example}", timeout=120)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import yaml
-from conftest import DEFAULT_CONFIG, REPO, SCHEMA, make_workdir, run_snakemake
+from conftest import DEFAULT_CONFIG, REPO, SCHEMA, make_workdir, run_snakemake, slow_after
 from test_dag import job_counts
 
 from mlperf_repro.cli import main as cli_main
@@ -175,7 +175,7 @@ def test_mi355x_llama2_70b_by_hand():
     )
 
 
-@pytest.mark.parametrize("path", [DEFAULT_CONFIG, *EXAMPLES], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", slow_after([DEFAULT_CONFIG, *EXAMPLES]), ids=lambda p: p.name)
 def test_jobs_match_the_dag(tmp_path, path):
     """Every config: the plan view runs, and its jobs per rule are Snakemake's dry-run DAG."""
     est = estimate_file(str(path), str(SCHEMA))

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, SCHEMA, make_workdir, run_snakemake
+from conftest import REPO, SCHEMA, make_workdir, run_snakemake, slow_after
 from test_dag import job_counts
 
 from mlperf_repro.cluster.kubernetes import render, validate_manifest
@@ -58,7 +58,7 @@ def local_rules() -> set[str]:
     return names | {"all"}
 
 
-@pytest.mark.parametrize("configfile", CONFIGS)
+@pytest.mark.parametrize("configfile", slow_after(CONFIGS))  # the examples: slow
 def test_every_submitted_job_of_the_dag_renders_a_valid_job(workdir, configfile):
     jobs = rendered(workdir, configfile)
     dry_run = run_snakemake(workdir, "-n", "--cores", "2", "--configfile", configfile, timeout=300)

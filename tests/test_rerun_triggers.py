@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DEFAULT_CONFIG, make_workdir, run_snakemake
+from conftest import DEFAULT_CONFIG, make_workdir, run_snakemake, slow_after
 
 SYSTEM = "cpu-2c-vllm"
 BENCH = "tiny-llama-mxfp4"
@@ -198,7 +198,7 @@ def test_the_table_covers_enough_edits():
     assert len({name for name, _, _ in EDITS}) == len(EDITS)
 
 
-@pytest.mark.parametrize("name, edit, expected", EDITS, ids=[e[0] for e in EDITS])
+@pytest.mark.parametrize("name, edit, expected", slow_after(EDITS, keep=4), ids=[e[0] for e in EDITS])
 def test_an_edit_reruns_exactly_what_it_affects(finished, name, edit, expected):
     config = copy.deepcopy(baseline())
     edit(config)
