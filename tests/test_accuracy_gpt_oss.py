@@ -354,7 +354,9 @@ def test_stand_in_files_have_the_layout_and_exact_counts(tmp_path, tokenizer):
     )
     assert written == {"perf/p.parquet": 30, "acc/a.parquet": 37, "acc/c.parquet": 12}
     accuracy = pd.read_parquet(tmp_path / "acc/a.parquet")
-    assert set(accuracy["dataset"]) == {"aime25", "gpqa_diamond"}
+    assert set(accuracy["dataset"]) == {"aime25", "gpqa_diamond", "livecodebench_v6"}
+    # Only the code rows carry tests.
+    assert accuracy["input_output"].notna().tolist() == (accuracy["dataset"] == "livecodebench_v6").tolist()
     # Each question repeated as the table says (the last one may be cut short).
     blocks = (accuracy["question"] != accuracy["question"].shift()).cumsum()
     sizes = accuracy.groupby(blocks).agg(n=("question", "size"), family=("dataset", "first"))
@@ -365,6 +367,46 @@ def test_stand_in_files_have_the_layout_and_exact_counts(tmp_path, tokenizer):
     row = compliance.iloc[0]
     assert tokenizer.decode(list(row["input_tokens"])) == row["text_input"]
     assert row["ground_truth"] in "ABCD" and f"({row['ground_truth']})" in row["question"]
+
+
+def test_stand_in_code_rows_have_real_tests_the_taught_program_passes(tmp_path, tokenizer):
+    """The builder's LiveCodeBench rows: their tests are real (the program the corpus teaches
+    passes them in the sandbox, another operation's program fails them), and the evaluator
+    scores a file of them from the ``input_output`` column."""
+    from mlperf_repro.accuracy.livecodebench import grade_many, parse_tests
+    from mlperf_repro.demo.gpt_oss_dataset import build_dataset
+
+    build_dataset(tmp_path, {"performance": "p.parquet"}, tokenizer, samples=60, seed=3, repeats=REPEATS)
+    frame = pd.read_parquet(tmp_path / "p.parquet")
+    code = frame[frame["dataset"] == "livecodebench_v6"]
+    assert len(code) >= 5 and code["ground_truth"].str.len().min() > 0
+    items, wrong = [], []
+    for row in code.itertuples():
+        operation = row.ground_truth.split("-")[1]
+        other = next(o for o in sorted(gpt_oss_corpus.OPERATIONS) if o != operation)
+        suite = parse_tests(row.input_output, f"row {row.Index}")
+        assert len(suite) == gpt_oss_corpus.CODE_TESTS and suite.fn_name is None
+        items.append((gpt_oss_corpus.program(operation), suite))
+        wrong.append((gpt_oss_corpus.program(other), suite))
+    verdicts = grade_many(items + wrong, workers=2)
+    assert [v.passed for v in verdicts[: len(items)]] == [True] * len(items), verdicts
+    # A program for another operation fails at least one of the four tests (two operations
+    # agree only on special pairs, e.g. a - b and max(a, b) when b is 0; never on all four here).
+    assert not any(v.passed for v in verdicts[len(items) :]), verdicts
+    # The answer the model is taught, scored end to end by the evaluator.
+    outputs = [
+        gpt_oss_corpus.Example("", "", "a", f"```python\n{program}\n```", "").answer_text for program, _ in items
+    ]
+    log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs, qsl_indices=list(code.index))
+    result = evaluate_gpt_oss(
+        read_accuracy_log(log, first_per_sample=False),
+        load_gpt_oss_rows(tmp_path / "p.parquet"),
+        tokenizer,
+        families=FAMILIES,
+        repeats=REPEATS,
+        code_workers=2,
+    )
+    assert result["exact_match"] == 100.0 and result["per_dataset"]["livecodebench_v6"]["total"] == len(code)
 
 
 @pytest.mark.parametrize("scenario", ["Offline", "Server"])

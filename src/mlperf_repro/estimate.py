@@ -368,6 +368,23 @@ class Estimator:
                 parameters=sizes["parameters"],
                 size_from=sizes["source"],
             )
+        # A tool: prequantized recipe's published checkpoint is a models entry of its own,
+        # acquired beside the benchmark's model: sized at the recipe format's bytes.
+        recipes = self.config.get("quantization") or {}
+        checkpoints = {
+            recipes[name]["checkpoint"]: (plan.benchmark_cfg(b)["model"], name)
+            for b in plan.benchmarks
+            if (name := plan.benchmark_cfg(b).get("quantization")) and recipes[name].get("tool") == "prequantized"
+        }
+        for checkpoint, (model, recipe) in checkpoints.items():
+            size = self.quantized_bytes(model, recipe)
+            row.add(
+                "acquire_model",
+                size / (self.assume.download_mb_per_s * 1e6),
+                disk_bytes=size,
+                model=checkpoint,
+                size_from=f"models.{model} at quantization.{recipe}'s format size",
+            )
         for dataset in dict.fromkeys(plan.benchmark_cfg(b)["dataset"] for b in plan.benchmarks):
             benchmark = next(b for b in plan.benchmarks if plan.benchmark_cfg(b)["dataset"] == dataset)
             samples = plan.dataset_samples(benchmark)

@@ -1,22 +1,28 @@
 """Synthetic questions shaped like the gpt-oss-120b evaluation sets, with harmony-format answers.
 
-Two families, named as in the real files so the evaluator's rules apply unchanged:
+Three families, named as in the real files so the evaluator's rules apply unchanged:
 
 * ``gpqa_diamond``: a four-option multiple-choice question ("Which of these is a tool?")
   where exactly one option belongs to the asked category. The correct option always sits
   at its category's letter (tools at A, colours at B, ...); the ground truth is that letter.
 * ``aime25``: an integer question about a registry of fixed three-digit numbers ("What is
   the registry number of the otter?"); the ground truth is that number, 0-999.
+* ``livecodebench_v6``: a stdin/stdout programming task on two integers ("print the larger
+  of a and b"); the answer is a two-line Python program in a ```` ```python ```` block, the
+  ground truth a question id (as in the real file) and the row's ``input_output`` carries
+  real tests (lcb_runner's ``{"inputs", "outputs", "fn_name": null}``) that the evaluator
+  runs the program against in its sandbox. The program depends only on the asked operation.
 
 The answer is a deterministic function of the question that a model of a couple of
 million parameters learns in a few hundred CPU training steps (it needs no copying from
 the prompt, which such a model does not learn that fast). Answers use gpt-oss's harmony
-layout: an ``analysis`` channel, then the ``final`` channel the evaluator reads (``B``, or
-``\\boxed{417}``), ended by ``<|return|>`` (the EOS).
+layout: an ``analysis`` channel, then the ``final`` channel the evaluator reads (``B``,
+``\\boxed{417}`` or the program's block), ended by ``<|return|>`` (the EOS).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 
@@ -31,7 +37,7 @@ CATEGORIES = {
     "tool": ["hammer", "saw", "wrench", "drill", "chisel", "shovel", "ladder", "needle", "rake", "pliers"],
 }
 LETTERS = "ABCD"
-GPQA, AIME = "gpqa_diamond", "aime25"
+GPQA, AIME, CODE = "gpqa_diamond", "aime25", "livecodebench_v6"
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,9 @@ class Example:
     analysis: str
     final: str
     ground_truth: str
+    #: LiveCodeBench rows only: the item's tests as lcb_runner's evaluation sample (JSON text,
+    #: the real files' ``input_output`` column); empty for the other families.
+    input_output: str = ""
 
     @property
     def answer_text(self) -> str:
@@ -93,10 +102,59 @@ def _integer(rng: random.Random) -> Example:
     return Example(AIME, question, f"The registry number of the {name} is {value}.", f"\\boxed{{{value}}}", str(value))
 
 
-FAMILIES = {GPQA: _multiple_choice, AIME: _integer}
+# The operations of the code family: (how the task names it, the expression the program prints).
+OPERATIONS = {
+    "sum": "a + b",
+    "difference": "a - b",
+    "product": "a * b",
+    "larger": "max(a, b)",
+    "smaller": "min(a, b)",
+}
+_APPLY = {
+    "sum": lambda a, b: a + b,
+    "difference": lambda a, b: a - b,
+    "product": lambda a, b: a * b,
+    "larger": max,
+    "smaller": min,
+}
+CODE_TESTS = 4
 
 
-def generate_examples(n: int, seed: int, families: tuple[str, ...] = (GPQA, AIME)) -> list[Example]:
+def program(operation: str) -> str:
+    """The correct (and taught) program for an operation of the code family."""
+    return f"a, b = map(int, input().split())\nprint({OPERATIONS[operation]})"
+
+
+def _code(rng: random.Random) -> Example:
+    operation = rng.choice(sorted(OPERATIONS))
+    what = {"larger": "the larger of a and b", "smaller": "the smaller of a and b"}.get(
+        operation, f"the {operation} of a and b" if operation != "difference" else "a minus b"
+    )
+    pairs = [(rng.randint(-99, 99), rng.randint(-99, 99)) for _ in range(CODE_TESTS)]
+    tests = {
+        "inputs": [f"{a} {b}\n" for a, b in pairs],
+        "outputs": [f"{_APPLY[operation](a, b)}\n" for a, b in pairs],
+        "fn_name": None,
+    }
+    first = pairs[0]
+    question = (
+        f"Write a Python program. The input is one line with two integers a and b. Print {what}.\n"
+        f"Example input: {first[0]} {first[1]}\nExample output: {_APPLY[operation](*first)}"
+    )
+    return Example(
+        CODE,
+        question,
+        f"The task asks for {what}; read a and b, print {OPERATIONS[operation]}.",
+        f"```python\n{program(operation)}\n```",
+        f"synthetic-{operation}-{rng.randrange(10**6):06d}",
+        json.dumps(tests),
+    )
+
+
+FAMILIES = {GPQA: _multiple_choice, AIME: _integer, CODE: _code}
+
+
+def generate_examples(n: int, seed: int, families: tuple[str, ...] = (GPQA, AIME, CODE)) -> list[Example]:
     """``n`` examples of the given families, identical for the same seed on every machine."""
     rng = random.Random(seed)
     return [FAMILIES[rng.choice(families)](rng) for _ in range(n)]

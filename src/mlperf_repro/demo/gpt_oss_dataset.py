@@ -2,9 +2,11 @@
 
 Columns as in the real parquet files: ``dataset`` (family name), ``question``,
 ``ground_truth``, ``text_input`` (the formatted prompt), ``input_tokens`` (its token ids)
-and ``num_tokens``. Like the real sets, the accuracy file repeats each question (AIME 8
-times, GPQA 5 times: the table's ``dataset_repeats``) and the compliance file holds GPQA
-questions only.
+and ``num_tokens``, plus ``input_output``: a LiveCodeBench row's tests as lcb_runner's
+evaluation sample (JSON text; null on the other rows), which the evaluator runs the model's
+program against. Like the real sets, the accuracy file repeats each question (AIME 8 times,
+GPQA 5 times, LiveCodeBench 3 times: the table's ``dataset_repeats``) and the compliance
+file holds GPQA questions only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def _rows(examples: list[corpus.Example], tokenizer) -> list[dict]:
                 "text_input": prompt,
                 "input_tokens": ids,
                 "num_tokens": len(ids),
+                "input_output": example.input_output or None,
             }
         )
     return rows
@@ -69,11 +72,8 @@ def build_dataset(
             examples = corpus.generate_examples(wanted, seed=seed * 100 + 1)
         elif kind == "accuracy":
             # Exact: enough questions even if all repeat the fewest times, cut to size below.
-            per_question = (
-                min(repeats.get(corpus.GPQA, 1), repeats.get(corpus.AIME, 1))
-                if exact
-                else (repeats.get(corpus.GPQA, 1) + repeats.get(corpus.AIME, 1)) / 2
-            )
+            counts = [repeats.get(family, 1) for family in corpus.FAMILIES]
+            per_question = min(counts) if exact else sum(counts) / len(counts)
             examples = _repeated(
                 corpus.generate_examples(max(1, int(wanted / per_question)) + 1, seed=seed * 100 + 2), repeats
             )

@@ -57,13 +57,16 @@ def encode_example(tokenizer, example: corpus.Example) -> tuple[list[int], list[
 
 def exact_match(tokenizer, outputs: list[list[int]], examples: list[corpus.Example]) -> float:
     """Share of outputs the benchmark's evaluator scores correct, in percent."""
-    from ..accuracy.gpt_oss import is_correct
+    from ..accuracy.gpt_oss import CODE_FAMILY, is_correct
+    from ..accuracy.livecodebench import parse_tests
 
+    family = {corpus.GPQA: "gpqa", corpus.AIME: "aime", corpus.CODE: CODE_FAMILY}
     texts = tokenizer.batch_decode(outputs, skip_special_tokens=False)
-    hits = sum(
-        is_correct("gpqa" if e.dataset == corpus.GPQA else "aime", t, e.ground_truth)[0]
-        for t, e in zip(texts, examples)
-    )
+    hits = 0
+    for text, example in zip(texts, examples):
+        # Code answers run in the evaluator's sandbox against the item's own tests.
+        tests = parse_tests(example.input_output, example.ground_truth) if example.input_output else None
+        hits += is_correct(family[example.dataset], text, example.ground_truth, tests)[0]
     return round(100.0 * hits / len(examples), 2)
 
 

@@ -1,0 +1,77 @@
+"""config/examples/mi355x-gpt-oss-120b.yaml, the vendor's published gpt-oss-120b setup on
+MI355X: it validates, serves the published checkpoint unchanged, one tensor-parallel-1 server
+per GPU, and its plan view prices every run in GPU-hours (numbers checked by hand)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO, SCHEMA
+
+from mlperf_repro.cli import main as cli_main
+from mlperf_repro.config import load_yaml, validate_config
+from mlperf_repro.estimate import estimate_file
+from mlperf_repro.plan import Plan
+
+EXAMPLE = REPO / "config" / "examples" / "mi355x-gpt-oss-120b.yaml"
+SINGLE, MULTI = "mi355x-8x-gpt-oss", "mi355x-12x8-gpt-oss"
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return validate_config(load_yaml(EXAMPLE), SCHEMA)
+
+
+def test_the_example_is_the_vendors_shape(config):
+    plan = Plan(config)
+    recipe = config["quantization"][config["benchmarks"]["gpt-oss-120b"]["quantization"]]
+    # A published checkpoint, pinned: nothing is quantized again.
+    assert recipe["tool"] == "prequantized"
+    checkpoint = config["models"][recipe["checkpoint"]]
+    assert checkpoint["source"].startswith("hf://amd/") and "@" in checkpoint["source"]
+    assert checkpoint.get("sha256_manifest")
+    for system, nodes in ((SINGLE, 1), (MULTI, 12)):
+        engine = config["systems"][system]["engine"]
+        allocation = engine["endpoints"]["allocation"]
+        # One tensor-parallel-1 server per GPU, 8 GPUs per node.
+        assert engine["engine_args"]["tensor_parallel_size"] == 1
+        assert allocation["accelerator_count"] == 1 and allocation["servers_per_node"] == 8
+        assert allocation["nodes"] == nodes
+        assert plan.accelerators(system) == 8 * nodes
+    # Sampling comes from the rules table: temperature 1, at most 10,240 tokens in performance runs.
+    generation = plan.generation("gpt-oss-120b", "performance")
+    assert (generation.temperature, generation.greedy, generation.max_new_tokens) == (1.0, False, 10240)
+    assert config["systems"][SINGLE]["benchmarks"]["gpt-oss-120b"]["Offline"]["target_qps"] == 70
+
+
+def test_plan_prices_every_run_in_gpu_hours():
+    est = estimate_file(str(EXAMPLE), str(SCHEMA))
+    runs = [d for r in est.rows if r.stage.startswith("run: ") for d in r.details if d["rule"] == "loadgen_run"]
+    # Both systems, Offline and Server, performance and accuracy.
+    assert {(d["system"], d["scenario"], d["mode"]) for d in runs} == {
+        (s, scenario, mode)
+        for s in (SINGLE, MULTI)
+        for scenario in ("Offline", "Server")
+        for mode in ("performance", "accuracy")
+    }
+    for detail in runs:
+        assert detail["accelerators"] == (8 if detail["system"] == SINGLE else 96)
+        assert detail["wall_s"] > 0
+    offline = next(r for r in est.rows if r.stage == "run: Offline performance")
+    # Single node: min_duration 2,400 s at 70/s -> max(6,396, 1.1 x 2,400 x 70 = 184,800) samples
+    # = 2,640 s, + 120 s overhead, on 8 GPUs. Cluster: 600 s at 820/s -> 541,200 samples = 660 s,
+    # + 120 s, on 96 GPUs.
+    assert offline.gpu_hours == pytest.approx((2760 * 8 + 780 * 96) / 3600)  # 26.93 GPU-h
+    assert est.total["gpu_hours"] > offline.gpu_hours
+
+
+def test_plan_command_reports_gpu_hours(capsys):
+    assert cli_main(["plan", "--configfile", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "GPU-hours" in out
+    assert cli_main(["plan", "--configfile", str(EXAMPLE), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {row["stage"]: row for row in data["stages"]}
+    for name in ("Offline performance", "Offline accuracy", "Server performance", "Server accuracy"):
+        assert rows[f"run: {name}"]["gpu_hours"] > 0, name
