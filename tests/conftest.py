@@ -47,8 +47,17 @@ STAGES: dict[str, tuple[str, ...]] = {
 
 def slow_after(values, keep: int = 1) -> list:
     """Parameters for a test that runs once per value (per example config, per edit): the first
-    ``keep`` stay in the fast loop, the rest are marked slow (the full suite runs them all)."""
-    return [value if i < keep else pytest.param(value, marks=pytest.mark.slow) for i, value in enumerate(values)]
+    ``keep`` stay in the fast loop, the rest are marked slow (the full suite runs them all).
+    A tuple is one test's several arguments."""
+    slow = pytest.mark.slow
+    return [
+        value
+        if i < keep
+        else pytest.param(*value, marks=slow)
+        if isinstance(value, tuple)
+        else pytest.param(value, marks=slow)
+        for i, value in enumerate(values)
+    ]
 
 
 def stages_of(filename: str) -> list[str]:
