@@ -91,6 +91,9 @@ def run_quark(
     }
     (work / "args.json").write_text(json.dumps(args, indent=2))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    # Quark's torch compiles with inductor: its own cache, since another torch build's (vLLM's,
+    # in /tmp/torchinductor_<user>) made its C++ compile fail ("'at::vec' has not been declared").
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(work_dir) / "inductor-cache"))
     log = work / "quark.log"
     with open(log, "w") as handle:
         proc = subprocess.run(
