@@ -54,12 +54,18 @@ def _calibration(path: str, torch: Any) -> list[Any]:
 
 
 def run(args: dict[str, Any]) -> dict[str, Any]:
-    import torch
-    import transformers
-    from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
-    from quark.version import __version__ as quark_version
+    import os
+    from importlib.metadata import version
 
+    import torch
+
+    quark_version = version("amd-quark")
     device = args.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        # Quark's fake-quantize is torch.compile'd (inductor, mode max-autotune) by default: on a
+        # CPU that is a C++ build per shape, minutes on 2 cores, and it failed on a clean CI
+        # machine. QUARK_DISABLE_COMPILE is Quark's own switch to the same op run eagerly.
+        os.environ.setdefault("QUARK_DISABLE_COMPILE", "1")
     algorithms = [a.lower() for a in args.get("algorithms") or []]
     unknown = sorted(set(algorithms) - set(ALGORITHMS))
     if unknown:
@@ -69,6 +75,11 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
         blocked = [f"{a}: {NEEDS_GPU_FOR_MXFP4[a]}" for a in algorithms if a in NEEDS_GPU_FOR_MXFP4]
         if blocked:
             raise RunnerError("cannot run on CPU with amd-quark " + quark_version + ": " + "; ".join(blocked))
+    # Refused before this import: importing quark.torch takes about a minute on 2 cores (it parses
+    # every transformers modeling file looking for MoE expert classes).
+    import transformers
+    from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
+
     torch.manual_seed(int(args.get("seed", 0)))
     started = time.time()
     model = transformers.AutoModelForCausalLM.from_pretrained(args["model_dir"], dtype="auto").to(device).eval()
