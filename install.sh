@@ -34,9 +34,13 @@ if pip install --quiet "uv==0.13.9" >/dev/null 2>&1; then
         links+=(--find-links "$link")
     done
 fi
+# --compile-bytecode: uv writes no .pyc by default, and where PYTHONDONTWRITEBYTECODE is set (as
+# on this project's machines) Python never writes them either, so every process would compile
+# every module it imports from source: a Snakemake dry run took 13.4 s instead of 5.1 s.
 add() {
     if [ "$use_uv" = 1 ]; then
-        .venv/bin/python -m uv pip install --quiet --python .venv/bin/python ${links[@]+"${links[@]}"} "$@"
+        .venv/bin/python -m uv pip install --quiet --compile-bytecode --python .venv/bin/python \
+            ${links[@]+"${links[@]}"} "$@"
     else
         pip install --quiet "$@"
     fi
@@ -77,7 +81,7 @@ if [ "$want_quark" = 1 ]; then
             "$PYTHON" -m venv .venv-quark
         fi
         if [ "$use_uv" = 1 ]; then
-            .venv/bin/python -m uv pip install --quiet --python .venv-quark/bin/python \
+            .venv/bin/python -m uv pip install --quiet --compile-bytecode --python .venv-quark/bin/python \
                 ${links[@]+"${links[@]}"} -r envs/quark.txt
         else
             .venv-quark/bin/python -m pip --disable-pip-version-check install --quiet -r envs/quark.txt

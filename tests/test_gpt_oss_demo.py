@@ -1,10 +1,15 @@
 """gpt-oss-120b end to end on the CPU: config/examples/gpt-oss-demo.yaml cut to its smallest
-useful DAG (Offline and Interactive; the stand-in trained as the demo trains it; 40-row
-files), through the real workflow: training, the gpt-oss parquet layout with GPQA, AIME and
-LiveCodeBench rows, vLLM sampling at temperature 1.0, LoadGen, the exact-match evaluation
-(the LiveCodeBench programs run against their tests in the sandbox), an Interactive run
-under the round's TTFT/TPOT limits, TEST07 on the GPQA compliance file and TEST09,
-packaging and our check. Several minutes on 2 cores.
+useful DAG (Offline; the stand-in trained as the demo trains it; 40-row files), through the
+real workflow: training, the gpt-oss parquet layout with GPQA, AIME and LiveCodeBench rows,
+vLLM sampling at temperature 1.0, LoadGen, the exact-match evaluation (the LiveCodeBench
+programs run against their tests in the sandbox), TEST07 on the GPQA compliance file and
+TEST09, packaging and our check. Several minutes on 2 cores.
+
+The demo's Interactive run is not here: whether it is VALID under the round's p99 TPOT limit
+(15 ms) depends on what else the machine runs, a timing outcome, so it is a bench/README.md
+figure (gpt-oss demo Interactive). How an Interactive run is configured and judged is tested
+without a clock (test_plan_userconf.py, test_checker_rules.py) and through LoadGen in
+test_e2e.py.
 """
 
 from __future__ import annotations
@@ -39,22 +44,11 @@ def workdir(tmp_path_factory) -> Path:
     # half-learnt (about 37% sampled at 120 steps, 97% at 200).
     config["models"][BENCH]["builtin"].update(eval_examples=16)
     config["datasets"]["gpt-oss-synthetic"]["builtin"]["samples"] = 40
-    # Interactive keeps the demo's 480 queries: early stopping at p99 needs them.
-    config["test_scale"].update(
-        min_duration_ms=1000,
-        min_query_count={"Offline": 40, "Interactive": config["test_scale"]["min_query_count"]["Interactive"]},
-        performance_sample_count=40,
-    )
+    config["test_scale"].update(min_duration_ms=1000, min_query_count={"Offline": 40}, performance_sample_count=40)
     # Offline issues 1.1 x target_qps x min_duration samples: a target below the real rate
     # (~400 samples/s on 2 cores, faster on a quiet CI machine) ends the run before min_duration,
     # INVALID. Too high a target only makes the run longer (2200 samples: ~6 s here).
-    # Interactive: the demo config's arrival rate, chosen to leave TPOT room (module docstring
-    # of the demo config).
-    demo = config["systems"][SYSTEM]["benchmarks"][BENCH]
-    config["systems"][SYSTEM]["benchmarks"][BENCH] = {
-        "Offline": {"target_qps": 2000},
-        "Interactive": demo["Interactive"],
-    }
+    config["systems"][SYSTEM]["benchmarks"][BENCH] = {"Offline": {"target_qps": 2000}}
     (work / "gpt-oss.yaml").write_text(yaml.safe_dump(config))
     result = run_snakemake(work, "--cores", "2", "--configfile", "gpt-oss.yaml", timeout=1500)
     if result.returncode != 0:
@@ -92,25 +86,6 @@ def test_stand_in_meets_the_round_target_sampled_at_temperature_one(workdir):
     assert code, text
     assert int(code.group(2)) == (rows["dataset"] == "livecodebench_v6").sum()
     assert int(code.group(1)) >= 0.8 * int(code.group(2))
-
-
-def test_interactive_is_valid_under_the_round_limits(workdir):
-    """Interactive: LoadGen's Server scenario under the -interactive model name, judged on the
-    table's p99 limits (TTFT 2000 ms, TPOT 15 ms), never relaxed. The demo config's 4
-    queries/s is sized from the stand-in's 2.8 ms decode step. VALID on an idle 2-core host
-    (p99 TTFT 50.7 ms, TPOT 4.96 ms, 2026-12-01); beside another busy vLLM job it was not
-    (README, gpt-oss section)."""
-    limits = FACTS.latency_limits_ms("Interactive")
-    assert (limits["ttft"], limits["tpot"]) == (2000, 15)
-    folder = scenario_dir(workdir, "Interactive")
-    detail = read_detail(folder / "performance/run_1/mlperf_log_detail.txt")
-    assert detail["result_validity"] == "VALID", detail.get("result_invalid_reason")
-    assert detail["effective_scenario"] == "Server"
-    assert detail["requested_server_ttft_latency"] == limits["ttft"] * 1_000_000
-    assert detail["requested_server_tpot_latency"] == limits["tpot"] * 1_000_000
-    assert 0 < detail["result_first_token_99.00_percentile_latency_ns"] < limits["ttft"] * 1e6
-    assert 0 < detail["result_time_per_output_token_99.00_percentile_ns"] < limits["tpot"] * 1e6
-    assert "gpt-oss-120b-interactive.Server.target_qps" in (folder / "user.conf").read_text()
 
 
 def test_test07_scores_the_whole_compliance_set(workdir):

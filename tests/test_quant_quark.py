@@ -18,7 +18,7 @@ from mlperf_repro.errors import UserError
 from mlperf_repro.hashing import sha256_file
 from mlperf_repro.quant import quark_tool
 from mlperf_repro.quant.calibration import select_calibration
-from mlperf_repro.quant.tools import TOOLS, calibration_lines, quantize_recipe, transformations
+from mlperf_repro.quant.tools import TOOLS, calibration_lines, transformations
 from mlperf_repro.quant.validate import dequantized_shards, validate_checkpoint
 
 # Every test that runs Quark: slow, and skipped only when its environment is not built.
@@ -63,13 +63,56 @@ RECIPE = {
 }
 
 
+TARGET = "results/models/tiny-llama-vendor"
+
+
 @pytest.fixture(scope="module")
 def quark_run(model_dir, dataset_file, tmp_path_factory):
-    out = tmp_path_factory.mktemp("quark")
-    manifest = quantize_recipe(
-        str(model_dir), str(out / "q"), str(out / "e"), RECIPE, calibration_file=str(dataset_file)
+    """The recipe through the workflow's quantize rule, as a user runs it: the model and the
+    calibration dataset acquired from local folders against their checksums, Quark run in its
+    environment, the manifest written. One Quark run serves the tests that read its output
+    (importing quark.torch alone takes about a minute on 2 cores)."""
+    import shutil
+
+    import yaml
+    from conftest import DEFAULT_CONFIG, make_workdir, run_snakemake
+
+    from mlperf_repro.config import load_yaml
+    from mlperf_repro.fetch.entries import acquire_model_entry
+
+    root = tmp_path_factory.mktemp("quark")
+    work = make_workdir(root)
+    hub = root / "hub"
+    shutil.copytree(model_dir, hub / "tiny-llama")
+    (hub / "data").mkdir()
+    shutil.copyfile(dataset_file, hub / "data" / "calibration.pkl")
+    config = load_yaml(DEFAULT_CONFIG)
+    config["models"] = {
+        "tiny-llama": {
+            "source": f"file://{hub / 'tiny-llama'}",
+            "sha256": {p.name: sha256_file(p) for p in sorted((hub / "tiny-llama").iterdir())},
+        }
+    }
+    config["datasets"] = {
+        "openorca-synthetic": {
+            "source": f"file://{hub / 'data'}",
+            "file": "calibration.pkl",
+            "sha256": {"calibration.pkl": sha256_file(dataset_file)},
+        }
+    }
+    config["quantization"] = {"vendor": RECIPE}
+    for bench in config["benchmarks"].values():
+        bench["quantization"] = "vendor"
+    (work / "vendor.yaml").write_text(yaml.safe_dump(config))
+    # Acquired beforehand: the preflight's disk estimate would take it for llama2-70b (~140 GB).
+    acquire_model_entry(
+        config["models"]["tiny-llama"],
+        work / "resources/models/tiny-llama",
+        work / "results/acquire/models/tiny-llama.json",
     )
-    return out, manifest
+    result = run_snakemake(work, TARGET, "--cores", "2", "--configfile", "vendor.yaml", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return work
 
 
 def test_registered():
@@ -92,9 +135,9 @@ def test_calibration_rows_are_seeded(dataset_file):
 
 @_runs_quark
 def test_manifest_records_tool_version_and_calibration(quark_run, dataset_file):
-    out, manifest = quark_run
-    on_disk = json.loads((out / "q" / "quant_manifest.json").read_text())
-    assert on_disk == json.loads((out / "e" / "quant_manifest.json").read_text())
+    quantized, emulated = quark_run / TARGET, quark_run / f"{TARGET}-emulated"
+    on_disk = json.loads((quantized / "quant_manifest.json").read_text())
+    assert on_disk == json.loads((emulated / "quant_manifest.json").read_text())
     assert on_disk["tool"] == "quark" and on_disk["quark_version"] == "0.13"
     assert on_disk["software"]["amd-quark"] == "0.13"
     assert on_disk["calibration"]["sha256"] == sha256_file(dataset_file)
@@ -109,8 +152,8 @@ def test_manifest_records_tool_version_and_calibration(quark_run, dataset_file):
 
 @_runs_quark
 def test_checkpoint_is_quark_mxfp4_with_fp8_kv_and_validates(quark_run, model_dir):
-    out, _ = quark_run
-    qc = json.loads((out / "q" / "config.json").read_text())["quantization_config"]
+    quantized = quark_run / TARGET
+    qc = json.loads((quantized / "config.json").read_text())["quantization_config"]
     assert qc["quant_method"] == "quark" and qc["exclude"] == ["lm_head"]
     weight, act = qc["global_quant_config"]["weight"], qc["global_quant_config"]["input_tensors"]
     assert (weight["dtype"], weight["group_size"], weight["scale_format"], weight["is_dynamic"]) == (
@@ -123,10 +166,10 @@ def test_checkpoint_is_quark_mxfp4_with_fp8_kv_and_validates(quark_run, model_di
     assert act["dtype"] == "fp4" and act["is_dynamic"] is True
     assert qc["kv_cache_quant_config"]["*k_proj"]["output_tensors"]["dtype"] == "fp8_e4m3"
     assert [a["name"] for a in qc["algo_config"]] == ["gptq"]
-    report = validate_checkpoint(out / "q", model_dir)
+    report = validate_checkpoint(quantized, model_dir)
     assert report.ok, report.findings
     assert report.weight_format == "mxfp4" and len(report.quantized) == 14
-    assert (out / "q" / "tokenizer_config.json").is_file()
+    assert (quantized / "tokenizer_config.json").is_file()
 
 
 @_runs_quark
@@ -153,16 +196,16 @@ def test_our_codec_decodes_quarks_own_dequantization(model_dir, dataset_file, tm
 def test_emulated_copy_is_plain_bf16_of_the_decoded_weights(quark_run):
     from safetensors.torch import load_file
 
-    out, _ = quark_run
-    config = json.loads((out / "e" / "config.json").read_text())
+    quantized, copy = quark_run / TARGET, quark_run / f"{TARGET}-emulated"
+    config = json.loads((copy / "config.json").read_text())
     assert "quantization_config" not in config
     emulated = {}
-    for f in sorted((out / "e").glob("*.safetensors")):
+    for f in sorted(copy.glob("*.safetensors")):
         emulated.update(load_file(f))
     assert all(t.dtype == torch.bfloat16 for t in emulated.values())
     assert not any(n.endswith(("_scale", "output_scale")) for n in emulated)
     decoded = {}
-    for _, tensors in dequantized_shards(out / "q"):
+    for _, tensors in dequantized_shards(quantized):
         decoded.update(tensors)
     assert emulated.keys() == decoded.keys()
     assert all(torch.equal(emulated[n], decoded[n]) for n in decoded)
@@ -218,55 +261,12 @@ def test_quark_recipe_in_the_dag(tmp_path, default_config):
 
 
 @_runs_quark
-def test_quark_recipe_through_snakemake(model_dir, dataset_file, tmp_path, default_config):
-    """The quantize rule with a quark recipe: the model and the calibration dataset acquired from
-    local folders against their checksums, Quark run in its environment, the manifest written."""
-    import shutil
-
-    import yaml
-    from conftest import make_workdir, run_snakemake
-
-    from mlperf_repro.fetch.entries import acquire_model_entry
-
-    work = make_workdir(tmp_path)
-    hub = tmp_path / "hub"
-    shutil.copytree(model_dir, hub / "tiny-llama")
-    (hub / "data").mkdir()
-    shutil.copyfile(dataset_file, hub / "data" / "calibration.pkl")
-    config = default_config
-    config["models"] = {
-        "tiny-llama": {
-            "source": f"file://{hub / 'tiny-llama'}",
-            "sha256": {p.name: sha256_file(p) for p in sorted((hub / "tiny-llama").iterdir())},
-        }
-    }
-    config["datasets"] = {
-        "openorca-synthetic": {
-            "source": f"file://{hub / 'data'}",
-            "file": "calibration.pkl",
-            "sha256": {"calibration.pkl": sha256_file(dataset_file)},
-        }
-    }
-    config["quantization"] = {"vendor": {**RECIPE, "scheme": "mxfp4_weight_only"}}
-    for bench in config["benchmarks"].values():
-        bench["quantization"] = "vendor"
-    (work / "vendor.yaml").write_text(yaml.safe_dump(config))
-    # Acquired beforehand: the preflight's disk estimate would take it for llama2-70b (~140 GB).
-    acquire_model_entry(
-        config["models"]["tiny-llama"],
-        work / "resources/models/tiny-llama",
-        work / "results/acquire/models/tiny-llama.json",
-    )
-    target = "results/models/tiny-llama-vendor"
-    result = run_snakemake(work, target, "--cores", "2", "--configfile", "vendor.yaml", timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    manifest = json.loads((work / target / "quant_manifest.json").read_text())
+def test_calibration_rows_come_from_the_acquired_dataset(quark_run, dataset_file):
+    manifest = json.loads((quark_run / TARGET / "quant_manifest.json").read_text())
     assert manifest["tool"] == "quark" and manifest["validation"]["ok"]
     assert manifest["calibration"]["sha256"] == sha256_file(dataset_file)
     assert manifest["calibration"]["file"].endswith("resources/datasets/openorca-synthetic/calibration.pkl")
-    qc = json.loads((work / target / "config.json").read_text())["quantization_config"]
-    assert qc["quant_method"] == "quark" and qc["global_quant_config"]["input_tensors"] is None
-    assert (work / f"{target}-emulated" / "model.safetensors").is_file()
+    assert (quark_run / f"{TARGET}-emulated" / "model.safetensors").is_file()
 
 
 def test_preflight_names_a_missing_quark_env(default_config, tmp_path, monkeypatch):
