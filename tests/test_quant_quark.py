@@ -142,7 +142,9 @@ def test_manifest_records_tool_version_and_calibration(quark_run, dataset_file):
     assert on_disk["software"]["amd-quark"] == "0.13"
     assert on_disk["calibration"]["sha256"] == sha256_file(dataset_file)
     assert on_disk["calibration"]["seed"] == 3 and len(on_disk["calibration"]["rows"]) == 6
-    assert on_disk["recipe"] == RECIPE and on_disk["quark"]["algorithms"] == ["gptq"]
+    # The workflow's recipe: the config's, with the schema's defaults filled in.
+    assert on_disk["recipe"] == {**RECIPE, "exclude": ["lm_head"], "scale_mode": "even"}
+    assert on_disk["quark"]["algorithms"] == ["gptq"]
     # documentation/calibration.md and measurements.json name the tool, not the project codec
     text = "\n".join(calibration_lines(RECIPE, {}, on_disk))
     assert "AMD Quark 0.13" in text and on_disk["calibration"]["sha256"] in text and "gptq" in text
