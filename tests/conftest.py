@@ -77,6 +77,27 @@ def default_config() -> dict:
     return copy.deepcopy(load_yaml(DEFAULT_CONFIG))
 
 
+def write_recipe_config(work: Path, config: dict, name: str, recipe: dict) -> str:
+    """``config`` with every benchmark quantized by ``recipe`` (as ``quantization.<name>``),
+    written to ``work/<name>.yaml`` with its tiny-llama model acquired beforehand (the
+    preflight's disk estimate would take the model for llama2-70b, ~140 GB). Returns the
+    config file's name."""
+    import yaml
+
+    from mlperf_repro.fetch.entries import acquire_model_entry
+
+    config["quantization"] = {name: recipe}
+    for bench in config["benchmarks"].values():
+        bench["quantization"] = name
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    acquire_model_entry(
+        config["models"]["tiny-llama"],
+        work / "resources/models/tiny-llama",
+        work / "results/acquire/models/tiny-llama.json",
+    )
+    return f"{name}.yaml"
+
+
 def save_tiny_llama(path: Path, *, seed: int = 0, layers: int = 2, max_shard_size: str | None = None) -> Path:
     """A random bf16 Llama (hidden 64, intermediate 128, 4 heads / 2 KV heads, vocab 128) saved
     with transformers at ``path``: the quantization tests' model (nothing touches the network)."""

@@ -74,11 +74,9 @@ def quark_run(model_dir, dataset_file, tmp_path_factory):
     (importing quark.torch alone takes about a minute on 2 cores)."""
     import shutil
 
-    import yaml
-    from conftest import DEFAULT_CONFIG, make_workdir, run_snakemake
+    from conftest import DEFAULT_CONFIG, make_workdir, run_snakemake, write_recipe_config
 
     from mlperf_repro.config import load_yaml
-    from mlperf_repro.fetch.entries import acquire_model_entry
 
     root = tmp_path_factory.mktemp("quark")
     work = make_workdir(root)
@@ -100,17 +98,8 @@ def quark_run(model_dir, dataset_file, tmp_path_factory):
             "sha256": {"calibration.pkl": sha256_file(dataset_file)},
         }
     }
-    config["quantization"] = {"vendor": RECIPE}
-    for bench in config["benchmarks"].values():
-        bench["quantization"] = "vendor"
-    (work / "vendor.yaml").write_text(yaml.safe_dump(config))
-    # Acquired beforehand: the preflight's disk estimate would take it for llama2-70b (~140 GB).
-    acquire_model_entry(
-        config["models"]["tiny-llama"],
-        work / "resources/models/tiny-llama",
-        work / "results/acquire/models/tiny-llama.json",
-    )
-    result = run_snakemake(work, TARGET, "--cores", "2", "--configfile", "vendor.yaml", timeout=900)
+    configfile = write_recipe_config(work, config, "vendor", RECIPE)
+    result = run_snakemake(work, TARGET, "--cores", "2", "--configfile", configfile, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return work
 

@@ -566,7 +566,7 @@ def test_prequantized_recipe_in_the_dag(tmp_path, default_config):
 def test_prequantized_recipe_through_snakemake(ours, ref, tmp_path, default_config):
     """The quantize rule with a prequantized recipe: both models acquired from local folders with
     their sha256 manifests, the checkpoint validated and passed through, the bf16 copy written."""
-    from conftest import make_workdir, run_snakemake
+    from conftest import make_workdir, run_snakemake, write_recipe_config
 
     work = make_workdir(tmp_path)
     ref_manifest = _publish(ref, tmp_path / "hub" / "tiny-llama")
@@ -580,18 +580,10 @@ def test_prequantized_recipe_through_snakemake(ours, ref, tmp_path, default_conf
         },
     }
     config["datasets"]["openorca-synthetic"]["builtin"]["model"] = "tiny-llama"
-    config["quantization"] = {"pub": {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4_weight_only"}}
-    for bench in config["benchmarks"].values():
-        bench["quantization"] = "pub"
-    (work / "pub.yaml").write_text(yaml.safe_dump(config))
-    # Acquired beforehand: the preflight's disk estimate would take it for llama2-70b (~140 GB).
-    acquire_model_entry(
-        config["models"]["tiny-llama"],
-        work / "resources/models/tiny-llama",
-        work / "results/acquire/models/tiny-llama.json",
-    )
+    recipe = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4_weight_only"}
+    configfile = write_recipe_config(work, config, "pub", recipe)
     target = "results/models/tiny-llama-pub"
-    result = run_snakemake(work, target, "--cores", "2", "--configfile", "pub.yaml", timeout=300)
+    result = run_snakemake(work, target, "--cores", "2", "--configfile", configfile, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     manifest = json.loads((work / target / "quant_manifest.json").read_text())
     assert manifest["tool"] == "prequantized" and manifest["validation"]["ok"]
