@@ -175,3 +175,38 @@ def test_a_scaling_run_asks_only_for_the_nodes_of_its_servers(default_config):
     assert [plan.nodes(system, n) for n in (1, 2, 3, 6)] == [1, 1, 2, 3]
     assert [plan.server_tasks(system, n) for n in (1, 3, 6)] == [2, 3, 6]
     assert [plan.accelerators(system, n) for n in (1, 3, 6)] == [4, 12, 24]
+
+
+def test_false_switches_become_no_flags_and_none_leaves_a_flag_off():
+    from mlperf_repro.launch.common import engine_args_to_flags
+
+    flags = engine_args_to_flags(
+        {"enable_prefix_caching": False, "enforce_eager": True, "disable_log_stats": False, "seed": None}
+    )
+    # disable_log_stats has no --no- form in vLLM: false leaves it off.
+    assert flags == ["--no-enable-prefix-caching", "--enforce-eager"]
+
+
+@pytest.mark.slow
+def test_vllms_own_parser_takes_the_vendor_flags_and_knows_our_plain_switches():
+    """The vendor's gpt-oss engine arguments (with their false switches) through the real
+    ``vllm serve`` argument parser of the installed vLLM; and our list of switches without a
+    ``--no-`` form is exactly vLLM's."""
+    import argparse
+
+    from conftest import REPO
+
+    from mlperf_repro.config import load_yaml
+    from mlperf_repro.launch.common import STORE_TRUE_ONLY_FLAGS, engine_args_to_flags
+
+    cli_args = pytest.importorskip("vllm.entrypoints.launchers.cli_args")
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = cli_args.make_arg_parser(FlexibleArgumentParser())
+    plain = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
+    assert plain == set(STORE_TRUE_ONLY_FLAGS)
+    example = load_yaml(REPO / "config" / "examples" / "mi355x-gpt-oss-120b.yaml")
+    engine_args = example["systems"]["mi355x-8x-gpt-oss"]["engine"]["engine_args"]
+    parsed = parser.parse_args(["--model", "m", *engine_args_to_flags(engine_args)])
+    assert parsed.enable_prefix_caching is False and parsed.enforce_eager is False
+    assert parsed.max_num_seqs == engine_args["max_num_seqs"]

@@ -16,14 +16,27 @@ from typing import Any
 from ..errors import UserError
 
 
+# ``vllm serve`` flags that are plain switches (no ``--no-`` form, default off): false
+# means "leave the flag off". Every other boolean engine argument is an
+# argparse.BooleanOptionalAction in vLLM 0.32, so false is written as ``--no-FLAG`` and
+# turns off a default that is on (``enable_prefix_caching: false``, as vendors set it).
+STORE_TRUE_ONLY_FLAGS = frozenset(
+    {"headless", "grpc", "data_parallel_multi_port_external_lb", "disable_log_stats", "aggregate_engine_logging"}
+)
+
+
 def engine_args_to_flags(engine_args: dict[str, Any]) -> list[str]:
-    """``{"max_model_len": 2048, "enforce_eager": True}`` -> ``--max-model-len 2048 --enforce-eager``."""
+    """``{"max_model_len": 2048, "enforce_eager": True, "enable_prefix_caching": False}`` ->
+    ``--enable-prefix-caching ... --no-enable-prefix-caching``; None leaves a flag off."""
     flags: list[str] = []
     for key, value in sorted(engine_args.items()):
         flag = "--" + key.replace("_", "-")
         if value is True:
             flags.append(flag)
-        elif value is False or value is None:
+        elif value is False:
+            if key not in STORE_TRUE_ONLY_FLAGS:
+                flags.append("--no-" + key.replace("_", "-"))
+        elif value is None:
             continue
         elif isinstance(value, (dict, list)):
             import json
