@@ -64,6 +64,17 @@ def test_plan_prices_every_run_in_gpu_hours():
     # + 120 s, on 96 GPUs.
     assert offline.gpu_hours == pytest.approx((2760 * 8 + 780 * 96) / 3600)  # 26.93 GPU-h
     assert est.total["gpu_hours"] > offline.gpu_hours
+    # Accuracy runs cover the round's 4,395-row accuracy file, not the 6,396 performance rows:
+    # 4,395 at 70/s = 62.8 s (+ 120 s) on 8 GPUs; at 820/s = 5.36 s (+ 120 s) on 96.
+    accuracy = next(r for r in est.rows if r.stage == "run: Offline accuracy")
+    assert {d["queries"] for d in accuracy.details} == {4395}
+    assert accuracy.gpu_hours == pytest.approx(((4395 / 70 + 120) * 8 + (4395 / 820 + 120) * 96) / 3600)
+    evals = next(r for r in est.rows if r.stage == "accuracy")
+    assert {d["samples"] for d in evals.details if d["rule"] == "accuracy_eval"} == {4395}
+    # Server runs stop early, so LoadGen's default minimum of 100 queries applies (as in the
+    # vendor's published logs), and min_duration sets their length.
+    server = next(r for r in est.rows if r.stage == "run: Server performance")
+    assert all(d["queries"] == pytest.approx(d["test_seconds"] * 61.2) for d in server.details if d["system"] == SINGLE)
 
 
 def test_plan_command_reports_gpu_hours(capsys):

@@ -328,6 +328,9 @@ class Estimator:
         else:
             # Server/Interactive: Poisson arrivals at target_qps; SingleStream: back to back at
             # 1/target_qps each. Either way the run ends once both minimums are met.
+            # LoadGen's default, not the table's min_query_count (gpt-oss Server: 270,336): the
+            # checker applies that only to runs without early stopping, and Server runs stop
+            # early (published gpt-oss Server logs: effective_min_query_count 100).
             minimum = float(settings.get("min_query_count", rules["default_min_query_count"]))
             queries = max(minimum, duration_s * qps)
         if settings.get("max_query_count"):
@@ -450,7 +453,7 @@ class Estimator:
                     run = self.performance_run(settings, job.scenario, job.benchmark)
                     logs = self.assume.log_bytes_per_run
                 else:
-                    samples = plan.dataset_samples(job.benchmark)
+                    samples = plan.accuracy_samples(job.benchmark)
                     qps = float(settings["target_qps"])
                     run = {"queries": samples, "seconds": samples / qps, "target_qps": qps}
                     logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
@@ -476,7 +479,7 @@ class Estimator:
                 scenarios = plan.system_cfg(system)["benchmarks"][benchmark]
                 scenario = "Offline" if "Offline" in scenarios else next(iter(scenarios))
                 qps = float(scenarios[scenario]["target_qps"])
-                samples = plan.dataset_samples(benchmark)
+                samples = plan.accuracy_samples(benchmark)
                 row.add(
                     "reference_accuracy",
                     samples / qps + self.assume.run_overhead_s,
@@ -487,7 +490,7 @@ class Estimator:
                     throughput_from=scenario,
                 )
         for job in plan.jobs:
-            samples = plan.dataset_samples(job.benchmark)
+            samples = plan.accuracy_samples(job.benchmark)
             row.add(
                 "accuracy_eval",
                 self.assume.light_job_s + samples / self.assume.accuracy_eval_samples_per_s,

@@ -257,6 +257,14 @@ class Plan:
         builtin = dataset.get("builtin") or {}
         return int(builtin.get("samples", self.facts(benchmark).facts["dataset"]["samples"]))
 
+    def accuracy_samples(self, benchmark: str) -> int:
+        """Samples an accuracy run covers: the round's accuracy count where the benchmark has a
+        separate accuracy file (gpt-oss-120b: 4,395 of 6,396), else the whole dataset."""
+        separate = "accuracy_file" in self.facts(benchmark).facts.get("dataset", {})
+        if separate and not self.test_scale:
+            return self.facts(benchmark).accuracy_sample_count()
+        return self.dataset_samples(benchmark)
+
     def performance_sample_count(self, benchmark: str) -> int:
         samples = self.dataset_samples(benchmark)
         if self.test_scale:
