@@ -131,7 +131,8 @@ def test_scoring_weights_each_family_by_its_repeats(tmp_path, tokenizer):
         families=FAMILIES,
         repeats=REPEATS,
     )
-    assert result["exact_match"] == 75.0
+    # gpqa_diamond counts 1/5 (its repeats): (1/5 + 2) / (1/5 + 3).
+    assert result["exact_match"] == round(100 * 2.2 / 3.2, 3)
     assert result["per_dataset"] == {
         "aime25": {"correct": 4, "total": 8, "repeats": 8},
         "gpqa_diamond": {"correct": 5, "total": 5, "repeats": 5},
@@ -209,18 +210,21 @@ def test_livecodebench_rows_without_tests_are_refused_with_the_file_named(tmp_pa
         )
 
 
-def test_math500_rows_are_refused_with_the_file_named(tmp_path, tokenizer):
-    rows = [("gpqa_diamond", "A"), ("math500", "3")]
-    log = write_accuracy_log(tmp_path / "log.json", tokenizer, ["A", r"\boxed{3}"])
+def test_math500_rows_are_scored_by_their_boxed_answer(tmp_path, tokenizer):
+    rows = [("gpqa_diamond", "A"), ("math500", r"\frac{1}{2}"), ("math500", "(x+1)^2"), ("math500", "7")]
+    outputs = ["A", r"so \boxed{0.5}", r"\boxed{x^2+2x+1}", "seven, unboxed"]
+    log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs)
     dataset = write_dataset(tmp_path / "acc_eval_inputs.parquet", rows)
-    with pytest.raises(UserError, match=r"acc_eval_inputs\.parquet.*math500.*PRM800K"):
-        evaluate_gpt_oss(
-            read_accuracy_log(log, first_per_sample=False),
-            load_gpt_oss_rows(dataset),
-            tokenizer,
-            families=FAMILIES,
-            repeats=REPEATS,
-        )
+    result = evaluate_gpt_oss(
+        read_accuracy_log(log, first_per_sample=False),
+        load_gpt_oss_rows(dataset),
+        tokenizer,
+        families=FAMILIES,
+        repeats=REPEATS,
+    )
+    assert result["per_dataset"]["math500"] == {"correct": 2, "total": 3, "repeats": 1}
+    # gpqa_diamond counts 1/5 (its repeats): (1/5 + 2) / (1/5 + 3).
+    assert result["exact_match"] == round(100 * 2.2 / 3.2, 3)
 
 
 def test_accuracy_txt_is_read_by_the_checker_patterns(tmp_path, tokenizer, tokenizer_dir):

@@ -26,8 +26,11 @@ What the reference does, and so what this does:
   reference. The programs run in the sandbox of :mod:`.sandbox` (docs/sandbox.md), all code
   items of a log in parallel, at most :func:`.livecodebench.pool_size` at a time.
 
-MATH-500 answers are judged by the PRM800K grader, which does not run here: rows of that
-family raise a UserError naming the file. ``tokens_per_sample`` (mean output tokens, for the
+* MATH-500: the last ``\\boxed{...}`` of the whole text, judged by the PRM800K grader's rules
+  (:mod:`.math500`; its sympy step runs in the sandbox, all of a log's comparisons in one
+  program).
+
+``tokens_per_sample`` (mean output tokens, for the
 checker's upper bound) is added; the reference script does not print it.
 """
 
@@ -53,11 +56,8 @@ __all__ = [
     "parse_multiple_choice",
 ]
 
-# Families whose answers need something this module does not do (a symbolic math grader).
-UNSUPPORTED_FAMILIES = {
-    "math500": "the PRM800K symbolic answer grader",
-}
 CODE_FAMILY = "livecodebench"
+MATH_FAMILY = "math500"
 #: Dataset columns an item's LiveCodeBench tests are read from (:func:`.livecodebench.parse_tests`).
 TEST_COLUMN = "input_output"
 LCB_TEST_COLUMNS = ("public_test_cases", "private_test_cases", "metadata")
@@ -168,10 +168,12 @@ def is_correct(family: str, output: str, ground_truth: Any, tests: Any = None) -
         if code is None or not _text(ground_truth):
             return False, code
         return grade(code, tests).passed, code
-    raise UserError(
-        f"scoring the '{family}' family needs {UNSUPPORTED_FAMILIES.get(family, 'an evaluator')}, "
-        "which this workflow does not implement"
-    )
+    if family == MATH_FAMILY:
+        from .math500 import grade_math_answers, parse_boxed
+
+        parsed = parse_boxed(output)
+        return grade_math_answers([(parsed, ground_truth)])[0], parsed
+    raise UserError(f"the gpt-oss evaluation has no scoring rule for the '{family}' family")
 
 
 @dataclass
@@ -251,20 +253,15 @@ def evaluate_gpt_oss(
         name = rows.datasets[qsl_idx]
         if name not in groups:
             groups[name] = family_of(name, families)
-            if groups[name] in UNSUPPORTED_FAMILIES:
-                raise UserError(
-                    f"{rows.path} has '{name}' rows; scoring them needs "
-                    f"{UNSUPPORTED_FAMILIES[groups[name]]}, which this workflow does not implement "
-                    "(run the reference eval_mlperf_accuracy.py for this file)"
-                )
     texts = tokenizer.batch_decode([tokens.tolist() for _, tokens in entries], skip_special_tokens=False)
-    code_verdicts = _score_code_entries(entries, texts, rows, groups, code_workers)
+    verdicts = _score_code_entries(entries, texts, rows, groups, code_workers)
+    verdicts.update(_score_math_entries(entries, texts, rows, groups))
     stats: dict[str, dict[str, int]] = {}
     output_tokens = 0
     for position, ((qsl_idx, tokens), text) in enumerate(zip(entries, texts)):
         name = rows.datasets[qsl_idx].lower()
-        if position in code_verdicts:
-            correct = code_verdicts[position]
+        if position in verdicts:
+            correct = verdicts[position]
         else:
             correct, _ = is_correct(groups[rows.datasets[qsl_idx]], text, rows.ground_truths[qsl_idx])
         entry = stats.setdefault(name, {"correct": 0, "total": 0})
@@ -311,6 +308,18 @@ def _score_code_entries(
     for (position, _, _), verdict in zip(work, graded):
         verdicts[position] = verdict.passed
     return verdicts
+
+
+def _score_math_entries(
+    entries: Sequence[tuple[int, np.ndarray]], texts: Sequence[str], rows: GptOssRows, groups: Mapping[str, str]
+) -> dict[int, bool]:
+    """Correctness of every MATH-500 entry, by its position in ``entries``; the sympy
+    comparisons of all of them run in one sandboxed program."""
+    from .math500 import grade_math_answers, parse_boxed
+
+    positions = [p for p, (qsl_idx, _) in enumerate(entries) if groups[rows.datasets[qsl_idx]] == MATH_FAMILY]
+    items = [(parse_boxed(texts[p]), rows.ground_truths[entries[p][0]]) for p in positions]
+    return dict(zip(positions, grade_math_answers(items)))
 
 
 def format_gpt_oss_accuracy_txt(result: Mapping[str, Any]) -> str:

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..errors import UserError
 
-
 # ``vllm serve`` flags that are plain switches (no ``--no-`` form, default off): false
 # means "leave the flag off". Every other boolean engine argument is an
 # argparse.BooleanOptionalAction in vLLM 0.32, so false is written as ``--no-FLAG`` and
