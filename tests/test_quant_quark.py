@@ -120,6 +120,18 @@ def test_calibration_rows_are_seeded(dataset_file):
     assert all(len(r) == 10 for r in a["input_ids"]) and len(a["input_ids"]) == len(tokens) // 10
     assert [t for r in a["input_ids"] for t in r] == tokens[: 10 * len(a["input_ids"])]
     assert a["sha256"] == sha256_file(dataset_file)
+    assert a["packing"] == "concatenate"
+
+
+def test_per_row_calibration_truncates_each_row_and_joins_none(dataset_file):
+    import pandas as pd
+
+    rows = select_calibration(dataset_file, {"samples": 5, "seed": 7, "seq_len": 10, "packing": "per_row"})
+    frame = pd.read_pickle(dataset_file)
+    assert rows["input_ids"] == [[int(t) for t in frame["tok_input"].iloc[i]][:10] for i in rows["rows"]]
+    assert rows["sequences"] == 5 and rows["packing"] == "per_row"
+    with pytest.raises(UserError, match="calibration.packing.*concatenate, per_row"):
+        select_calibration(dataset_file, {"packing": "padded"})
 
 
 @_runs_quark
@@ -132,7 +144,9 @@ def test_manifest_records_tool_version_and_calibration(quark_run, dataset_file):
     assert on_disk["calibration"]["sha256"] == sha256_file(dataset_file)
     assert on_disk["calibration"]["seed"] == 3 and len(on_disk["calibration"]["rows"]) == 6
     # The workflow's recipe: the config's, with the schema's defaults filled in.
-    assert on_disk["recipe"] == {**RECIPE, "exclude": ["lm_head"], "scale_mode": "even"}
+    # The recipe as validated: the schema's defaults filled in.
+    calibration = {**RECIPE["calibration"], "packing": "concatenate"}
+    assert on_disk["recipe"] == {**RECIPE, "exclude": ["lm_head"], "scale_mode": "even", "calibration": calibration}
     assert on_disk["quark"]["algorithms"] == ["gptq"]
     # documentation/calibration.md and measurements.json name the tool, not the project codec
     text = "\n".join(calibration_lines(RECIPE, {}, on_disk))

@@ -2,7 +2,16 @@
 
 Drawn from the benchmark's dataset file (the demo: its own dataset; llama2-70b: the MLCommons
 OpenOrca calibration subset, acquired and checksummed like any dataset), chosen with a seed,
-cut into sequences of ``seq_len`` tokens; the file's sha256 and the rows go into the manifest.
+and packed into sequences of at most ``seq_len`` tokens in one of two ways (``packing``):
+
+* ``concatenate`` (default): the rows' prompt tokens joined in row order and cut into pieces of
+  exactly ``seq_len`` (Quark's pile-val convention; the short tail is dropped);
+* ``per_row``: each row is one sequence, truncated to ``seq_len`` (the vendor's calibration
+  note: "fixed-length sequences using dynamic padding and truncation"). The consumers run one
+  sequence, or equal lengths, at a time, so dynamic padding pads nothing and no pad token
+  enters the measured activations.
+
+The file's sha256, the packing and the rows go into the manifest.
 """
 
 from __future__ import annotations
@@ -15,11 +24,12 @@ from ..dataset_files import PROMPT_COLUMNS, read_table
 from ..errors import UserError
 from ..hashing import sha256_file
 
-__all__ = ["DEFAULT_SAMPLES", "DEFAULT_SEED", "DEFAULT_SEQ_LEN", "select_calibration"]
+__all__ = ["DEFAULT_SAMPLES", "DEFAULT_SEED", "DEFAULT_SEQ_LEN", "PACKINGS", "select_calibration"]
 
 DEFAULT_SAMPLES = 32
 DEFAULT_SEQ_LEN = 512
 DEFAULT_SEED = 0
+PACKINGS = ("concatenate", "per_row")
 
 
 def select_calibration(path: str | Path, calibration: dict[str, Any] | None) -> dict[str, Any]:
@@ -28,6 +38,9 @@ def select_calibration(path: str | Path, calibration: dict[str, Any] | None) -> 
     samples = int(settings.get("samples", DEFAULT_SAMPLES))
     seq_len = int(settings.get("seq_len", DEFAULT_SEQ_LEN))
     seed = int(settings.get("seed", DEFAULT_SEED))
+    packing = settings.get("packing", PACKINGS[0])
+    if packing not in PACKINGS:
+        raise UserError(f"calibration.packing is {packing!r}; allowed values: {', '.join(PACKINGS)}")
     frame = read_table(path)
     column = next((c for c in PROMPT_COLUMNS if c in frame.columns), None)
     if column is None:
@@ -35,10 +48,14 @@ def select_calibration(path: str | Path, calibration: dict[str, Any] | None) -> 
     if len(frame) == 0:
         raise UserError(f"calibration file {path} has no rows")
     rows = sorted(random.Random(seed).sample(range(len(frame)), min(samples, len(frame))))
-    tokens = [int(t) for i in rows for t in frame[column].iloc[i]]
-    input_ids = [tokens[k : k + seq_len] for k in range(0, len(tokens), seq_len)]
-    if len(input_ids) > 1 and len(input_ids[-1]) < seq_len:
-        input_ids.pop()
+    if packing == "per_row":
+        input_ids = [[int(t) for t in frame[column].iloc[i]][:seq_len] for i in rows]
+        input_ids = [ids for ids in input_ids if ids]
+    else:
+        tokens = [int(t) for i in rows for t in frame[column].iloc[i]]
+        input_ids = [tokens[k : k + seq_len] for k in range(0, len(tokens), seq_len)]
+        if len(input_ids) > 1 and len(input_ids[-1]) < seq_len:
+            input_ids.pop()
     return {
         "file": str(path),
         "sha256": sha256_file(path),
@@ -46,6 +63,7 @@ def select_calibration(path: str | Path, calibration: dict[str, Any] | None) -> 
         "seed": seed,
         "samples": len(rows),
         "seq_len": seq_len,
+        "packing": packing,
         "sequences": len(input_ids),
         "tokens": sum(len(x) for x in input_ids),
         "rows": rows,

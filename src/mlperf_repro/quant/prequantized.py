@@ -84,8 +84,10 @@ def prequantized_job(
     container_image: str | None = None,
     mem_mb: float | None = None,
 ) -> dict[str, Any]:
-    """``mem_mb`` is accepted for the quantize rule's common call; memory stays bounded by one
-    shard of the checkpoint (decoded to bf16) at a time."""
+    """``mem_mb``: the job's memory. Validation and the served copies stay bounded by one shard
+    of the checkpoint (decoded to bf16) at a time; the error against the unquantized model is
+    the whole-model logit comparison where two float32 copies fit in ``mem_mb`` (or no limit
+    is given), else per Linear one weight at a time (:func:`_reference_error`)."""
     src, qdir, edir = Path(checkpoint_dir), Path(quantized_dir), Path(emulated_dir)
     verify_dir(src)  # a tampered or damaged file is refused here, named
     record = load_record(src) or {}
@@ -122,6 +124,7 @@ def prequantized_job(
             _link_or_copy(path, qdir / rel)
     write_emulated_copy(src, edir)
 
+    evaluation, logits, layers = _reference_error(Path(model_dir), edir, report, mem_mb)
     manifest: dict[str, Any] = {
         "manifest_version": 1,
         "tool": "prequantized",
@@ -137,6 +140,9 @@ def prequantized_job(
             **({"revision": record["revision"]} if "revision" in record else {}),
         },
         "validation": report.to_dict(),
+        "evaluation": evaluation,
+        "logit_error": logits,
+        "layerwise_error": layers,
         "reference": {"dir": str(model_dir), "record": load_record(Path(model_dir))},
         "outputs": {"quantized_dir": _tree(qdir), "emulated_dir": _tree(edir)},
         "cpu_serving_emulation": "weights-only",
@@ -151,6 +157,29 @@ def prequantized_job(
     _write_json(qdir / MANIFEST_NAME, manifest)
     shutil.copyfile(qdir / MANIFEST_NAME, edir / MANIFEST_NAME)
     return manifest
+
+
+def _reference_error(
+    model_dir: Path, emulated_dir: Path, report: Any, mem_mb: float | None
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+    """``(evaluation, logit_error, layerwise_error)`` of the served (emulated) copy against the
+    unquantized model, chosen from the job's memory as the quantize stage's own writer does.
+    Weights only: the checkpoint's activation and KV-cache quantization are not emulated here.
+    The per-Linear path reads the Llama layout; for other models that cannot hold two float32
+    copies, nothing is measured and the evaluation says why."""
+    from .checkpoint import SUPPORTED_MODEL_TYPES, _weight_files, logit_error, tensor_refs
+    from .evaluate import choose_evaluation, layerwise_error
+
+    refs = [ref for f in _weight_files(model_dir) for ref in tensor_refs(f)]
+    choice = {**choose_evaluation(refs, mem_mb), "emulated": "weights only"}
+    model_type = json.loads((model_dir / "config.json").read_text()).get("model_type")
+    if choice["method"] == "logits":
+        return choice, logit_error(model_dir, emulated_dir), None
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        reason = f"{choice['reason']}; the per-Linear evaluation reads the Llama layout, not {model_type!r}"
+        return {**choice, "method": None, "reason": reason}, None, None
+    quantized = sorted(f"{module}.weight" for module in report.quantized)
+    return choice, None, layerwise_error(model_dir, emulated_dir, quantized=quantized)
 
 
 def _software() -> dict[str, str]:
