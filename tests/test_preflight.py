@@ -122,3 +122,18 @@ def test_disk_estimate_counts_a_prequantized_checkpoint(tmp_path, default_config
     model_bytes = 137953316864
     checkpoint = int(model_bytes * 0.53125 / 2)
     assert estimated_bytes(plan, tmp_path) == model_bytes + int(model_bytes * (1 + 0.53125 / 2)) + checkpoint
+
+
+def test_placeholders_pass_validation_but_preflight_names_each(tmp_path):
+    """The vendor gpt-oss example carries two facts that could not be looked up offline as TODO
+    placeholders: it validates (the plan view prices it), and preflight refuses to run it,
+    naming each key and what to put there."""
+    config = validate_config(load_yaml(REPO / "config/examples/mi355x-gpt-oss-120b.yaml"), SCHEMA)
+    found = {f.path: f for f in preflight(config, tmp_path) if f.rule == "placeholder"}
+    assert set(found) == {
+        "models.gpt-oss-120b-amd-mxfp4-fp8.source",
+        "systems.mi355x-8x-gpt-oss.software.container",
+        "systems.mi355x-12x8-gpt-oss.software.container",
+    }
+    assert "put the 40 hex commit you downloaded there" in found["models.gpt-oss-120b-amd-mxfp4-fp8.source"].message
+    assert all(f.severity == "error" for f in found.values())

@@ -384,6 +384,10 @@ def _scaling_problems(config: dict) -> list[str]:
     return problems
 
 
+# Marks a value an example or an imported config could not know (a checkpoint commit, a container
+# digest): validation lets it through, preflight refuses to run until it is replaced.
+PLACEHOLDER = "TODO:"
+
 # A container reference Snakemake's apptainer support can pull, pinned by content digest: a tag
 # (":latest", ":v0.10") can be moved to other bytes, which would silently change the software.
 CONTAINER_SCHEMES = ("docker://", "oras://", "library://")
@@ -391,7 +395,9 @@ CONTAINER_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 
 
 def container_problem(where: str, image: str) -> str | None:
-    """Why an image reference is not usable, or None."""
+    """Why an image reference is not usable, or None (a placeholder is preflight's to refuse)."""
+    if PLACEHOLDER in image:
+        return None
     if not image.startswith(CONTAINER_SCHEMES):
         return (
             f"{where}: {image!r} needs a scheme apptainer pulls from: {', '.join(s + '...' for s in CONTAINER_SCHEMES)}"

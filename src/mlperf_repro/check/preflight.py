@@ -6,7 +6,8 @@ run lengths and sample counts the checker will demand are reachable with the con
 target_qps, durations and dataset; system descriptions are complete; no network-only
 fields outside the network division; the benchmark and its compliance tests can be
 evaluated by this workflow; a tool: quark recipe finds Quark's environment; the disk can hold
-the models.
+the models; no value is still a ``TODO:`` placeholder (a fact an example or an imported config
+could not know, such as a checkpoint commit or a container digest).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..config import PLACEHOLDER
 from ..errors import UserError
 from ..plan import Plan
 from ..quant.formats import format_for
@@ -289,9 +291,24 @@ def _quark_env(plan: Plan, workdir: Path) -> list[Finding]:
     return findings
 
 
+def placeholders(config: Any, where: str = "") -> list[Finding]:
+    """Every string value that holds a ``TODO:`` placeholder, named by its key path; the text
+    after ``TODO:`` says what to put there (hyphens read as spaces). The schema lets them through (so the plan view
+    still prices such a config); only a run is refused."""
+    if isinstance(config, dict):
+        return [f for k, v in config.items() for f in placeholders(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(config, list):
+        return [f for i, v in enumerate(config) for f in placeholders(v, f"{where}[{i}]")]
+    if isinstance(config, str) and PLACEHOLDER in config:
+        # Inside URLs the text after TODO: is hyphenated (no whitespace in a container URL).
+        what = config.split(PLACEHOLDER, 1)[1].strip().replace("-", " ")
+        return [Finding("placeholder", where, f"{config!r} is a placeholder; put {what} there")]
+    return []
+
+
 def preflight(config: dict[str, Any], workdir: str | Path = ".") -> list[Finding]:
     plan = Plan(config)
-    findings: list[Finding] = []
+    findings: list[Finding] = placeholders(config)
     for part in (_loadgen, _scenarios, _run_lengths, _systems, _support):
         findings.extend(part(plan))
     findings.extend(_quark_env(plan, Path(workdir)))
