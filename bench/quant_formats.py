@@ -53,7 +53,7 @@ def main() -> int:
     if quark_python() is None and not args.recipe:
         recipes = [r for r in recipes if base["quantization"][r].get("tool") != "quark"]
         print("no .venv-quark: the quark recipe is left out (./install.sh --quark)", file=sys.stderr)
-    work = Path(args.work)
+    work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     rows, header = [], []
     for recipe in recipes:
@@ -81,7 +81,12 @@ def main() -> int:
         if result.returncode != 0:
             print(result.stderr[-4000:], file=sys.stderr)
             return 1
-        lines = quantization_lines(Plan(config))
+        # The plan's paths are relative to the work folder, where the summary reads them.
+        os.chdir(work)
+        try:
+            lines = quantization_lines(Plan(config))
+        finally:
+            os.chdir(REPO)
         header = lines[:4]
         rows += [line[:-2] + f" | {time.monotonic() - started:.0f} s |" for line in lines[4:]]
         print(rows[-1], flush=True)
