@@ -75,6 +75,7 @@ def main() -> int:
             str(config_path),
             "--cores",
             "2",
+            "--rerun-incomplete",  # a bench killed mid-job restarts cleanly
             *targets,
         ]
         result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=dict(os.environ))

@@ -144,7 +144,6 @@ def test_manifest_records_tool_version_and_calibration(quark_run, dataset_file):
     assert on_disk["calibration"]["sha256"] == sha256_file(dataset_file)
     assert on_disk["calibration"]["seed"] == 3 and len(on_disk["calibration"]["rows"]) == 6
     # The workflow's recipe: the config's, with the schema's defaults filled in.
-    # The recipe as validated: the schema's defaults filled in.
     calibration = {**RECIPE["calibration"], "packing": "concatenate"}
     assert on_disk["recipe"] == {**RECIPE, "exclude": ["lm_head"], "scale_mode": "even", "calibration": calibration}
     assert on_disk["quark"]["algorithms"] == ["gptq"]
@@ -153,6 +152,10 @@ def test_manifest_records_tool_version_and_calibration(quark_run, dataset_file):
     assert "AMD Quark 0.13" in text and on_disk["calibration"]["sha256"] in text and "gptq" in text
     assert "by AMD Quark" in transformations(RECIPE, {}) and "project codec" not in transformations(RECIPE, {})
     assert not on_disk["validation"].get("findings")
+    # The served copy against the unquantized model, by the job's memory (the rule's mem_mb).
+    assert on_disk["evaluation"]["method"] in ("logits", "layerwise")
+    error = on_disk["logit_error"] or on_disk["layerwise_error"]
+    assert error and (error.get("rel_mean") or error.get("max")) < 0.5
 
 
 @_runs_quark

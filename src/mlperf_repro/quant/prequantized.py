@@ -87,7 +87,7 @@ def prequantized_job(
     """``mem_mb``: the job's memory. Validation and the served copies stay bounded by one shard
     of the checkpoint (decoded to bf16) at a time; the error against the unquantized model is
     the whole-model logit comparison where two float32 copies fit in ``mem_mb`` (or no limit
-    is given), else per Linear one weight at a time (:func:`_reference_error`)."""
+    is given), else per Linear one weight at a time (:func:`reference_error`)."""
     src, qdir, edir = Path(checkpoint_dir), Path(quantized_dir), Path(emulated_dir)
     verify_dir(src)  # a tampered or damaged file is refused here, named
     record = load_record(src) or {}
@@ -124,7 +124,7 @@ def prequantized_job(
             _link_or_copy(path, qdir / rel)
     write_emulated_copy(src, edir)
 
-    evaluation, logits, layers = _reference_error(Path(model_dir), edir, report, mem_mb)
+    evaluation, logits, layers = reference_error(Path(model_dir), edir, report, mem_mb)
     manifest: dict[str, Any] = {
         "manifest_version": 1,
         "tool": "prequantized",
@@ -159,7 +159,7 @@ def prequantized_job(
     return manifest
 
 
-def _reference_error(
+def reference_error(
     model_dir: Path, emulated_dir: Path, report: Any, mem_mb: float | None
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     """``(evaluation, logit_error, layerwise_error)`` of the served (emulated) copy against the

@@ -35,7 +35,16 @@ from .. import provenance
 from ..errors import UserError
 from .calibration import select_calibration
 from .formats import format_for
-from .prequantized import _NOT_COPIED, MANIFEST_NAME, _link_or_copy, _software, _tree, _write_json, write_emulated_copy
+from .prequantized import (
+    _NOT_COPIED,
+    MANIFEST_NAME,
+    _link_or_copy,
+    _software,
+    _tree,
+    _write_json,
+    reference_error,
+    write_emulated_copy,
+)
 from .validate import WEIGHT_FORMATS, validate_checkpoint
 
 ENV_VARIABLE = "MLPERF_REPRO_QUARK_ENV"
@@ -115,8 +124,10 @@ def quark_job(
     calibration_file: str | None = None,
 ) -> dict[str, Any]:
     """``calibration_file``: the dataset file the calibration rows come from (the benchmark's).
-    ``mem_mb`` is accepted for the quantize rule's common call; Quark holds the whole model in
-    memory (``from_pretrained``), so the job needs about its bf16 size plus the calibration."""
+    ``mem_mb``: the job's memory. Quark holds the whole model in memory (``from_pretrained``),
+    so the job needs about its bf16 size plus the calibration; the error of the served copy
+    against the unquantized model is measured as for a published checkpoint
+    (:func:`.prequantized.reference_error`: logits where two float32 copies fit, else per Linear)."""
     if not calibration_file:
         raise UserError("tool quark needs a calibration file (the benchmark's dataset file)")
     qdir, edir = Path(quantized_dir), Path(emulated_dir)
@@ -143,6 +154,7 @@ def quark_job(
             + (f"\nworst layers (relative weight error): {worst}" if worst else "")
         )
     write_emulated_copy(qdir, edir)
+    evaluation, logits, layers = reference_error(Path(model_dir), edir, validation, mem_mb)
     manifest: dict[str, Any] = {
         "manifest_version": 1,
         "tool": "quark",
@@ -155,6 +167,9 @@ def quark_job(
         "calibration": {k: v for k, v in calibration.items() if k != "input_ids"},
         "quark": report,
         "validation": validation.to_dict(),
+        "evaluation": evaluation,
+        "logit_error": logits,
+        "layerwise_error": layers,
         "outputs": {"quantized_dir": _tree(qdir), "emulated_dir": _tree(edir)},
         "cpu_serving_emulation": "weights-only",
         "software": {**_software(), "amd-quark": report["quark"], "python": sys.version.split()[0]},
