@@ -95,7 +95,7 @@ def main() -> int:
     print(f"`.venv/bin/python bench/quant_formats.py`, {dt.date.today().isoformat()}, {os.cpu_count()} cores")
     print()
     print("\n".join(header[:2]))
-    print(header[2][:-1] + " wall (quantize + Offline accuracy run) |")
+    print(header[2] + " wall (quantize + Offline accuracy run) |")
     print(header[3] + "---|")
     print("\n".join(rows))
     return 0
