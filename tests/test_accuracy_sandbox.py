@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_repro.accuracy.sandbox import Limits, SandboxResult, namespaces_available, run_python
+from mlperf_repro.accuracy.sandbox import READ_ONLY_ENV, Limits, SandboxResult, namespaces_available, run_python
 from mlperf_repro.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -305,3 +305,34 @@ def test_auto_falls_back_to_the_audit_hook_where_namespaces_fail(monkeypatch):
             run_python("print(1)", network="namespace")
     finally:
         sandbox.namespaces_available.cache_clear()
+
+
+def test_read_only_folders_are_readable_even_under_tmp_and_stay_read_only(network):
+    """A checkout under /tmp (a CI clone) is hidden by the namespaces' new /tmp: the folders a
+    program needs (the evaluator's sympy) are handed in with ``read_only`` and found through
+    READ_ONLY_ENV, readable and not writable. (A folder of /tmp itself: pytest's own temporary
+    folders are private to root, which the audit mode's uid could not enter.)"""
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="sandbox-ro-", dir="/tmp"))
+    os.chmod(shared, 0o755)
+    (shared / "helper.py").write_text("VALUE = 41\n")
+    os.chmod(shared / "helper.py", 0o644)
+    source = (
+        "import os, sys\n"
+        f"paths = os.environ[{READ_ONLY_ENV!r}].split(os.pathsep)\n"
+        "sys.path[:0] = paths\n"
+        "import helper\n"
+        "try:\n"
+        "    open(os.path.join(paths[0], 'written'), 'w').write('x')\n"
+        "    print('wrote')\n"
+        "except OSError:\n"
+        "    print(helper.VALUE + 1)\n"
+    )
+    try:
+        result = run_python(source, "", SMALL, network=network, read_only=[str(shared)])
+        assert result.ok and result.stdout == b"42\n", result.stderr[-500:]
+        assert not (shared / "written").exists()
+    finally:
+        shutil.rmtree(shared)

@@ -318,18 +318,18 @@ def _sympy_verdicts(pairs: Sequence[tuple[str, str]], network: str) -> list[bool
         if spec is None or not spec.origin:
             raise UserError(f"MATH-500 grading needs {module}: install it (./install.sh does)")
         paths.append(str(Path(spec.origin).parent.parent))
-    request = {"paths": sorted(set(paths)), "pairs": [list(p) for p in pairs]}
+    paths = sorted(set(paths))
+    request = {"pairs": [list(p) for p in pairs]}
     # sympy's import takes a few seconds; then at most SECONDS_PER_PAIR per comparison.
     seconds = 60 + SECONDS_PER_PAIR * len(pairs)
     limits = Limits(cpu_seconds=seconds, wall_seconds=seconds, memory_bytes=4 << 30, output_bytes=1 << 20)
-    result = run_python(source, json.dumps(request), limits, network=network)
+    result = run_python(source, json.dumps(request), limits, network=network, read_only=paths)
     if not result.ok:
         message = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or [result.killed or "no output"]
         if "No module named" in message[0]:
             raise UserError(
                 f"MATH-500 grading runs sympy in the sandbox, whose interpreter {default_python()} could not "
-                f"import it from {', '.join(request['paths'])} ({message[0]}): the sandbox's uid must be able to "
-                "read that folder"
+                f"import it from {', '.join(paths)} ({message[0]}): the sandbox's uid must be able to read that folder"
             )
         raise UserError(f"the sandboxed MATH-500 sympy check failed: {message[0]}")
     verdicts = json.loads(result.stdout)

@@ -1,10 +1,10 @@
 """The one step of MATH-500 grading that evaluates model-written text: is ``truth - given``
 zero under ``sympy.simplify``? ``sympy.parsing.sympy_parser.parse_expr`` ends in ``eval``, so
 this file runs as its own program inside the sandbox (:mod:`.sandbox`), never imported by the
-evaluator. It reads ``{"paths": [...], "pairs": [[truth, given], ...]}`` on stdin (``paths``:
-where the evaluator's sympy and mpmath lie, since the sandbox's interpreter may be the
-system's) and prints a JSON list of booleans. It imports nothing but the standard library and
-sympy.
+evaluator. It reads ``{"pairs": [[truth, given], ...]}`` on stdin and prints a JSON list of
+booleans. It imports nothing but the standard library and sympy: the evaluator's own sympy and
+mpmath, whose folders the sandbox makes readable and names in ``MLPERF_REPRO_SANDBOX_READ_ONLY``
+(the sandbox's interpreter may be the system's).
 
 The rules are PRM800K's (``grading/grader.py``, which the MLCommons gpt-oss reference calls):
 ``^`` is power, implicit multiplication and function application are allowed, any error means
@@ -39,8 +39,10 @@ def difference_is_zero(truth: str, given: str) -> bool:
 
 
 def main() -> None:
+    import os
+
     request = json.load(sys.stdin)
-    sys.path[:0] = request["paths"]
+    sys.path[:0] = [p for p in os.environ.get("MLPERF_REPRO_SANDBOX_READ_ONLY", "").split(os.pathsep) if p]
     pairs = request["pairs"]
     signal.signal(signal.SIGALRM, _alarm)
     verdicts = []

@@ -47,14 +47,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import UserError
 
-__all__ = ["Limits", "SandboxResult", "default_python", "namespaces_available", "run_python"]
+__all__ = ["READ_ONLY_ENV", "Limits", "SandboxResult", "default_python", "namespaces_available", "run_python"]
 
 Network = Literal["auto", "namespace", "audit"]
+#: Where a sandboxed program finds the folders given as ``run_python(read_only=...)``.
+READ_ONLY_ENV = "MLPERF_REPRO_SANDBOX_READ_ONLY"
 
 # Sandbox uids: far above ordinary and ``nobody`` uids, one per (evaluator pid, run slot), so
 # concurrent sandboxes never share a process count and the after-run kill of "every process of
@@ -154,15 +157,19 @@ def _mount_setattr(path: str, flags: int, attr_set: int, attr_clr: int) -> None:
     )
 
 
-def _enter_namespaces(workdir: str) -> None:
+def _enter_namespaces(workdir: str, binds: tuple[tuple[str, str], ...] = ()) -> None:
     """In the child, as root: no network, a read-only view of the filesystem, the working
-    directory writable at /tmp, the other world-writable places hidden under empty tmpfs."""
+    directory writable at /tmp, the other world-writable places hidden under empty tmpfs.
+    ``binds``: (host folder, mount point inside the working directory) pairs, so folders the
+    new /tmp would hide (a checkout under /tmp) stay readable inside it."""
     _check_libc(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS), "unshare")
     # Nothing mounted from here on propagates back to the host's namespace.
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    # The working directory becomes /tmp (hiding the host's /tmp), then everything is made
-    # read-only except that one mount.
-    _mount(workdir, "/tmp", None, _MS_BIND)
+    for source, target in binds:
+        _mount(source, target, None, _MS_BIND | _MS_REC)
+    # The working directory (with those binds) becomes /tmp, hiding the host's /tmp, then
+    # everything is made read-only except that one mount (the binds inside it stay read-only).
+    _mount(workdir, "/tmp", None, _MS_BIND | _MS_REC)
     for scratch in ("/dev/shm", "/var/tmp"):
         if os.path.isdir(scratch):
             _mount("tmpfs", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=1777")
@@ -181,10 +188,12 @@ def _lower(which: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(which, (soft, hard))
 
 
-def _child_setup(limits: Limits, uid: int | None, workdir: str, namespaces: bool) -> None:
+def _child_setup(
+    limits: Limits, uid: int | None, workdir: str, namespaces: bool, binds: tuple[tuple[str, str], ...] = ()
+) -> None:
     """preexec_fn: runs in the forked child before exec (after setsid)."""
     if namespaces:
-        _enter_namespaces(workdir)
+        _enter_namespaces(workdir, binds)
     cpu = max(1, int(limits.cpu_seconds))
     # Soft limit sends SIGXCPU, the hard one a second later SIGKILL.
     _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
@@ -360,8 +369,13 @@ def run_python(
     *,
     network: Network = "auto",
     python: str | None = None,
+    read_only: Sequence[str] = (),
 ) -> SandboxResult:
     """Run ``source`` as ``__main__`` with ``stdin`` and return what it did.
+
+    ``read_only``: host folders the program must be able to read wherever they are (the new
+    /tmp of the namespaces hides a checkout under /tmp); the program finds them, in order, in
+    the environment variable :data:`READ_ONLY_ENV` (``os.pathsep``-separated).
 
     ``network``: ``"namespace"`` insists on the network/mount namespaces (UserError where
     they are unavailable), ``"audit"`` uses the in-process audit hook, ``"auto"`` the
@@ -376,10 +390,12 @@ def run_python(
         )
     elif network not in ("namespace", "audit"):
         raise UserError(f"sandbox network must be 'auto', 'namespace' or 'audit', not {network!r}")
-    return _run(source, stdin, limits or Limits(), network=network, python=python)
+    return _run(source, stdin, limits or Limits(), network=network, python=python, read_only=tuple(read_only))
 
 
-def _run(source: str, stdin: bytes | str, limits: Limits, *, network: str, python: str) -> SandboxResult:
+def _run(
+    source: str, stdin: bytes | str, limits: Limits, *, network: str, python: str, read_only: tuple[str, ...] = ()
+) -> SandboxResult:
     data = stdin.encode() if isinstance(stdin, str) else stdin
     uid = _sandbox_uid()
     namespaces = network == "namespace"
@@ -393,10 +409,19 @@ def _run(source: str, stdin: bytes | str, limits: Limits, *, network: str, pytho
         os.chmod(workdir, 0o700)
         inner_program = "/tmp/main.py" if namespaces else program
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp" if namespaces else workdir}
+        binds: tuple[tuple[str, str], ...] = ()
+        if read_only and namespaces:
+            os.makedirs(os.path.join(workdir, "ro"), mode=0o755)
+            binds = tuple((os.path.realpath(p), os.path.join(workdir, "ro", str(i))) for i, p in enumerate(read_only))
+            for _, target in binds:
+                os.mkdir(target, 0o755)
+            env[READ_ONLY_ENV] = os.pathsep.join(f"/tmp/ro/{i}" for i in range(len(read_only)))
+        elif read_only:
+            env[READ_ONLY_ENV] = os.pathsep.join(read_only)
         policy = "none" if namespaces else ("audit" if uid is not None else "audit-same-uid")
         isolation = ("namespaces" if namespaces else "audit-hook") + (f", uid {uid}" if uid is not None else "")
         try:
-            proc = _start(python, policy, inner_program, workdir, env, limits, uid, namespaces)
+            proc = _start(python, policy, inner_program, workdir, env, limits, uid, namespaces, binds)
         except (OSError, subprocess.SubprocessError) as exc:
             raise UserError(
                 f"cannot start a sandboxed program ({isolation}, interpreter {python}): {exc}; "
@@ -421,6 +446,7 @@ def _start(
     limits: Limits,
     uid: int | None,
     namespaces: bool,
+    binds: tuple[tuple[str, str], ...] = (),
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [python, "-I", "-B", "-c", _BOOT, policy, program],
@@ -430,7 +456,7 @@ def _start(
         cwd=workdir,
         env=env,
         start_new_session=True,
-        preexec_fn=functools.partial(_child_setup, limits, uid, workdir, namespaces),
+        preexec_fn=functools.partial(_child_setup, limits, uid, workdir, namespaces, binds),
     )
 
 
