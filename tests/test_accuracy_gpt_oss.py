@@ -109,6 +109,18 @@ def write_accuracy_log(path, tokenizer, outputs, qsl_indices=None):
     return path
 
 
+def score(log, dataset, tokenizer, **options):
+    """The evaluator on a written accuracy log and dataset file, every entry counted."""
+    return evaluate_gpt_oss(
+        read_accuracy_log(log, first_per_sample=False),
+        load_gpt_oss_rows(dataset),
+        tokenizer,
+        families=FAMILIES,
+        repeats=REPEATS,
+        **options,
+    )
+
+
 def write_dataset(path, rows):
     pd.DataFrame([{"dataset": d, "ground_truth": g, "input_tokens": [1, 2, 3]} for d, g in rows]).to_parquet(path)
     return path
@@ -180,14 +192,7 @@ def test_livecodebench_rows_are_scored_by_running_their_tests(tmp_path, tokenize
         FINAL.format(analysis="sum them", final=right),
     ]
     log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs, qsl_indices=[0, 0, 0, 1, 0])
-    result = evaluate_gpt_oss(
-        read_accuracy_log(log, first_per_sample=False),
-        load_gpt_oss_rows(dataset),
-        tokenizer,
-        families=FAMILIES,
-        repeats=REPEATS,
-        code_workers=2,
-    )
+    result = score(log, dataset, tokenizer, code_workers=2)
     assert result["per_dataset"] == {
         "gpqa_diamond": {"correct": 1, "total": 1, "repeats": 5},
         "livecodebench_v6": {"correct": 2, "total": 4, "repeats": 3},
@@ -200,27 +205,14 @@ def test_livecodebench_rows_without_tests_are_refused_with_the_file_named(tmp_pa
     log = write_accuracy_log(tmp_path / "log.json", tokenizer, ["A", "```python\nprint(1)\n```"])
     dataset = write_dataset(tmp_path / "acc_eval_inputs.parquet", rows)
     with pytest.raises(UserError, match=r"acc_eval_inputs\.parquet.*livecodebench_v6.*input_output"):
-        evaluate_gpt_oss(
-            read_accuracy_log(log, first_per_sample=False),
-            load_gpt_oss_rows(dataset),
-            tokenizer,
-            families=FAMILIES,
-            repeats=REPEATS,
-        )
+        score(log, dataset, tokenizer)
 
 
 def test_math500_rows_are_scored_by_their_boxed_answer(tmp_path, tokenizer):
     rows = [("gpqa_diamond", "A"), ("math500", r"\frac{1}{2}"), ("math500", "(x+1)^2"), ("math500", "7")]
     outputs = ["A", r"so \boxed{0.5}", r"\boxed{x^2+2x+1}", "seven, unboxed"]
     log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs)
-    dataset = write_dataset(tmp_path / "acc_eval_inputs.parquet", rows)
-    result = evaluate_gpt_oss(
-        read_accuracy_log(log, first_per_sample=False),
-        load_gpt_oss_rows(dataset),
-        tokenizer,
-        families=FAMILIES,
-        repeats=REPEATS,
-    )
+    result = score(log, write_dataset(tmp_path / "acc_eval_inputs.parquet", rows), tokenizer)
     assert result["per_dataset"]["math500"] == {"correct": 2, "total": 3, "repeats": 1}
     # gpqa_diamond counts 1/5 (its repeats): (1/5 + 2) / (1/5 + 3).
     assert result["exact_match"] == round(100 * 2.2 / 3.2, 3)
