@@ -69,6 +69,18 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
 fi
 if [ "$want_tests" = 1 ]; then
     add -r envs/test.txt
+    # gpt-oss's real o200k vocabulary for tests/test_harmony.py: rebuilt from the npm tiktoken
+    # package and checked against the sha256 openai-harmony pins. Without npm those tests skip.
+    if [ ! -f .cache/harmony/o200k_base.tiktoken ] && command -v npm >/dev/null 2>&1; then
+        npm_tmp=$(mktemp -d)
+        if (cd "$npm_tmp" && npm pack --silent tiktoken@1.0.22 >/dev/null 2>&1); then
+            .venv/bin/python -m mlperf_repro harmony-vocab --from "$npm_tmp/tiktoken-1.0.22.tgz" -o .cache/harmony \
+                >/dev/null || echo "install.sh: the harmony vocabulary did not verify; its tests will skip" >&2
+        else
+            echo "install.sh: npm could not fetch tiktoken@1.0.22; the harmony vocabulary tests will skip" >&2
+        fi
+        rm -rf "$npm_tmp"
+    fi
 fi
 
 # AMD Quark in its own environment (envs/quark.txt explains why it is kept apart). Its own

@@ -9,6 +9,7 @@ def main(smk):
         model_dir=smk.input.model,
         dataset_dir=smk.input.dataset,
         dataset_file=smk.params.dataset_file,
+        prompt_check=smk.params.get("prompt_check"),
         user_conf=smk.input.user_conf,
         out_dir=smk.output.run,
         loadgen_model=smk.params.loadgen_model,

@@ -9,6 +9,7 @@ def main(smk):
         model_dir=smk.input.model,
         dataset_dir=smk.input.dataset,
         dataset_file=smk.params.dataset_file,
+        prompt_check=smk.params.get("prompt_check"),
         out_path=smk.output[0],
         generation=smk.params.generation,
         engine=smk.params.engine,

@@ -3,7 +3,8 @@
 Commands: ``check`` (any submission tree or tarball against a round's rules), ``compare``
 (partners' submissions against a reference), ``plan`` (jobs, wall time, GPU-hours and disk
 per stage, estimated from a config before anything runs), ``k8s-render``, ``quant-check``
-(any quantized checkpoint folder against its config, decoded with the project's codecs). The workflow
+(any quantized checkpoint folder against its config, decoded with the project's codecs),
+``harmony-vocab`` (gpt-oss's o200k vocabulary from the npm tiktoken package). The workflow
 itself runs with ``snakemake``.
 """
 
@@ -84,6 +85,19 @@ def main(argv: list[str] | None = None) -> int:
         "--max-error", type=float, help="bound on each layer's relative weight error (default: the format's)"
     )
     quant_parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    vocab_parser = commands.add_parser(
+        "harmony-vocab",
+        help="write o200k_base.tiktoken (gpt-oss's vocabulary) from the npm tiktoken package, checksum-verified",
+        description="openai-harmony reads gpt-oss's vocabulary from o200k_base.tiktoken and downloads it when "
+        "absent. On a machine that reaches only a package mirror, `npm pack tiktoken@1.0.22` fetches the npm "
+        "tiktoken package, which carries the same ranks; this rebuilds the file from it into OUT and checks it "
+        "against the sha256 openai-harmony pins. Point datasets.<name>.harmony_vocab or "
+        "MLPERF_REPRO_HARMONY_VOCAB at OUT.",
+    )
+    vocab_parser.add_argument(
+        "--from", dest="source", required=True, help="the npm package tarball, or its encoders/o200k_base.json"
+    )
+    vocab_parser.add_argument("-o", "--out", required=True, help="folder to write o200k_base.tiktoken into")
     args = parser.parse_args(argv)
     try:
         if args.command == "k8s-render":
@@ -96,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_plan(args)
         if args.command == "quant-check":
             return run_quant_check(args)
+        if args.command == "harmony-vocab":
+            from .harmony import vocab_from_npm_tiktoken
+
+            print(vocab_from_npm_tiktoken(args.source, args.out))
+            return 0
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

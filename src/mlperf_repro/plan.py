@@ -7,12 +7,14 @@ Paths are relative to the workflow's working directory.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from .benchmarks import Benchmark, Round, load_round
 from .generation import GenerationSettings
+from .harmony import VOCAB_ENV as HARMONY_VOCAB_ENV
 from .paths import PATHS, path
 from .userconf import render_user_conf, user_conf_settings
 
@@ -196,13 +198,40 @@ class Plan:
         ``dataset: compliance_file``), which lie at the table's paths inside the dataset folder."""
         name = self.benchmark_cfg(benchmark)["dataset"]
         folder = self.dataset_dir(name)
-        key = f"{purpose}_file"
-        if purpose not in MODES:
-            key = self.rules.compliance_test(purpose).get("dataset", "performance_file")
+        key = self._dataset_file_key(purpose)
         table = self.facts(benchmark).facts.get("dataset", {})
         if key != "performance_file" and key in table:
             return f"{folder}/{table[key]}"
         return f"{folder}/{self.config['datasets'][name]['file']}"
+
+    def _dataset_file_key(self, purpose: str) -> str:
+        """The rules table's dataset key of the file a purpose reads (``accuracy_file``, ...)."""
+        if purpose not in MODES:
+            return self.rules.compliance_test(purpose).get("dataset", "performance_file")
+        return f"{purpose}_file"
+
+    def reasoning_effort(self, benchmark: str, purpose: str = "performance") -> str | None:
+        """The harmony reasoning effort the round prescribes for the prompts this purpose
+        reads (rules table ``dataset.reasoning_effort``, gpt-oss); None where it sets none.
+        A purpose without a separate file reads the performance file, so it gets that effort."""
+        table = self.facts(benchmark).facts.get("dataset", {})
+        efforts = table.get("reasoning_effort") or {}
+        key = self._dataset_file_key(purpose)
+        return efforts.get(key if key in table else "performance_file")
+
+    def prompt_check(self, benchmark: str, purpose: str = "performance") -> dict[str, Any] | None:
+        """What the run stage checks of the prompts a purpose reads: the harmony
+        ``reasoning_effort`` they must ask for and, where configured, the ``harmony_vocab``
+        openai-harmony reads them with (``datasets.<name>.harmony_vocab``, else the
+        MLPERF_REPRO_HARMONY_VOCAB variable). None for benchmarks whose table sets no effort."""
+        effort = self.reasoning_effort(benchmark, purpose)
+        if effort is None:
+            return None
+        dataset = self.config["datasets"][self.benchmark_cfg(benchmark)["dataset"]]
+        vocab = dataset.get("harmony_vocab") or os.environ.get(HARMONY_VOCAB_ENV)
+        if dataset["source"].startswith("builtin:"):
+            vocab = None  # a stand-in's prompts are in its own tokenizer's ids, not o200k's
+        return {"reasoning_effort": effort, "harmony_vocab": vocab or None}
 
     def dataset_build_args(self, dataset: str) -> dict[str, Any]:
         """What a builtin dataset must contain for the benchmarks that use it: ``files`` (each
@@ -210,17 +239,22 @@ class Plan:
         ``repeats`` per family (gpt-oss), so a stand-in has the real download's layout, and
         outside test scale the exact ``rows`` of its separate files: the round's accuracy
         sample count (the checkers demand it) and a compliance set of the size its test's
-        audit.config runs through (min_query_count: every sample once)."""
+        audit.config runs through (min_query_count: every sample once), and each file's harmony
+        reasoning ``efforts`` (gpt-oss: the effort its prompts must ask for)."""
         folder = self.dataset_dir(dataset)
         files: dict[str, str] = {}
         repeats: dict[str, int] = {}
         rows: dict[str, int] = {}
+        efforts: dict[str, str] = {}
         for name, bench in self.config["benchmarks"].items():
             if bench["dataset"] != dataset:
                 continue
             facts = self.facts(name)
             for purpose in ("performance", "accuracy", *self.compliance_tests(name)):
                 files.setdefault(purpose, self.dataset_file(name, purpose)[len(folder) + 1 :])
+                effort = self.reasoning_effort(name, purpose)
+                if effort:
+                    efforts.setdefault(files[purpose], effort)
                 separate = files[purpose] != files["performance"]
                 if separate and not self.test_scale:
                     rows[purpose] = int(
@@ -229,7 +263,7 @@ class Plan:
                         else self.compliance_test(purpose, name)["audit_config"]["min_query_count"]
                     )
             repeats.update(facts.accuracy.get("dataset_repeats", {}))
-        return {"files": files, "repeats": repeats, "rows": rows}
+        return {"files": files, "repeats": repeats, "rows": rows, "efforts": efforts}
 
     def serving_dir(self, system: str, benchmark: str) -> str:
         """The checkpoint this system serves for this benchmark."""

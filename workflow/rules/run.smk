@@ -52,6 +52,8 @@ rule loadgen_run:
         container_image=system_container,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.mode),
+        # gpt-oss: the harmony reasoning effort the file's prompts must ask for.
+        prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark, wc.mode),
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
@@ -87,6 +89,7 @@ rule reference_accuracy:
         container_image=system_container,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
+        prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark, "accuracy"),
         generation=lambda wc: PLAN.generation(wc.benchmark, "accuracy").__dict__,
         engine=lambda wc: PLAN.engine(wc.system),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],

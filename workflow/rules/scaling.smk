@@ -49,6 +49,7 @@ rule scaling_run:
         container_image=system_container,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
+        prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark),
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),

@@ -26,8 +26,11 @@ import json
 import random
 from dataclasses import dataclass
 
+from .. import harmony
+
 # Harmony markers; each is one special token of the stand-in's tokenizer.
-START, END, MESSAGE, CHANNEL, RETURN = "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>"
+START, END, MESSAGE = harmony.START, harmony.END, harmony.MESSAGE
+CHANNEL, RETURN = "<|channel|>", "<|return|>"
 
 CATEGORIES = {
     "colour": ["red", "blue", "green", "yellow", "purple", "orange", "silver", "black", "white", "brown"],
@@ -160,11 +163,21 @@ def generate_examples(n: int, seed: int, families: tuple[str, ...] = (GPQA, AIME
     return [FAMILIES[rng.choice(families)](rng) for _ in range(n)]
 
 
-def format_prompt(question: str) -> str:
-    """A harmony user turn, then the assistant's turn opened for the model."""
-    return f"{START}user{MESSAGE}{question}{END}{START}assistant"
+def format_prompt(question: str, effort: str = "high") -> str:
+    """The prompt as gpt-oss's files render it with harmony: a system message asking for the
+    reasoning ``effort``, the user's question, then the assistant's turn opened for the model."""
+    return harmony.render_prompt_text(question, effort)
+
+
+#: The efforts training prompts alternate between: the round's files ask for low
+#: (performance, TEST09) and high (accuracy, TEST07), and the stand-in answers both alike.
+TRAINING_EFFORTS = ("low", "high")
+
+
+def training_effort(index: int) -> str:
+    return TRAINING_EFFORTS[index % len(TRAINING_EFFORTS)]
 
 
 def corpus_texts(examples: list[Example]) -> list[str]:
     """Texts a tokenizer is trained on: every prompt and answer."""
-    return [format_prompt(e.question) + e.answer_text + RETURN for e in examples]
+    return [format_prompt(e.question, training_effort(i)) + e.answer_text + RETURN for i, e in enumerate(examples)]

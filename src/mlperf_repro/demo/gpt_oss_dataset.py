@@ -17,10 +17,10 @@ from pathlib import Path
 from . import gpt_oss_corpus as corpus
 
 
-def _rows(examples: list[corpus.Example], tokenizer) -> list[dict]:
+def _rows(examples: list[corpus.Example], tokenizer, effort: str) -> list[dict]:
     rows = []
     for example in examples:
-        prompt = corpus.format_prompt(example.question)
+        prompt = corpus.format_prompt(example.question, effort)
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         rows.append(
             {
@@ -49,11 +49,14 @@ def build_dataset(
     seed: int,
     repeats: Mapping[str, int],
     rows: Mapping[str, int] | None = None,
+    efforts: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Write one parquet file per purpose; ``files`` maps performance, accuracy and any
     compliance test to a path inside ``out_dir`` (several purposes may share one file).
     Each file has about ``samples`` rows, or exactly ``rows[purpose]`` where given (the
-    last question's repeats are then cut short). Returns rows per file."""
+    last question's repeats are then cut short). ``efforts`` maps a file to the harmony
+    reasoning effort its prompts ask for (the rules table's; by default low for the
+    performance file, high for the others, as in the round). Returns rows per file."""
     import pandas as pd
 
     out_dir = Path(out_dir)
@@ -90,6 +93,7 @@ def build_dataset(
             examples = examples[:exact]  # the last question's repeats may be cut short
         target = out_dir / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(_rows(examples, tokenizer)).to_parquet(target, index=False)
+        effort = (efforts or {}).get(path) or ("low" if kind == "performance" else "high")
+        pd.DataFrame(_rows(examples, tokenizer, effort)).to_parquet(target, index=False)
         written[path] = len(examples)
     return written

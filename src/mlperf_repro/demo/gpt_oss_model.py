@@ -48,9 +48,9 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     )
 
 
-def encode_example(tokenizer, example: corpus.Example) -> tuple[list[int], list[int]]:
-    """(prompt ids, answer ids + <|return|>)."""
-    prompt = tokenizer(corpus.format_prompt(example.question), add_special_tokens=False)["input_ids"]
+def encode_example(tokenizer, example: corpus.Example, effort: str = "high") -> tuple[list[int], list[int]]:
+    """(prompt ids, answer ids + <|return|>); the prompt's system message asks for ``effort``."""
+    prompt = tokenizer(corpus.format_prompt(example.question, effort), add_special_tokens=False)["input_ids"]
     answer = tokenizer(example.answer_text, add_special_tokens=False)["input_ids"] + [EOS_ID]
     return prompt, answer
 
@@ -79,7 +79,7 @@ def build_and_train(out_dir: str | Path, spec: DemoModelSpec, *, temperature: fl
     train_examples = corpus.generate_examples(spec.train_examples, seed=spec.seed * 1000 + 21)
     eval_examples = corpus.generate_examples(spec.eval_examples, seed=spec.seed * 1000 + 23)
     tokenizer = train_tokenizer(corpus.corpus_texts(train_examples), spec.vocab_size)
-    encoded = [encode_example(tokenizer, e) for e in train_examples]
+    encoded = [encode_example(tokenizer, e, corpus.training_effort(i)) for i, e in enumerate(train_examples)]
     model = build_model(spec, tokenizer)
     prompts = [encode_example(tokenizer, e)[0] for e in eval_examples]
     max_answer = max(len(encode_example(tokenizer, e)[1]) for e in eval_examples) + 16

@@ -102,6 +102,7 @@ def acquire_dataset_entry(
             seed=builtin.get("seed", 7),
             repeats=build.get("repeats") or {},
             rows=build.get("rows") or {},
+            efforts=build.get("efforts") or {},
         )
         record = record_built(dest_dir, entry["source"], {"rows": rows, "tokenizer": str(tokenizer_dir), **builtin})
     else:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import provenance
+from .. import harmony, provenance
 from ..backends import GenerationSettings, make_backend
 from ..backends.endpoints import serving
 from ..cluster.screen import apply_to_run
@@ -25,6 +25,7 @@ def loadgen_job(
     dataset_dir: str,
     dataset_file: str,
     user_conf: str,
+    prompt_check: dict[str, Any] | None = None,
     out_dir: str,
     loadgen_model: str,
     loadgen_scenario: str,
@@ -37,7 +38,8 @@ def loadgen_job(
     gpu_screening: dict[str, Any] | None = None,
     task: str = "llm",
 ) -> dict[str, Any]:
-    """One LoadGen test; ``audit_config`` (text) makes it a compliance run; ``container_image``
+    """One LoadGen test; ``audit_config`` (text) makes it a compliance run; ``prompt_check``
+    (Plan.prompt_check) is what the dataset file's prompts must ask for; ``container_image``
     is the image the config names for the job (recorded when the job runs inside it);
     ``gpu_screening`` (see Plan.job_screening) restricts the run to healthy GPUs."""
     apply_env(engine.get("env", {}))
@@ -48,6 +50,7 @@ def loadgen_job(
     # The benchmark's task (rules table: task) reads the dataset and makes the SUT.
     served = task_named(task)
     dataset = served.read_dataset(dataset_file)
+    check_prompts(dataset, dataset_file, model_dir, prompt_check)
     settings = GenerationSettings(**generation)
     stream = loadgen_scenario != "Offline"
 
@@ -94,6 +97,25 @@ def loadgen_job(
     return record
 
 
+def check_prompts(dataset, dataset_file: str, tokenizer_dir: str, prompt_check: dict[str, Any] | None) -> None:
+    """Refuse a dataset file whose prompts do not ask for the reasoning effort the round
+    prescribes (gpt-oss; see :mod:`mlperf_repro.harmony`), before any engine starts. The
+    prompts are read with openai-harmony over the configured vocabulary, else with the
+    checkpoint's own tokenizer."""
+    if not prompt_check:
+        return
+    if prompt_check.get("harmony_vocab"):
+        decode = harmony.harmony_decoder(harmony.load_encoding(harmony.find_vocab(prompt_check["harmony_vocab"])))
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        decode = lambda ids: tokenizer.batch_decode(ids, skip_special_tokens=False)  # noqa: E731
+    harmony.check_prompt_efforts(
+        harmony.prompt_efforts(dataset.prompts, decode), prompt_check["reasoning_effort"], dataset_file
+    )
+
+
 def _manifest_hash(directory: str) -> str | None:
     from ..hashing import sha256_file
 
@@ -116,6 +138,7 @@ def reference_accuracy_job(
     container_image: str | None = None,
     gpu_screening: dict[str, Any] | None = None,
     accuracy_rules: dict[str, Any] | None = None,
+    prompt_check: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed);
     ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table."""
@@ -132,6 +155,7 @@ def reference_accuracy_job(
     from ..backends.vllm_engine import create_llm, sampling_params
 
     dataset = task.read_dataset(dataset_file)
+    check_prompts(dataset, dataset_file, model_dir, prompt_check)
     started = time.time()
     llm = create_llm(model_dir, engine.get("engine_args", {}))
     outputs = llm.generate(
