@@ -34,6 +34,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "test_slurm",
         "test_screen",
         "test_software",
+        "test_wan_",
     ),
     "accuracy": ("test_accuracy_", "test_sentence_split", "test_extending_task"),
     "compliance": ("test_compliance",),
