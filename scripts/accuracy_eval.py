@@ -15,6 +15,7 @@ def main(smk):
         reference_path=optional_input(smk, "reference"),
         out_txt=smk.output.txt,
         out_json=smk.output.json,
+        extras_dir=smk.output.extras,
     )
 
 

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from mlperf_repro.errors import UserError
-from mlperf_repro.video import MLPERF_V6_SETTINGS, VideoSettings, fixed_latent, read_mp4, write_mp4
+from mlperf_repro.backends.diffusers_video import split_generation
+from mlperf_repro.benchmarks import load_round
+from mlperf_repro.video import VideoSettings, fixed_latent, read_mp4, write_mp4
 from mlperf_repro.video.mp4 import mp4_info
 
 #: 9 frames of 64x64 in 3 steps: under a second a video on 2 cores.
@@ -87,12 +89,32 @@ def test_the_tiny_pipeline_builds_deterministically_and_loads_back(tiny_wan, pip
     assert ids[-1] == pipe.tokenizer.eos_token_id == 1 and pipe.tokenizer.unk_token_id not in ids
 
 
+# The round's settings, as the run stage reads them from the rules table.
+ROUND_SETTINGS, ROUND_LOAD = split_generation(load_round("v6.0").benchmark("wan-2.2-t2v-a14b").facts["generation"])
+
+
+def test_the_rules_table_holds_the_references_settings():
+    assert ROUND_LOAD == {"dtype": "bfloat16", "vae_dtype": "float32"}
+    assert (ROUND_SETTINGS.height, ROUND_SETTINGS.width, ROUND_SETTINGS.num_frames, ROUND_SETTINGS.fps) == (
+        720,
+        1280,
+        81,
+        16,
+    )
+    assert (ROUND_SETTINGS.num_inference_steps, ROUND_SETTINGS.seed, ROUND_SETTINGS.boundary_ratio) == (20, 42, 0.875)
+    assert (ROUND_SETTINGS.guidance_scale, ROUND_SETTINGS.guidance_scale_2) == (4.0, 3.0)
+    assert (
+        ROUND_SETTINGS.negative_prompt.startswith("vivid colors, overexposed")
+        and "\n" in ROUND_SETTINGS.negative_prompt
+    )
+
+
 def test_the_fixed_latent_is_seeded_and_shaped_like_the_references():
     latent = fixed_latent(SETTINGS)
     assert tuple(latent.shape) == (1, 16, 3, 8, 8) == SETTINGS.latent_shape()
     assert str(latent.dtype) == "torch.float32" and latent.device.type == "cpu"
     assert latent.equal(fixed_latent(SETTINGS, 42)) and not latent.equal(fixed_latent(SETTINGS, 43))
-    assert MLPERF_V6_SETTINGS.latent_shape() == (1, 16, 21, 90, 160)
+    assert ROUND_SETTINGS.latent_shape() == (1, 16, 21, 90, 160)
 
 
 def test_the_same_prompt_and_seed_give_byte_identical_mp4s(pipe, tmp_path):
@@ -186,9 +208,9 @@ def test_settings_read_the_reference_config_keys():
         "guidance_scale": 4.0,
         "guidance_scale_2": 3.0,
         "boundary_ratio": 0.875,
-        "negative_prompt": MLPERF_V6_SETTINGS.negative_prompt + "\n",
+        "negative_prompt": ROUND_SETTINGS.negative_prompt + "\n",
     }
-    assert VideoSettings.from_mapping(reference) == MLPERF_V6_SETTINGS
+    assert VideoSettings.from_mapping(reference) == ROUND_SETTINGS
     with pytest.raises(UserError, match="unknown key 'steps'"):
         VideoSettings.from_mapping(reference | {"steps": 4}, where="benchmarks.wan")
     with pytest.raises(UserError, match="missing num_frames"):

@@ -19,8 +19,10 @@ import yaml
 from .benchmarks import load_round
 from .errors import UserError
 
-BUILTIN_MODEL_KINDS = ("tiny-llama", "tiny-gpt-oss")
-BUILTIN_DATASET_KINDS = ("openorca-synthetic", "gpt-oss-synthetic")
+BUILTIN_MODEL_KINDS = ("tiny-llama", "tiny-gpt-oss", "tiny-wan")
+BUILTIN_DATASET_KINDS = ("openorca-synthetic", "gpt-oss-synthetic", "vbench-prompts-synthetic")
+# Builtin datasets of plain text: no model's tokenizer is involved (builtin.model unused).
+TEXT_BUILTIN_DATASETS = ("builtin:vbench-prompts-synthetic",)
 
 
 def load_yaml(path: str | Path) -> Any:
@@ -242,7 +244,7 @@ def check_references(config: dict) -> list[str]:
                 problems.append(f"{kind}.{name}.builtin: only used with a builtin: source")
     for name, entry in datasets.items():
         builtin_model = (entry.get("builtin") or {}).get("model")
-        if entry["source"].startswith("builtin:"):
+        if entry["source"].startswith("builtin:") and entry["source"] not in TEXT_BUILTIN_DATASETS:
             if builtin_model is None:
                 problems.append(
                     f"datasets.{name}.builtin.model: required for builtin datasets "

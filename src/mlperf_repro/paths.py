@@ -28,6 +28,8 @@ PATHS: dict[str, str] = {
     "accuracy": "results/accuracy/{system}/{benchmark}/{scenario}",
     "accuracy_txt": "results/accuracy/{system}/{benchmark}/{scenario}/accuracy.txt",
     "accuracy_json": "results/accuracy/{system}/{benchmark}/{scenario}/accuracy.json",
+    # What the evaluator adds to the package's accuracy folder (text-to-video: videos/).
+    "accuracy_extras": "results/accuracy/{system}/{benchmark}/{scenario}/extras",
     # Stage 4b: compliance tests (the run lies next to the scenario's performance run).
     "compliance_run": "results/runs/{system}/{benchmark}/{scenario}/{test}",
     "compliance": "results/compliance/{system}/{benchmark}/{scenario}/{test}",

@@ -105,12 +105,15 @@ class Plan:
     def compliance_jobs(self) -> list[tuple[Job, str]]:
         return [(job, test) for job in self.jobs for test in self.compliance_tests(job.benchmark)]
 
-    def audit_config(self, test: str, benchmark: str) -> str:
+    def audit_config(self, test: str, benchmark: str, scenario: str | None = None) -> str:
         """The audit.config of a compliance test for a benchmark (some tests sample a
-        different number of queries per benchmark)."""
+        different number of queries per benchmark, or per scenario: the table's
+        ``audit_config_by_scenario``)."""
         from .compliance import audit_config_text
 
-        return audit_config_text(test, self.compliance_test(test, benchmark)["audit_config"])
+        entry = self.compliance_test(test, benchmark)
+        settings = {**entry["audit_config"], **(entry.get("audit_config_by_scenario") or {}).get(scenario, {})}
+        return audit_config_text(test, settings)
 
     def compliance_test(self, test: str, benchmark: str) -> dict[str, Any]:
         return self.rules.compliance_test(test, self.facts(benchmark).name)
@@ -343,6 +346,24 @@ class Plan:
             temperature=float(gen.get("temperature", 1.0)),
             top_p=float(gen.get("top_p", 1.0)),
         )
+
+    def accuracy_rules(self, benchmark: str) -> dict[str, Any]:
+        """What the evaluator reads: the rules table's ``accuracy`` entry, with the config's
+        ``benchmarks.<name>.vbench`` (where VBench and its checkpoints are) for text-to-video."""
+        rules = dict(self.facts(benchmark).accuracy)
+        if "vbench_dimensions" in rules:
+            rules["dimensions"] = list(rules["vbench_dimensions"])
+            rules["vbench"] = dict(self.benchmark_cfg(benchmark).get("vbench") or {})
+        return rules
+
+    def generation_params(self, benchmark: str, mode: str = "performance") -> dict[str, Any]:
+        """What a run's backend generates with: the LLMs' decoding settings (:meth:`generation`),
+        or for text-to-video the rules table's video settings with the config's
+        ``benchmarks.<name>.video`` (a stand-in's smaller videos) laid over them."""
+        if self.task(benchmark) != "text-to-video":
+            return dict(self.generation(benchmark, mode).__dict__)
+        table = dict(self.facts(benchmark).facts["generation"])
+        return {**table, **(self.benchmark_cfg(benchmark).get("video") or {})}
 
     def accelerators(self, system: str, endpoints: int | None = None) -> int:
         """Accelerators one run job occupies, over all its nodes (the generic ``gpu`` resource;

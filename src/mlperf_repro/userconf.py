@@ -34,6 +34,10 @@ def user_conf_settings(
     for cfg_key, lg_key in SCENARIO_KEYS.items():
         if cfg_key in scenario_cfg:
             settings[lg_key] = scenario_cfg[cfg_key]
+    if scenario == "SingleStream" and "target_qps" in settings:
+        # LoadGen reads SingleStream's expected latency (target_latency, ms), not a rate;
+        # target_qps stays for the plan's own arithmetic and is not written (render_user_conf).
+        settings["target_latency"] = round(1000.0 / float(settings["target_qps"]), 3)
     gpt_min = benchmark.facts.get("offline_min_query_count_in_user_conf")
     # A test-scale run takes its own min_query_count (below) unless the scenario sets one.
     if scenario == "Offline" and gpt_min and "min_query_count" not in settings and not test_scale:
@@ -53,6 +57,8 @@ def user_conf_settings(
 def render_user_conf(loadgen_model: str, loadgen_scenario: str, settings: dict[str, Any], header: str) -> str:
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     for key in sorted(settings):
+        if key == "target_qps" and loadgen_scenario == "SingleStream":
+            continue  # LoadGen ignores it there; target_latency says the same
         value = settings[key]
         if isinstance(value, float) and value.is_integer():
             value = int(value)

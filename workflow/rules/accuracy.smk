@@ -11,6 +11,7 @@ rule accuracy_eval:
     output:
         txt=PATHS["accuracy_txt"],
         json=PATHS["accuracy_json"],
+        extras=directory(PATHS["accuracy_extras"]),
     log:
         "logs/accuracy/{system}/{benchmark}/{scenario}.log",
     conda:
@@ -23,7 +24,7 @@ rule accuracy_eval:
     params:
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
-        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
+        accuracy_rules=lambda wc: PLAN.accuracy_rules(wc.benchmark),
         targets=lambda wc: PLAN.accuracy_targets(wc.benchmark),
     script:
         f"{SCRIPTS}/accuracy_eval.py"

@@ -26,7 +26,8 @@ rule acquire_dataset:
         # A builtin dataset is tokenised with its builtin model's tokenizer.
         tokenizer=lambda wc: (
             [PLAN.model_dir(config["datasets"][wc.dataset]["builtin"]["model"])]
-            if config["datasets"][wc.dataset]["source"].startswith("builtin:")
+            if (config["datasets"][wc.dataset].get("builtin") or {}).get("model")
+            and config["datasets"][wc.dataset]["source"].startswith("builtin:")
             else []
         ),
     output:

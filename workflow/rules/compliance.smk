@@ -41,9 +41,9 @@ rule compliance_run:
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
-        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
+        generation=lambda wc: PLAN.generation_params(wc.benchmark, "performance"),
         engine=lambda wc: PLAN.engine(wc.system),
-        audit_config=lambda wc: PLAN.audit_config(wc.test, wc.benchmark),
+        audit_config=lambda wc: PLAN.audit_config(wc.test, wc.benchmark, wc.scenario),
     script:
         f"{SCRIPTS}/loadgen_run.py"
 
@@ -74,6 +74,6 @@ rule compliance_verify:
         # TEST07 scores the run with the benchmark's evaluator on the file it ran on.
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
-        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
+        accuracy_rules=lambda wc: PLAN.accuracy_rules(wc.benchmark),
     script:
         f"{SCRIPTS}/compliance_verify.py"

@@ -57,7 +57,7 @@ rule loadgen_run:
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
-        generation=lambda wc: PLAN.generation(wc.benchmark, wc.mode).__dict__,
+        generation=lambda wc: PLAN.generation_params(wc.benchmark, wc.mode),
         engine=lambda wc: PLAN.engine(wc.system),
     script:
         f"{SCRIPTS}/loadgen_run.py"
@@ -90,9 +90,9 @@ rule reference_accuracy:
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
         prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark, "accuracy"),
-        generation=lambda wc: PLAN.generation(wc.benchmark, "accuracy").__dict__,
+        generation=lambda wc: PLAN.generation_params(wc.benchmark, "accuracy"),
         engine=lambda wc: PLAN.engine(wc.system),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
-        accuracy_rules=lambda wc: PLAN.facts(wc.benchmark).accuracy,
+        accuracy_rules=lambda wc: PLAN.accuracy_rules(wc.benchmark),
     script:
         f"{SCRIPTS}/reference_accuracy.py"

@@ -53,7 +53,7 @@ rule scaling_run:
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
-        generation=lambda wc: PLAN.generation(wc.benchmark, "performance").__dict__,
+        generation=lambda wc: PLAN.generation_params(wc.benchmark, "performance"),
         engine=lambda wc: PLAN.scaling_engine(wc.system, int(wc.n_endpoints)),
     script:
         f"{SCRIPTS}/loadgen_run.py"

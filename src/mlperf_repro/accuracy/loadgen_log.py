@@ -28,7 +28,8 @@ from ..errors import UserError
 __all__ = ["DTYPES", "iter_accuracy_entries", "read_accuracy_log", "resolve_dtype"]
 
 # The reference script's --dtype choices and what they mean.
-DTYPES: dict[str, type[np.generic]] = {"int32": np.int32, "int64": np.int64, "float": np.float32}
+# "uint8": a response that is a file's bytes (text-to-video: one mp4 per sample).
+DTYPES: dict[str, type[np.generic]] = {"int32": np.int32, "int64": np.int64, "float": np.float32, "uint8": np.uint8}
 
 _READ_SIZE = 1 << 20
 _WHITESPACE = " \t\r\n"

@@ -31,6 +31,26 @@ def _fetch(entry: dict[str, Any], dest_dir: Path) -> dict[str, Any]:
     )
 
 
+def _builtin_spec(spec_class, entry: dict[str, Any]):
+    """The builtin model's spec from ``models.<name>.builtin``; a key the kind does not take
+    is a clear error (the schema lists the keys of every kind together)."""
+    import dataclasses
+
+    from ..errors import UserError
+
+    values = dict(entry.get("builtin") or {})
+    known = {f.name for f in dataclasses.fields(spec_class)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise UserError(
+            f"models.<name>.builtin: {', '.join(unknown)} mean nothing to {entry['source']} "
+            f"(its keys: {', '.join(sorted(known))})"
+        )
+    if "vae_dim_mult" in values:
+        values["vae_dim_mult"] = tuple(values["vae_dim_mult"])
+    return spec_class(**values)
+
+
 def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path) -> dict[str, Any]:
     dest_dir = Path(dest_dir)
     if entry["source"] == "builtin:tiny-llama":
@@ -38,7 +58,7 @@ def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path
         from ..accuracy.rouge import rouge_scores
         from ..demo.model import DemoModelSpec, build_and_train
 
-        spec = DemoModelSpec(**(entry.get("builtin") or {}))
+        spec = _builtin_spec(DemoModelSpec, entry)
         if dest_dir.exists():
             shutil.rmtree(dest_dir)
         report = build_and_train(dest_dir, spec, rouge=lambda p, r: rouge_scores(*postprocess_text(p, r), workers=1))
@@ -47,10 +67,17 @@ def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path
         from ..demo import gpt_oss_model
         from ..demo.model import DemoModelSpec
 
-        spec = DemoModelSpec(**(entry.get("builtin") or {}))
+        spec = _builtin_spec(DemoModelSpec, entry)
         if dest_dir.exists():
             shutil.rmtree(dest_dir)
         report = gpt_oss_model.build_and_train(dest_dir, spec)
+        record = record_built(dest_dir, entry["source"], report)
+    elif entry["source"] == "builtin:tiny-wan":
+        from ..demo.wan_model import TinyWanSpec, build_tiny_wan
+
+        if dest_dir.exists():
+            shutil.rmtree(dest_dir)
+        report = build_tiny_wan(dest_dir, _builtin_spec(TinyWanSpec, entry))
         record = record_built(dest_dir, entry["source"], report)
     else:
         record = _fetch(entry, dest_dir)
@@ -83,6 +110,18 @@ def acquire_dataset_entry(
         record = record_built(
             dest_dir, entry["source"], {"samples": samples, "tokenizer": str(tokenizer_dir), **builtin}
         )
+    elif entry["source"] == "builtin:vbench-prompts-synthetic":
+        from ..demo.video_prompts import write_prompt_file
+
+        builtin = entry.get("builtin") or {}
+        if dest_dir.exists():
+            shutil.rmtree(dest_dir)
+        rows = {
+            entry["file"]: write_prompt_file(
+                dest_dir / entry["file"], builtin.get("samples", 248), builtin.get("seed", 7)
+            )
+        }
+        record = record_built(dest_dir, entry["source"], {"rows": rows, **builtin})
     elif entry["source"] == "builtin:gpt-oss-synthetic":
         from transformers import AutoTokenizer
 

@@ -1,5 +1,6 @@
-"""Token datasets the harness serves: MLCommons' processed OpenOrca pickle (llama2-70b) and
-the gpt-oss-120b parquet files.
+"""Datasets the harness serves: MLCommons' processed OpenOrca pickle (llama2-70b), the
+gpt-oss-120b parquet files (token ids), and prompt text files (text-to-video: one prompt
+per line, the sample index being the line's, as in wan-2.2's ``vbench_prompts.txt``).
 
 The harness needs only the prompts' token ids: ``tok_input`` (OpenOrca, and gpt-oss files
 before v4.0) or ``input_tokens`` (gpt-oss v4.0+). ``references`` holds the OpenOrca
@@ -39,3 +40,32 @@ def load_token_dataset(path: str | Path, limit: int | None = None) -> TokenDatas
         prompts=[[int(t) for t in ids] for ids in frame[column]],
         references=[str(text) for text in frame["output"]] if "output" in frame.columns else [],
     )
+
+
+@dataclass
+class PromptDataset:
+    """Text prompts; the sample index is the prompt's line among the non-empty lines."""
+
+    prompts: list[str]
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+
+def load_prompt_dataset(path: str | Path, limit: int | None = None) -> PromptDataset:
+    """A prompt file as the wan-2.2 reference reads it: UTF-8, one prompt per line, each
+    stripped, empty lines dropped."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"prompt file {path} does not exist (check datasets.<name>.file in the config, and the "
+            "benchmark's dataset file in the rules table)"
+        )
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"prompt file {path} is not UTF-8 text: {exc}") from exc
+    prompts = [line.strip() for line in lines if line.strip()]
+    if not prompts:
+        raise UserError(f"prompt file {path} holds no prompt (one per line expected)")
+    return PromptDataset(prompts[:limit] if limit is not None else prompts)

@@ -29,6 +29,9 @@ def judge(metrics: dict[str, Any], targets: dict[str, Any], reference: dict[str,
     checks = []
     for metric, minimum in minimums.items():
         value = metrics[metric]
+        if value is None:  # the evaluator could not compute it here (VBench without its models)
+            checks.append({"metric": metric, "value": None, "minimum": round(minimum, 4), "passed": False})
+            continue
         checks.append({"metric": metric, "value": value, "minimum": round(minimum, 4), "passed": value >= minimum})
     for metric, maximum in maximums.items():
         value = metrics[metric]
@@ -54,16 +57,27 @@ def evaluator_tokenizer(evaluator: str, tokenizer_dir: str) -> Any:
 
 
 def score_log(
-    evaluator: str, log: str | Path, dataset_file: str, tokenizer_dir: str, accuracy_rules: dict[str, Any]
+    evaluator: str,
+    log: str | Path,
+    dataset_file: str,
+    tokenizer_dir: str,
+    accuracy_rules: dict[str, Any],
+    extras_dir: str | Path | None = None,
 ) -> tuple[dict[str, Any], str]:
     """(metrics, accuracy.txt text) of one LoadGen accuracy log, read as its task's data type
-    (int32 token ids for the LLMs). Whether the first entry per sample or every entry is
-    scored is the evaluator's (llama2: the first, gpt-oss: every entry)."""
+    (int32 token ids for the LLMs, mp4 bytes for text-to-video). Whether the first entry per
+    sample or every entry is scored is the evaluator's (llama2: the first, gpt-oss: every
+    entry). With ``extras_dir`` the evaluator's extra outputs (text-to-video: the named
+    videos) are written there."""
     task, found = find_evaluator(evaluator)
     log = Path(log)
     if not log.is_file():
         raise UserError(f"{log} is missing: the run did not write its accuracy log")
     entries = read_accuracy_log(log, task.accuracy_log_dtype, first_per_sample=found.first_per_sample)
+    if extras_dir is not None:
+        Path(extras_dir).mkdir(parents=True, exist_ok=True)
+        if found.write_extras is not None:
+            found.write_extras(entries, dataset_file, accuracy_rules, Path(extras_dir))
     return score_entries(
         evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir), accuracy_rules
     )
@@ -80,9 +94,12 @@ def accuracy_job(
     out_txt: str,
     out_json: str,
     accuracy_rules: dict[str, Any] | None = None,
+    extras_dir: str | None = None,
 ) -> dict[str, Any]:
+    """Score a run's accuracy log, judge it, and write accuracy.txt, the verdict and the
+    evaluator's extra outputs (``extras_dir``, copied into the package's accuracy folder)."""
     log = Path(run_dir) / "mlperf_log_accuracy.json"
-    metrics, text = score_log(evaluator, log, dataset_file, tokenizer_dir, accuracy_rules or {})
+    metrics, text = score_log(evaluator, log, dataset_file, tokenizer_dir, accuracy_rules or {}, extras_dir)
     reference = json.loads(Path(reference_path).read_text()) if reference_path else None
     verdict = judge(metrics, targets, reference)
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)

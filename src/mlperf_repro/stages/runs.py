@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import harmony, provenance
-from ..backends import GenerationSettings, make_backend
+from ..backends import GenerationSettings
 from ..backends.endpoints import serving
 from ..cluster.screen import apply_to_run
 from ..errors import UserError
@@ -51,18 +51,12 @@ def loadgen_job(
     served = task_named(task)
     dataset = served.read_dataset(dataset_file)
     check_prompts(dataset, dataset_file, model_dir, prompt_check)
-    settings = GenerationSettings(**generation)
     stream = loadgen_scenario != "Offline"
+    if served.make_backend is None:
+        raise UserError(f"the {served.name} task has no backend to serve it (tasks registry: make_backend)")
 
     def factory(sut, serving_engine):
-        return make_backend(
-            serving_engine,
-            model_path=model_dir,
-            generation=settings,
-            stream=stream,
-            on_first_token=sut.first_token if stream else None,
-            on_complete=sut.complete,
-        )
+        return served.make_backend(serving_engine, model_path=model_dir, generation=generation, stream=stream, sut=sut)
 
     test = LoadgenTest(
         user_conf=Path(user_conf),

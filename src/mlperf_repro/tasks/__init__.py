@@ -4,7 +4,7 @@ A new task is a module here that calls :func:`register_task`, imported below."""
 
 from __future__ import annotations
 
-from . import llm
+from . import llm, text_to_video
 from .registry import (
     TASKS,
     Evaluator,
@@ -28,4 +28,5 @@ __all__ = [
     "register_task",
     "task_for",
     "task_named",
+    "text_to_video",
 ]

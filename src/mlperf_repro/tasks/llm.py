@@ -24,6 +24,22 @@ def make_sut(dataset, *, report_first_token: bool):
     return LlmSut(dataset, report_first_token=report_first_token)
 
 
+def make_backend(engine: dict[str, Any], *, model_path: str, generation: dict[str, Any], stream: bool, sut):
+    """vLLM in process or the endpoints head, reporting first tokens (streamed scenarios) and
+    token outputs to the LLM SUT."""
+    from ..backends import GenerationSettings
+    from ..backends import make_backend as make_llm_backend
+
+    return make_llm_backend(
+        engine,
+        model_path=model_path,
+        generation=GenerationSettings(**generation),
+        stream=stream,
+        on_first_token=sut.first_token if stream else None,
+        on_complete=sut.complete,
+    )
+
+
 def score_llama2_rouge(
     entries: list, dataset_file: str, tokenizer: Any, accuracy_rules: dict[str, Any]
 ) -> tuple[dict[str, Any], str]:
@@ -65,6 +81,7 @@ LLM = register_task(
         name="llm",
         read_dataset=read_dataset,
         make_sut=make_sut,
+        make_backend=make_backend,
         backends=("vllm", "endpoints"),
         evaluators=(
             # The llama2 reference keeps the first log entry per sample, the gpt-oss one

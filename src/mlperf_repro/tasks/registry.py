@@ -37,6 +37,10 @@ class Evaluator:
     # True: score only the first log entry of each sample (llama2's reference); False:
     # every entry (gpt-oss scores repeated samples each time).
     first_per_sample: bool = True
+    # (entries, dataset_file, accuracy_rules, out_dir) -> {file: what}: outputs the package's
+    # accuracy/ folder must carry besides accuracy.txt (text-to-video: the table's videos and
+    # their captions), written into out_dir; None where the round asks for none.
+    write_extras: Callable[[list, str, dict[str, Any], Any], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,10 @@ class Task:
     make_sut: Callable[..., Any]
     backends: tuple[str, ...]  # systems.<name>.engine.backend values that can serve it
     evaluators: tuple[Evaluator, ...]
+    # (engine, *, model_path, generation, stream, sut) -> the backend (backends.Backend) that
+    # serves the SUT: ``engine`` is the system's engine config, ``generation`` the plan's
+    # generation parameters of the run (Plan.generation_params).
+    make_backend: Callable[..., Any] | None = None
     accuracy_log_dtype: str = "int32"  # accuracy.loadgen_log.DTYPES key of the log's entries
     compliance: tuple[str, ...] = ()  # compliance tests run and verified end to end
 

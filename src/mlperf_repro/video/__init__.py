@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from .generate import fixed_latent, generate_video, generate_videos, load_pipeline
 from .mp4 import read_mp4, write_mp4
-from .settings import MLPERF_V6_SETTINGS, VideoSettings
+from .settings import VideoSettings
 
 __all__ = [
-    "MLPERF_V6_SETTINGS",
     "VideoSettings",
     "fixed_latent",
     "generate_video",

@@ -111,27 +111,3 @@ def _number(settings: VideoSettings, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise UserError(f"video setting {key}={value!r} must be a finite number >= 0")
     return float(value)
-
-
-#: The v6.0 reference's generation settings (mlcommons/inference text_to_video, its
-#: ``inference_config.yaml``): 81 frames of 1280x720 at 16 fps, 20 UniPC steps, guidance 4.0
-#: (high-noise expert) and 3.0 (low-noise expert), experts switching at 0.875, seed 42.
-MLPERF_V6_SETTINGS = VideoSettings(
-    height=720,
-    width=1280,
-    num_frames=81,
-    num_inference_steps=20,
-    guidance_scale=4.0,
-    guidance_scale_2=3.0,
-    boundary_ratio=0.875,
-    negative_prompt=(
-        "vivid colors, overexposed, static, blurry details, subtitles, style,\n"
-        "work of art, painting, picture, still, overall grayish, worst quality,\n"
-        "low quality, JPEG artifacts, ugly, deformed, extra fingers, poorly drawn hands,\n"
-        "poorly drawn face, deformed, disfigured, deformed limbs, fused fingers,\n"
-        "static image, cluttered background, three legs, many people in the background,\n"
-        "walking backwards"
-    ),
-    seed=42,
-    fps=16,
-)

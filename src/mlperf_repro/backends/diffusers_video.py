@@ -1,0 +1,141 @@
+"""A diffusers text-to-video pipeline inside the LoadGen process (``engine.backend: diffusers``).
+
+The vendor's v6.0 wan-2.2 harness works the same way: ``WanPipeline`` in process, no server
+(its eight GPUs share one video through xDiT sequence parallelism). Requests queue up from
+LoadGen's issue thread; the main thread takes up to ``engine_args.batch_size`` prompts per
+pipeline call (Offline issues every sample at once; SingleStream one at a time), encodes each
+video as an mp4 and hands its bytes to the SUT. Every video starts from the same fixed latent,
+so a sample's video does not depend on its batch (tests/test_wan_pipeline.py).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..video.settings import VideoSettings
+
+#: Generation parameters that choose how the pipeline loads, not what a video is.
+LOAD_KEYS = ("dtype", "vae_dtype")
+#: engine_args this backend reads, with their defaults.
+ENGINE_ARGS = {"batch_size": 1, "device": "cpu", "threads": None}
+
+
+def split_generation(generation: dict[str, Any]) -> tuple[VideoSettings, dict[str, Any]]:
+    """(the video settings, the pipeline's load options) of the plan's generation parameters."""
+    load = {k: generation[k] for k in LOAD_KEYS if k in generation}
+    settings = VideoSettings.from_mapping(
+        {k: v for k, v in generation.items() if k not in LOAD_KEYS}, "the benchmark's generation settings"
+    )
+    return settings, load
+
+
+def engine_options(engine_args: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(engine_args) - set(ENGINE_ARGS))
+    if unknown:
+        raise UserError(
+            f"systems.<name>.engine.engine_args: {', '.join(unknown)} mean nothing to the diffusers backend "
+            f"(it reads {', '.join(ENGINE_ARGS)})"
+        )
+    options = {**ENGINE_ARGS, **engine_args}
+    if not isinstance(options["batch_size"], int) or options["batch_size"] < 1:
+        raise UserError(f"engine_args.batch_size must be a positive integer, not {options['batch_size']!r}")
+    return options
+
+
+class DiffusersVideoBackend:
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        generation: dict[str, Any],
+        engine_args: dict[str, Any],
+        on_complete: Callable[[int, bytes], None],
+    ) -> None:
+        self.model_path = model_path
+        self.settings, self.load_options = split_generation(generation)
+        self.options = engine_options(engine_args)
+        self.on_complete = on_complete
+        self.pipe = None
+        self.latent = None
+        self._queue: deque = deque()
+        self._lock = threading.Lock()
+        self._arrived = threading.Event()
+        self._scratch = tempfile.TemporaryDirectory(prefix="mlperf-repro-video-")
+        self.stats: dict[str, Any] = {"videos": 0, "batches": 0, "generate_seconds": 0.0, "encode_seconds": 0.0}
+
+    def start(self) -> None:
+        import torch
+
+        from ..video.generate import fixed_latent, load_pipeline
+
+        if self.options["threads"]:
+            torch.set_num_threads(int(self.options["threads"]))
+        self.pipe = load_pipeline(
+            self.model_path,
+            dtype=self.load_options.get("dtype", "float32"),
+            vae_dtype=self.load_options.get("vae_dtype", "float32"),
+            boundary_ratio=self.settings.boundary_ratio,
+            device=self.options["device"],
+        )
+        transformer = self.pipe.transformer if self.pipe.transformer is not None else self.pipe.transformer_2
+        self.latent = fixed_latent(self.settings, channels=transformer.config.in_channels)
+        # One video before LoadGen's clock starts: the first pipeline call pays one-off
+        # set-up, which would otherwise land on the first sample's latency.
+        from ..video.generate import generate_videos
+
+        self._mp4_bytes(generate_videos(self.pipe, ["warm-up"], settings=self.settings, latent=self.latent)[0])
+
+    def submit(self, requests: Sequence[Any]) -> None:
+        with self._lock:
+            self._queue.extend(requests)
+        self._arrived.set()
+
+    def _take(self) -> list[Any]:
+        with self._lock:
+            batch = [self._queue.popleft() for _ in range(min(self.options["batch_size"], len(self._queue)))]
+            if not self._queue:
+                self._arrived.clear()
+        return batch
+
+    def serve_until(self, done: threading.Event) -> None:
+        from ..video.generate import generate_videos
+
+        while True:
+            batch = self._take()
+            if not batch:
+                if done.is_set():
+                    return
+                self._arrived.wait(0.05)
+                continue
+            started = time.perf_counter()
+            videos = generate_videos(self.pipe, [r.prompt for r in batch], settings=self.settings, latent=self.latent)
+            encoded = time.perf_counter()
+            for request, frames in zip(batch, videos):
+                self.on_complete(request.request_id, self._mp4_bytes(frames))
+            self.stats["generate_seconds"] += encoded - started
+            self.stats["encode_seconds"] += time.perf_counter() - encoded
+            self.stats["videos"] += len(batch)
+            self.stats["batches"] += 1
+
+    def _mp4_bytes(self, frames) -> bytes:
+        from ..video.mp4 import write_mp4
+
+        path = write_mp4(frames, Path(self._scratch.name) / "video.mp4", self.settings.fps)
+        return path.read_bytes()
+
+    def stop(self) -> None:
+        self.pipe = None
+        for key in ("generate_seconds", "encode_seconds"):
+            self.stats[key] = round(self.stats[key], 3)
+        if self.stats["videos"]:
+            self.stats["seconds_per_video"] = round(
+                (self.stats["generate_seconds"] + self.stats["encode_seconds"]) / self.stats["videos"], 3
+            )
+        self._scratch.cleanup()
