@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..video.generate import fixed_latent, generate_videos, load_pipeline
+from ..video.mp4 import write_mp4
 from ..video.settings import VideoSettings
 
 #: Generation parameters that choose how the pipeline loads, not what a video is.
@@ -73,8 +75,6 @@ class DiffusersVideoBackend:
     def start(self) -> None:
         import torch
 
-        from ..video.generate import fixed_latent, load_pipeline
-
         if self.options["threads"]:
             torch.set_num_threads(int(self.options["threads"]))
         self.pipe = load_pipeline(
@@ -88,8 +88,6 @@ class DiffusersVideoBackend:
         self.latent = fixed_latent(self.settings, channels=transformer.config.in_channels)
         # One video before LoadGen's clock starts: the first pipeline call pays one-off
         # set-up, which would otherwise land on the first sample's latency.
-        from ..video.generate import generate_videos
-
         self._mp4_bytes(generate_videos(self.pipe, ["warm-up"], settings=self.settings, latent=self.latent)[0])
 
     def submit(self, requests: Sequence[Any]) -> None:
@@ -105,8 +103,6 @@ class DiffusersVideoBackend:
         return batch
 
     def serve_until(self, done: threading.Event) -> None:
-        from ..video.generate import generate_videos
-
         while True:
             batch = self._take()
             if not batch:
@@ -125,8 +121,6 @@ class DiffusersVideoBackend:
             self.stats["batches"] += 1
 
     def _mp4_bytes(self, frames) -> bytes:
-        from ..video.mp4 import write_mp4
-
         path = write_mp4(frames, Path(self._scratch.name) / "video.mp4", self.settings.fps)
         return path.read_bytes()
 

@@ -1,0 +1,207 @@
+"""The text-to-video task (wan-2.2-t2v-a14b) with the tiny Wan pipeline: prompt files, the
+videos the accuracy folder must carry, the plan's settings and user.conf, real LoadGen runs
+whose accuracy logs hold real mp4 files, and TEST04 on a fair and a caching system."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, SCHEMA
+
+from mlperf_repro.accuracy.loadgen_log import read_accuracy_log
+from mlperf_repro.accuracy.videos import vbench_folder, vbench_name, write_named_videos
+from mlperf_repro.benchmarks import load_round
+from mlperf_repro.compliance import audit_config_text
+from mlperf_repro.config import load_yaml, validate_config
+from mlperf_repro.demo.video_prompts import write_prompt_file
+from mlperf_repro.demo.wan_model import TinyWanSpec, build_tiny_wan
+from mlperf_repro.errors import UserError
+from mlperf_repro.fetch import record_built
+from mlperf_repro.harness.dataset import load_prompt_dataset
+from mlperf_repro.loadgen_logs import read_detail
+from mlperf_repro.plan import Plan
+from mlperf_repro.stages.compliance import verify_job
+from mlperf_repro.video import read_mp4
+
+CHILD = Path(__file__).with_name("video_child.py")
+FACTS = load_round("v6.0").benchmark("wan-2.2-t2v-a14b")
+TEST04 = load_round("v6.0").compliance_test("TEST04", "wan-2.2-t2v-a14b")
+VIDEO = {"height": 32, "width": 32, "num_frames": 5, "num_inference_steps": 2, "dtype": "float32"}
+
+
+def test_prompt_files_are_read_as_the_reference_reads_them(tmp_path):
+    path = tmp_path / "prompts.txt"
+    path.write_text("  a fox in the snow \n\nA boat, cinematic\n", encoding="utf-8")
+    assert load_prompt_dataset(path).prompts == ["a fox in the snow", "A boat, cinematic"]
+    with pytest.raises(UserError, match="does not exist"):
+        load_prompt_dataset(tmp_path / "missing.txt")
+    path.write_bytes(b"\xff\xfe broken")
+    with pytest.raises(UserError, match="not UTF-8"):
+        load_prompt_dataset(path)
+    path.write_text("\n \n")
+    with pytest.raises(UserError, match="holds no prompt"):
+        load_prompt_dataset(path)
+    # The stand-in's file: the round's 248 prompts, the same on every machine.
+    write_prompt_file(tmp_path / "a.txt")
+    write_prompt_file(tmp_path / "b.txt")
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
+    assert len(load_prompt_dataset(tmp_path / "a.txt")) == 248
+
+
+def test_the_named_videos_and_their_captions(tmp_path):
+    prompts = [f"prompt {i}" for i in range(300)]
+    entries = [(i, np.frombuffer(f"video {i}".encode(), np.uint8)) for i in range(300)]
+    stems = FACTS.accuracy["extra_files"]["videos"]
+    write_named_videos(entries, prompts, stems, tmp_path)
+    folder = tmp_path / "videos"
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{s}.mp4" for s in stems] + ["captions.txt"])
+    assert (folder / "233.mp4").read_bytes() == b"video 233"
+    assert (folder / "captions.txt").read_text().splitlines()[0] == f"{stems[0]}  prompt {stems[0]}"
+    with pytest.raises(UserError, match="no video for sample\\(s\\) 233, 130"):
+        write_named_videos([e for e in entries if e[0] not in (130, 233)], prompts, ["233", "130"], tmp_path)
+    # VBench reads the prompt back from the file name.
+    assert vbench_name("a/b c") == "a b c-0.mp4"
+    assert sorted(p.name for p in vbench_folder(entries[:2], prompts, tmp_path / "vb").iterdir()) == [
+        "prompt 0-0.mp4",
+        "prompt 1-0.mp4",
+    ]
+
+
+@pytest.fixture(scope="module")
+def demo_plan():
+    return Plan(validate_config(load_yaml(REPO / "config" / "config.yaml"), SCHEMA))
+
+
+def test_plan_lays_the_stand_ins_video_over_the_rounds_settings(demo_plan):
+    params = demo_plan.generation_params("tiny-wan-t2v", "performance")
+    assert (params["height"], params["width"], params["num_frames"], params["num_inference_steps"]) == (64, 64, 9, 4)
+    assert (params["guidance_scale"], params["guidance_scale_2"], params["boundary_ratio"], params["seed"]) == (
+        4.0,
+        3.0,
+        0.875,
+        42,
+    )
+    assert params["negative_prompt"] == FACTS.facts["generation"]["negative_prompt"]
+    conf = demo_plan.user_conf_text("cpu-2c-diffusers", "tiny-wan-t2v", "SingleStream")
+    assert "wan-2.2-t2v-a14b.SingleStream.target_latency = 500" in conf and "target_qps" not in conf
+    # TEST04's SingleStream run needs 64 queries for its p90 early-stopping estimate.
+    assert "*.*.min_query_count = 64" in demo_plan.audit_config("TEST04", "tiny-wan-t2v", "SingleStream")
+    assert "*.*.min_query_count = 20" in demo_plan.audit_config("TEST04", "tiny-wan-t2v", "Offline")
+    rules = demo_plan.accuracy_rules("tiny-wan-t2v")
+    assert rules["dimensions"] == FACTS.accuracy["vbench_dimensions"] and rules["vbench"] == {}
+
+
+@pytest.fixture(scope="module")
+def tiny_wan(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wan")
+    build_tiny_wan(root / "model", TinyWanSpec())
+    for name, text in (
+        # Samples 0 and 2 share a prompt: their videos must be the same file.
+        ("data", "a red fox in the snow\na boat on a lake\na red fox in the snow\na lighthouse at night\n"),
+        # 64 distinct prompts: a performance run renders (almost) every sample afresh.
+        ("data64", None),
+    ):
+        (root / name).mkdir()
+        if text is None:
+            write_prompt_file(root / name / "vbench_prompts.txt", 64, seed=3)
+        else:
+            (root / name / "vbench_prompts.txt").write_text(text)
+        record_built(root / name, "builtin:test-prompts", {})
+    return root
+
+
+def loadgen_run(
+    tiny_wan: Path,
+    tmp: Path,
+    name: str,
+    scenario: str,
+    mode: str,
+    user_conf: str,
+    audit=None,
+    cache=False,
+    data="data",
+) -> Path:
+    out = tmp / name
+    (tmp / f"{name}.user.conf").write_text(user_conf)
+    samples = len(load_prompt_dataset(tiny_wan / data / "vbench_prompts.txt"))
+    args = dict(
+        model_dir=str(tiny_wan / "model"),
+        dataset_dir=str(tiny_wan / data),
+        dataset_file=str(tiny_wan / data / "vbench_prompts.txt"),
+        user_conf=str(tmp / f"{name}.user.conf"),
+        out_dir=str(out),
+        loadgen_model="wan-2.2-t2v-a14b",
+        loadgen_scenario=scenario,
+        mode=mode,
+        performance_sample_count=samples,
+        generation={**FACTS.facts["generation"], **VIDEO},
+        engine={"backend": "diffusers", "engine_args": {"batch_size": 2, "threads": 1}, "env": {}},
+        audit_config=audit,
+        task="text-to-video",
+    )
+    (tmp / f"{name}.json").write_text(json.dumps(args))
+    command = [sys.executable, str(CHILD), str(tmp / f"{name}.json")] + (["--cache-results"] if cache else [])
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return out
+
+
+def test_an_accuracy_run_logs_every_video_as_a_real_mp4(tiny_wan, tmp_path):
+    conf = "wan-2.2-t2v-a14b.Offline.target_qps = 10\n"
+    run = loadgen_run(tiny_wan, tmp_path, "acc", "Offline", "accuracy", conf)
+    record = json.loads((run / "run_record.json").read_text())
+    assert record["completed_samples"] == 4 and record["backend_stats"]["videos"] == 4
+    assert record["backend_stats"]["batches"] == 2  # Offline: 4 prompts, 2 per pipeline call
+    videos = dict(read_accuracy_log(run / "mlperf_log_accuracy.json", "uint8"))
+    assert sorted(videos) == [0, 1, 2, 3]
+    for index, data in videos.items():
+        path = tmp_path / f"{index}.mp4"
+        path.write_bytes(data.tobytes())
+        frames = read_mp4(path)
+        assert frames.shape == (VIDEO["num_frames"], VIDEO["height"], VIDEO["width"], 3)
+    # The fixed latent: the same prompt renders the same video, byte for byte; another differs.
+    assert videos[0].tobytes() == videos[2].tobytes() and videos[0].tobytes() != videos[1].tobytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cache, passes", [(False, True), (True, False)])
+def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_path, cache, passes):
+    conf = (
+        "wan-2.2-t2v-a14b.SingleStream.min_query_count = 64\n"
+        # Long enough that a cached sample, served at once, runs hundreds of queries: the
+        # one it had to render then lies beyond the p90 estimate.
+        "wan-2.2-t2v-a14b.SingleStream.min_duration = 5000\n"
+        "wan-2.2-t2v-a14b.SingleStream.target_latency = 200\n"
+    )
+    audit = audit_config_text(
+        "TEST04", {**TEST04["audit_config"], **TEST04["audit_config_by_scenario"]["SingleStream"]}
+    )
+    performance = loadgen_run(
+        tiny_wan, tmp_path, "performance", "SingleStream", "performance", conf, cache=cache, data="data64"
+    )
+    audited = loadgen_run(
+        tiny_wan, tmp_path, "TEST04", "SingleStream", "performance", conf, audit, cache=cache, data="data64"
+    )
+    detail = read_detail(audited / "mlperf_log_detail.txt")
+    assert detail["effective_performance_issue_same"] == 1 and detail["result_validity"] == "VALID"
+    out = tmp_path / "compliance" / "TEST04"
+    verdict = verify_job(
+        "TEST04",
+        str(audited),
+        "SingleStream",
+        str(tiny_wan / "model"),
+        TEST04,
+        str(out),
+        performance_run=str(performance),
+    )
+    assert verdict is passes
+    details = json.loads((out / "verdict.json").read_text())["details"]
+    if passes:
+        assert details["speedup"] < TEST04["max_speedup"]["SingleStream"]
+    else:  # the repeated sample comes from the cache: far faster than rendering it
+        assert details["speedup"] > 2

@@ -1,0 +1,45 @@
+"""Run one LoadGen test through the diffusers video backend (the run stage's own entry point).
+
+    python video_child.py ARGS.json [--cache-results]
+
+``--cache-results`` makes the backend a CACHING system under test (test-only, named as such):
+it answers a prompt it has rendered before with the stored video instead of rendering it
+again, which is what TEST04 exists to catch. Prints ``RECORD <json>``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from mlperf_repro.backends import diffusers_video
+from mlperf_repro.stages.runs import loadgen_job
+
+
+class CachingVideoBackend(diffusers_video.DiffusersVideoBackend):
+    """Serves repeated prompts from a result cache: a system under test that cheats."""
+
+    def serve_until(self, done):
+        cache: dict[str, bytes] = {}
+        while True:
+            batch = self._take()
+            if not batch:
+                if done.is_set():
+                    return
+                self._arrived.wait(0.05)
+                continue
+            fresh = [r for r in batch if r.prompt not in cache]
+            if fresh:
+                videos = diffusers_video.generate_videos(
+                    self.pipe, [r.prompt for r in fresh], settings=self.settings, latent=self.latent
+                )
+                cache.update({r.prompt: self._mp4_bytes(v) for r, v in zip(fresh, videos)})
+            for request in batch:
+                self.on_complete(request.request_id, cache[request.prompt])
+
+
+if __name__ == "__main__":
+    if "--cache-results" in sys.argv:
+        diffusers_video.DiffusersVideoBackend = CachingVideoBackend
+    record = loadgen_job(**json.loads(open(sys.argv[1]).read()))
+    print("RECORD " + json.dumps(record), flush=True)
