@@ -3,17 +3,20 @@
 #   ./install.sh          workflow + CPU inference stack
 #   ./install.sh --test   the same plus test dependencies
 #   ./install.sh --quark  the same plus AMD Quark's own environment ./.venv-quark (tool: quark)
+#   ./install.sh --vbench the same plus VBench's own environment ./.venv-vbench (vbench_score)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PYTHON=${PYTHON:-python3}
 want_tests=0
 want_quark=0
+want_vbench=0
 for arg in "$@"; do
     case "$arg" in
         --test) want_tests=1 ;;
         --quark) want_quark=1 ;;
-        *) echo "install.sh: unknown option $arg (use --test, --quark)" >&2; exit 2 ;;
+        --vbench) want_vbench=1 ;;
+        *) echo "install.sh: unknown option $arg (use --test, --quark, --vbench)" >&2; exit 2 ;;
     esac
 done
 
@@ -99,5 +102,24 @@ if [ "$want_quark" = 1 ]; then
             .venv-quark/bin/python -m pip --disable-pip-version-check install --quiet -r envs/quark.txt
         fi
         echo "$qwanted" > "$qstamp"
+    fi
+fi
+
+# VBench in its own environment (envs/vbench.txt explains why it is kept apart and installed
+# without dependencies: the file pins the whole closure). Its own stamp, as for Quark.
+if [ "$want_vbench" = 1 ]; then
+    vstamp=.venv-vbench/.mlperf-repro-installed
+    vwanted=$(sha256sum envs/vbench.txt | cut -c1-16)
+    if [ ! -f "$vstamp" ] || [ "$(cat "$vstamp")" != "$vwanted" ]; then
+        if [ ! -x .venv-vbench/bin/python ]; then
+            "$PYTHON" -m venv .venv-vbench
+        fi
+        if [ "$use_uv" = 1 ]; then
+            .venv/bin/python -m uv pip install --quiet --compile-bytecode --no-deps --python .venv-vbench/bin/python \
+                ${links[@]+"${links[@]}"} -r envs/vbench.txt
+        else
+            .venv-vbench/bin/python -m pip --disable-pip-version-check install --quiet --no-deps -r envs/vbench.txt
+        fi
+        echo "$vwanted" > "$vstamp"
     fi
 fi
