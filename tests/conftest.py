@@ -35,6 +35,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "test_screen",
         "test_software",
         "test_wan_",
+        "test_harmony",
     ),
     "accuracy": ("test_accuracy_", "test_sentence_split", "test_extending_task"),
     "compliance": ("test_compliance",),

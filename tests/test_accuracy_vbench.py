@@ -19,7 +19,6 @@ import pytest
 from mlperf_repro.accuracy import vbench
 from mlperf_repro.accuracy.vbench import (
     CLIP_VIT_B32_SHA256,
-    MLPERF_DIMENSIONS,
     checkpoint_paths,
     choose_mode,
     evaluate_vbench,
@@ -32,6 +31,8 @@ from mlperf_repro.errors import UserError
 from mlperf_repro.hashing import sha256_bytes
 
 WAN = load_round("v6.0").benchmark("wan-2.2-t2v-a14b")
+#: The round's six (rules table accuracy.vbench_dimensions).
+MLPERF_DIMENSIONS = tuple(WAN.accuracy["vbench_dimensions"])
 HAS_ENV = vbench.vbench_python(None) is not None
 needs_env = pytest.mark.skipif(not HAS_ENV, reason=".venv-vbench is not built: build it with ./install.sh --vbench")
 

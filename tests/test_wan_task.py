@@ -188,7 +188,7 @@ def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_pat
         tiny_wan, tmp_path, "TEST04", "SingleStream", "performance", conf, audit, cache=cache, data="data64"
     )
     detail = read_detail(audited / "mlperf_log_detail.txt")
-    assert detail["effective_performance_issue_same"] == 1 and detail["result_validity"] == "VALID"
+    assert detail["effective_performance_issue_same"] == 1
     out = tmp_path / "compliance" / "TEST04"
     verdict = verify_job(
         "TEST04",
@@ -201,7 +201,13 @@ def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_pat
     )
     assert verdict is passes
     details = json.loads((out / "verdict.json").read_text())["details"]
+    verdict_line = (out / TEST04["verify_file"]).read_text().splitlines()[-1]
     if passes:
+        assert detail["result_validity"] == "VALID" and verdict_line == "TEST PASS"
         assert details["speedup"] < TEST04["max_speedup"]["SingleStream"]
-    else:  # the repeated sample comes from the cache: far faster than rendering it
-        assert details["speedup"] > 2
+    else:
+        # The repeated sample comes from the cache in microseconds, so the queries LoadGen
+        # generated for min_duration at the expected latency run out long before it: the
+        # audited run is INVALID, and TEST04 fails as the official script fails it.
+        assert detail["result_validity"] == "INVALID" and not detail["result_min_duration_met"]
+        assert verdict_line == "TEST FAIL: Test results are INVALID"
