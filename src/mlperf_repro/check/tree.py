@@ -814,7 +814,19 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
             if result.facts:
                 values = result.facts.accuracy_values(text)
                 for metric in result.facts.absolute_targets(result.scenario):
-                    if metric not in values:
+                    not_computed = re.search(rf"^{re.escape(metric)}: not computed here: (.*)$", text, re.MULTILINE)
+                    if metric not in values and not_computed:
+                        # The evaluator could not compute it on this machine and said so
+                        # (text-to-video without VBench's checkpoints): not a format fault.
+                        findings.append(
+                            Finding(
+                                "accuracy-log",
+                                ctx.rel(txt),
+                                f"{metric} was not computed here ({not_computed.group(1).strip()}); "
+                                "the result cannot be submitted until it is",
+                            )
+                        )
+                    elif metric not in values:
                         findings.append(
                             Finding(
                                 "accuracy-log",

@@ -43,6 +43,12 @@ def load_pipeline(
     float32), the transformers and text encoder in ``dtype`` (the reference: bfloat16),
     ``boundary_ratio`` overriding the folder's when given, the progress bar off."""
     from diffusers import AutoencoderKLWan, WanPipeline
+    from diffusers.utils import logging as diffusers_logging
+    from transformers.utils import logging as transformers_logging
+
+    # Their loading progress bars would fill the job logs.
+    diffusers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()
 
     model_dir = Path(model_dir)
     if not (model_dir / "model_index.json").is_file():

@@ -1,0 +1,92 @@
+"""wan-2.2-t2v-a14b end to end on the CPU: the text-to-video part of config/config.yaml (the
+tiny Wan pipeline, the 248-prompt file, Offline and SingleStream on the diffusers system),
+through the real workflow: build, LoadGen runs whose responses are mp4 files, the accuracy
+folder's named videos and captions, VBench (not computable here: its checkpoints are absent),
+TEST04, packaging and our check. The videos are made smaller than the demo's (32x32, 5 frames,
+2 steps) and Offline issues 64 samples, so it takes a few minutes on 2 cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, make_workdir, run_snakemake
+
+from mlperf_repro.benchmarks import load_round
+from mlperf_repro.loadgen_logs import read_detail
+from mlperf_repro.video import read_mp4
+
+pytestmark = pytest.mark.slow
+SYSTEM, BENCH, MODEL, DATASET = "cpu-2c-diffusers", "tiny-wan-t2v", "tiny-wan", "vbench-prompts-synthetic"
+FACTS = load_round("v6.0").benchmark("wan-2.2-t2v-a14b")
+VIDEO = {"height": 32, "width": 32, "num_frames": 5, "num_inference_steps": 2}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    reuse = os.environ.get("MLPERF_REPRO_WAN_WORKDIR")  # a finished run, for iterating on assertions
+    if reuse:
+        return Path(reuse)
+    work = make_workdir(tmp_path_factory.mktemp("wan"))
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    # Only the text-to-video benchmark of the demo config, and its own system.
+    config["models"] = {MODEL: config["models"][MODEL]}
+    config["datasets"] = {DATASET: config["datasets"][DATASET]}
+    config["benchmarks"] = {BENCH: config["benchmarks"][BENCH]}
+    config["systems"] = {SYSTEM: config["systems"][SYSTEM]}
+    config["quantization"] = {}
+    config["benchmarks"][BENCH]["video"].update(VIDEO)
+    config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"]["min_query_count"] = 64
+    (work / "wan.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(work, "--cores", "2", "--configfile", "wan.yaml", timeout=1500)
+    if result.returncode != 0:
+        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
+        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
+    return work
+
+
+def scenario_dir(work: Path, scenario: str) -> Path:
+    return work / "results" / "package" / "submission" / "open" / "MLPerfRepro" / "results" / SYSTEM / BENCH / scenario
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "SingleStream"])
+def test_both_scenarios_run_valid_and_are_packaged(workdir, scenario):
+    folder = scenario_dir(workdir, scenario)
+    detail = read_detail(folder / "performance" / "run_1" / "mlperf_log_detail.txt")
+    assert detail["result_validity"] == "VALID" and detail["effective_scenario"] == scenario
+    if scenario == "SingleStream":
+        assert detail["early_stopping_latency_ss"] > 0
+    summary = (folder / "performance" / "run_1" / "mlperf_log_summary.txt").read_text()
+    assert "Result is : VALID" in summary
+    assert (folder / "TEST04" / "verify_performance.txt").read_text().splitlines()[-1] == "TEST PASS"
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "SingleStream"])
+def test_the_accuracy_folder_carries_the_rounds_videos_as_real_mp4s(workdir, scenario):
+    videos = scenario_dir(workdir, scenario) / "accuracy" / "videos"
+    stems = FACTS.accuracy["extra_files"]["videos"]
+    assert sorted(p.name for p in videos.iterdir()) == sorted([f"{s}.mp4" for s in stems] + ["captions.txt"])
+    frames = read_mp4(videos / "233.mp4")
+    assert frames.shape == (VIDEO["num_frames"], VIDEO["height"], VIDEO["width"], 3)
+    prompts = (workdir / "resources" / "datasets" / DATASET / "data" / "vbench_prompts.txt").read_text().splitlines()
+    assert f"233  {prompts[233]}" in (videos / "captions.txt").read_text().splitlines()
+
+
+def test_vbench_is_reported_as_not_computed_never_invented(workdir):
+    text = (scenario_dir(workdir, "Offline") / "accuracy" / "accuracy.txt").read_text()
+    assert not re.search(FACTS.accuracy["regex"]["vbench_score"], text)
+    assert text.startswith("vbench_score: not computed here: ") and "checkpoint file(s) missing" in text
+    verdict = json.loads((workdir / "results/accuracy" / SYSTEM / BENCH / "Offline" / "accuracy.json").read_text())
+    assert verdict["metrics"]["vbench_score"] is None and verdict["metrics"]["submittable"] is False
+
+
+def test_our_check_accepts_the_tree_but_for_the_missing_score(workdir):
+    report = json.loads((workdir / "results" / "check" / "report.json").read_text())
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    assert errors, "the missing vbench_score must be reported"
+    for finding in errors:
+        assert "vbench_score was not computed here" in finding["message"], finding
