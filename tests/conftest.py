@@ -147,6 +147,20 @@ def run_snakemake(work: Path, *args: str, timeout: int = 600) -> subprocess.Comp
     )
 
 
+def run_config(tmp_path: Path, name: str, config: dict, timeout: int = 1500) -> Path:
+    """A fresh workdir in tmp_path that has run the whole workflow on ``config`` (written as
+    ``<name>.yaml``); the test fails with the jobs' logs if the workflow does."""
+    import yaml
+
+    work = make_workdir(tmp_path)
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(work, "--cores", "2", "--configfile", f"{name}.yaml", timeout=timeout)
+    if result.returncode != 0:
+        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
+        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
+    return work
+
+
 E2E_CONFIG = REPO / "tests" / "configs" / "e2e.yaml"
 
 

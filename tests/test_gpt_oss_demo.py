@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, make_workdir, run_snakemake
+from conftest import REPO, run_config
 
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
@@ -38,7 +38,6 @@ def workdir(tmp_path_factory) -> Path:
     reuse = os.environ.get("MLPERF_REPRO_GPT_OSS_WORKDIR")  # a finished run, for iterating on assertions
     if reuse:
         return Path(reuse)
-    work = make_workdir(tmp_path_factory.mktemp("gpt-oss"))
     config = yaml.safe_load((REPO / "config/examples/gpt-oss-demo.yaml").read_text())
     # The demo's 200 training steps: with three families, fewer leave the AIME registry
     # half-learnt (about 37% sampled at 120 steps, 97% at 200).
@@ -49,12 +48,7 @@ def workdir(tmp_path_factory) -> Path:
     # (~400 samples/s on 2 cores, faster on a quiet CI machine) ends the run before min_duration,
     # INVALID. Too high a target only makes the run longer (2200 samples: ~6 s here).
     config["systems"][SYSTEM]["benchmarks"][BENCH] = {"Offline": {"target_qps": 2000}}
-    (work / "gpt-oss.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(work, "--cores", "2", "--configfile", "gpt-oss.yaml", timeout=1500)
-    if result.returncode != 0:
-        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
-        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
-    return work
+    return run_config(tmp_path_factory.mktemp("gpt-oss"), "gpt-oss", config)
 
 
 def scenario_dir(work: Path, scenario: str = "Offline") -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, make_workdir, run_snakemake
+from conftest import REPO, run_config
 
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
@@ -31,7 +31,6 @@ def workdir(tmp_path_factory) -> Path:
     reuse = os.environ.get("MLPERF_REPRO_WAN_WORKDIR")  # a finished run, for iterating on assertions
     if reuse:
         return Path(reuse)
-    work = make_workdir(tmp_path_factory.mktemp("wan"))
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     # Only the text-to-video benchmark of the demo config, and its own system.
     config["models"] = {MODEL: config["models"][MODEL]}
@@ -41,12 +40,7 @@ def workdir(tmp_path_factory) -> Path:
     config["quantization"] = {}
     config["benchmarks"][BENCH]["video"].update(VIDEO)
     config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"]["min_query_count"] = 64
-    (work / "wan.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(work, "--cores", "2", "--configfile", "wan.yaml", timeout=1500)
-    if result.returncode != 0:
-        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
-        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
-    return work
+    return run_config(tmp_path_factory.mktemp("wan"), "wan", config)
 
 
 def scenario_dir(work: Path, scenario: str) -> Path:

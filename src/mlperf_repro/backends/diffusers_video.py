@@ -110,15 +110,20 @@ class DiffusersVideoBackend:
                     return
                 self._arrived.wait(0.05)
                 continue
-            started = time.perf_counter()
-            videos = generate_videos(self.pipe, [r.prompt for r in batch], settings=self.settings, latent=self.latent)
-            encoded = time.perf_counter()
-            for request, frames in zip(batch, videos):
-                self.on_complete(request.request_id, self._mp4_bytes(frames))
-            self.stats["generate_seconds"] += encoded - started
-            self.stats["encode_seconds"] += time.perf_counter() - encoded
+            for request, video in zip(batch, self._render(batch)):
+                self.on_complete(request.request_id, video)
             self.stats["videos"] += len(batch)
             self.stats["batches"] += 1
+
+    def _render(self, batch: Sequence[Any]) -> list[bytes]:
+        """One pipeline call for the batch's prompts; each video as mp4 bytes."""
+        started = time.perf_counter()
+        videos = generate_videos(self.pipe, [r.prompt for r in batch], settings=self.settings, latent=self.latent)
+        encoded = time.perf_counter()
+        files = [self._mp4_bytes(frames) for frames in videos]
+        self.stats["generate_seconds"] += encoded - started
+        self.stats["encode_seconds"] += time.perf_counter() - encoded
+        return files
 
     def _mp4_bytes(self, frames) -> bytes:
         path = write_mp4(frames, Path(self._scratch.name) / "video.mp4", self.settings.fps)

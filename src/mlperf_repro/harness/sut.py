@@ -18,16 +18,21 @@ _INT32 = "i"
 assert array(_INT32).itemsize == 4
 
 
-class LlmSut:
-    def __init__(self, dataset: TokenDataset, *, report_first_token: bool) -> None:
+class SutBase:
+    """What every system under test shares: the backend it drives, the queries LoadGen issued
+    that are not answered yet, and answering them all with nothing when the backend fails.
+    A task's SUT says what request a query sample becomes (:meth:`request`) and how a
+    response is reported."""
+
+    def __init__(self, dataset) -> None:
         import mlperf_loadgen as lg
 
         self.lg = lg
         self.dataset = dataset
-        self.report_first_token = report_first_token
         self.backend = None
         self._lock = threading.Lock()
         self.completed = 0
+        # The run record's counters (LLM outputs of fewer than two tokens, tokens generated).
         self.single_token_outputs = 0
         self.generated_tokens = 0
         self._outstanding: set[int] = set()
@@ -36,6 +41,10 @@ class LlmSut:
     def attach(self, backend) -> None:
         self.backend = backend
 
+    def request(self, query_sample):
+        """The backend request of one LoadGen query sample."""
+        raise NotImplementedError
+
     # -- LoadGen callbacks ---------------------------------------------------------
     def issue_queries(self, query_samples) -> None:
         with self._lock:
@@ -43,7 +52,7 @@ class LlmSut:
                 self._answer_empty([q.id for q in query_samples])
                 return
             self._outstanding.update(q.id for q in query_samples)
-        self.backend.submit([Request(q.id, self.dataset.prompts[q.index]) for q in query_samples])
+        self.backend.submit([self.request(q) for q in query_samples])
 
     def abandon(self) -> None:
         """The backend failed: answer every outstanding and future query with nothing, so
@@ -58,7 +67,25 @@ class LlmSut:
             self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(i, 0, 0) for i in ids])
 
     def flush_queries(self) -> None:
-        """Nothing is buffered on our side: every query is in the engine already."""
+        """Nothing is buffered on our side: every query is with the backend already."""
+
+    def _settle(self, request_id: int) -> bool:
+        """Count a response (call with the lock held); False if the query was answered already
+        (abandoned after a backend failure)."""
+        if request_id not in self._outstanding:
+            return False
+        self._outstanding.discard(request_id)
+        self.completed += 1
+        return True
+
+
+class LlmSut(SutBase):
+    def __init__(self, dataset: TokenDataset, *, report_first_token: bool) -> None:
+        super().__init__(dataset)
+        self.report_first_token = report_first_token
+
+    def request(self, query_sample) -> Request:
+        return Request(query_sample.id, self.dataset.prompts[query_sample.index])
 
     # -- backend callbacks ---------------------------------------------------------
     def first_token(self, request_id: int, token_id: int) -> None:
@@ -68,10 +95,8 @@ class LlmSut:
     def complete(self, request_id: int, token_ids: list[int]) -> None:
         data = array(_INT32, token_ids)  # ~10x cheaper than numpy for a few hundred ids
         with self._lock:
-            if request_id not in self._outstanding:
-                return  # already answered (abandoned after a backend failure)
-            self._outstanding.discard(request_id)
-            self.completed += 1
+            if not self._settle(request_id):
+                return
             self.generated_tokens += len(token_ids)
             if len(token_ids) < 2:
                 # LoadGen logs an error for n_tokens <= 1 (TPOT is undefined); count it so

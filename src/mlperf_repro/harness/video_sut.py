@@ -9,10 +9,10 @@ once, with its whole video.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from .dataset import PromptDataset
+from .sut import SutBase
 
 
 @dataclass(frozen=True)
@@ -22,48 +22,13 @@ class VideoRequest:
     prompt: str
 
 
-class VideoSut:
+class VideoSut(SutBase):
     def __init__(self, dataset: PromptDataset, *, report_first_token: bool = False) -> None:
-        import mlperf_loadgen as lg
-
-        self.lg = lg
-        self.dataset = dataset
-        self.backend = None
-        self._lock = threading.Lock()
-        self._outstanding: set[int] = set()
-        self._abandoned = False
-        self.completed = 0
+        super().__init__(dataset)
         self.video_bytes = 0
-        # The run record's LLM counters, which mean nothing here.
-        self.generated_tokens = 0
-        self.single_token_outputs = 0
 
-    def attach(self, backend) -> None:
-        self.backend = backend
-
-    # -- LoadGen callbacks ---------------------------------------------------------
-    def issue_queries(self, query_samples) -> None:
-        with self._lock:
-            if self._abandoned:
-                self._answer_empty([q.id for q in query_samples])
-                return
-            self._outstanding.update(q.id for q in query_samples)
-        self.backend.submit([VideoRequest(q.id, q.index, self.dataset.prompts[q.index]) for q in query_samples])
-
-    def flush_queries(self) -> None:
-        """Nothing is buffered on our side: every query is with the backend already."""
-
-    def abandon(self) -> None:
-        """The backend failed: answer every outstanding and future query with nothing, so
-        LoadGen ends the test instead of waiting forever."""
-        with self._lock:
-            self._abandoned = True
-            ids, self._outstanding = list(self._outstanding), set()
-            self._answer_empty(ids)
-
-    def _answer_empty(self, ids: list[int]) -> None:
-        if ids:
-            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(i, 0, 0) for i in ids])
+    def request(self, query_sample) -> VideoRequest:
+        return VideoRequest(query_sample.id, query_sample.index, self.dataset.prompts[query_sample.index])
 
     # -- backend callback ------------------------------------------------------------
     def complete(self, request_id: int, video: bytes) -> None:
@@ -72,10 +37,8 @@ class VideoSut:
 
         data = np.frombuffer(video, dtype=np.uint8)  # stays referenced until LoadGen has copied it
         with self._lock:
-            if request_id not in self._outstanding:
-                return  # already answered (abandoned after a backend failure)
-            self._outstanding.discard(request_id)
-            self.completed += 1
+            if not self._settle(request_id):
+                return
             self.video_bytes += len(video)
         self.lg.QuerySamplesComplete(
             [self.lg.QuerySampleResponse(request_id, data.ctypes.data if len(data) else 0, len(data))]
