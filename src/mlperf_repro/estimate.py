@@ -302,6 +302,9 @@ class Estimator:
         return float(self.plan.max_new_tokens(benchmark, mode) or 1)
 
     def accuracy_log_bytes(self, benchmark: str, samples: float, mode: str) -> float:
+        response_bytes = self.plan.facts(benchmark).facts.get("response_bytes")
+        if response_bytes:  # a file per sample (text-to-video: an mp4), logged as hex
+            return samples * (ACCURACY_LOG_ENTRY_OVERHEAD + 2 * float(response_bytes))
         per_sample = ACCURACY_LOG_ENTRY_OVERHEAD + ACCURACY_LOG_HEX_PER_TOKEN * (
             self.output_tokens(benchmark, mode) + 1
         )
@@ -321,8 +324,15 @@ class Estimator:
         qps = float(settings["target_qps"])
         duration_s = float(settings.get("min_duration", rules.min_duration_ms)) / 1000
         if scenario == "Offline":
+            facts = self.plan.facts(benchmark).facts
+            # user.conf, else LoadGen's mlperf.conf value, else the checker's Offline minimum.
             minimum = float(
-                settings.get("min_query_count", self.plan.facts(benchmark).facts["offline_min_samples_per_query"])
+                settings.get(
+                    "min_query_count",
+                    (facts.get("mlperf_conf_min_query_count") or {}).get(
+                        "Offline", facts["offline_min_samples_per_query"]
+                    ),
+                )
             )
             queries = max(minimum, int(OFFLINE_SLACK * duration_s * qps))
         else:
@@ -593,7 +603,8 @@ class Estimator:
             f"disk: bf16 = 2 bytes per parameter; {self.size_notes()}, the rest (embeddings, lm_head, norms) "
             "bf16; quantize also writes the dequantized bf16 copy",
             "accuracy logs: 8 hex characters per token (the reference tokens_per_sample where the rules table "
-            "has it, else max_new_tokens) + 100 bytes per sample",
+            "has it, else max_new_tokens) + 100 bytes per sample; a benchmark whose responses are files "
+            "(text-to-video) 2 hex characters per byte of the rules table's response_bytes",
             "wall time total: jobs one after another (a measurement owns its machine); on a cluster, systems "
             "overlap, so this is an upper bound",
         ]
