@@ -211,3 +211,30 @@ def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_pat
         # audited run is INVALID, and TEST04 fails as the official script fails it.
         assert detail["result_validity"] == "INVALID" and not detail["result_min_duration_met"]
         assert verdict_line == "TEST FAIL: Test results are INVALID"
+
+
+def test_the_references_fixed_latent_is_loaded_and_checked(tmp_path):
+    import torch
+
+    from mlperf_repro.backends.diffusers_video import load_latent
+
+    shape = (1, 16, 3, 4, 4)
+    torch.save(torch.arange(768, dtype=torch.bfloat16).reshape(shape), tmp_path / "fixed_latent.pt")
+    latent = load_latent(str(tmp_path / "fixed_latent.pt"), shape)
+    assert latent.dtype == torch.float32 and latent.flatten()[5] == 5
+    with pytest.raises(UserError, match=r"is \[1, 16, 3, 4, 4\]; these video settings need \[1, 16, 21, 90, 160\]"):
+        load_latent(str(tmp_path / "fixed_latent.pt"), (1, 16, 21, 90, 160))
+    with pytest.raises(UserError, match="copy the reference's data/fixed_latent.pt"):
+        load_latent(str(tmp_path / "missing.pt"), shape)
+    (tmp_path / "evil.pt").write_bytes(b"not a tensor file")
+    with pytest.raises(UserError, match="cannot read the fixed latent"):
+        load_latent(str(tmp_path / "evil.pt"), shape)
+
+
+def test_a_real_dataset_gets_the_references_latent_file(demo_plan):
+    config = demo_plan.config
+    config = {**config, "datasets": {**config["datasets"]}}
+    config["datasets"]["vbench-prompts-synthetic"] = {"source": "file:///data/wan", "file": "data/vbench_prompts.txt"}
+    params = Plan(config).generation_params("tiny-wan-t2v")
+    assert params["latent_file"].endswith("resources/datasets/vbench-prompts-synthetic/data/fixed_latent.pt")
+    assert "latent_file" not in demo_plan.generation_params("tiny-wan-t2v")  # the stand-in draws its own

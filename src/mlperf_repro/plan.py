@@ -363,7 +363,13 @@ class Plan:
         if self.task(benchmark) != "text-to-video":
             return dict(self.generation(benchmark, mode).__dict__)
         table = dict(self.facts(benchmark).facts["generation"])
-        return {**table, **(self.benchmark_cfg(benchmark).get("video") or {})}
+        params = {**table, **(self.benchmark_cfg(benchmark).get("video") or {})}
+        latent = self.facts(benchmark).facts["dataset"].get("latent_file")
+        dataset = self.benchmark_cfg(benchmark)["dataset"]
+        if latent and not self.config["datasets"][dataset]["source"].startswith("builtin:"):
+            # The reference's latent; the backend refuses it missing or of another shape.
+            params["latent_file"] = f"{self.dataset_dir(dataset)}/{latent}"
+        return params
 
     def accelerators(self, system: str, endpoints: int | None = None) -> int:
         """Accelerators one run job occupies, over all its nodes (the generic ``gpu`` resource;

@@ -23,8 +23,9 @@ from ..video.generate import fixed_latent, generate_videos, load_pipeline
 from ..video.mp4 import write_mp4
 from ..video.settings import VideoSettings
 
-#: Generation parameters that choose how the pipeline loads, not what a video is.
-LOAD_KEYS = ("dtype", "vae_dtype")
+#: Generation parameters that choose how the pipeline loads and starts, not what a video is:
+#: dtypes, and the reference's fixed initial latent (a file in the dataset folder, if any).
+LOAD_KEYS = ("dtype", "vae_dtype", "latent_file")
 #: engine_args this backend reads, with their defaults.
 ENGINE_ARGS = {"batch_size": 1, "device": "cpu", "threads": None}
 
@@ -49,6 +50,31 @@ def engine_options(engine_args: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(options["batch_size"], int) or options["batch_size"] < 1:
         raise UserError(f"engine_args.batch_size must be a positive integer, not {options['batch_size']!r}")
     return options
+
+
+def load_latent(path: str, shape: tuple[int, ...]):
+    """The reference's fixed initial latent (its ``data/fixed_latent.pt``): a tensor of exactly
+    the settings' latent shape, loaded as data only (no pickled code)."""
+    import torch
+
+    if not Path(path).is_file():
+        raise UserError(
+            f"fixed latent {path} does not exist: copy the reference's data/fixed_latent.pt "
+            "(text_to_video/wan-2.2-t2v-a14b in mlcommons/inference) into the dataset folder with the prompts"
+        )
+    try:
+        latent = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling errors of many kinds
+        raise UserError(f"cannot read the fixed latent {path}: {exc}") from exc
+    if isinstance(latent, dict) and len(latent) == 1:
+        latent = next(iter(latent.values()))
+    if not isinstance(latent, torch.Tensor) or tuple(latent.shape[-4:]) != tuple(shape[-4:]):
+        found = list(latent.shape) if isinstance(latent, torch.Tensor) else type(latent).__name__
+        raise UserError(
+            f"fixed latent {path} is {found}; these video settings need {list(shape)} "
+            "(a stand-in's smaller videos cannot use the reference's latent: drop the file from its dataset)"
+        )
+    return latent.reshape(shape).to(torch.float32)
 
 
 class DiffusersVideoBackend:
@@ -85,7 +111,14 @@ class DiffusersVideoBackend:
             device=self.options["device"],
         )
         transformer = self.pipe.transformer if self.pipe.transformer is not None else self.pipe.transformer_2
-        self.latent = fixed_latent(self.settings, channels=transformer.config.in_channels)
+        channels = transformer.config.in_channels
+        latent_file = self.load_options.get("latent_file")
+        self.latent = (
+            load_latent(latent_file, self.settings.latent_shape(1, channels))
+            if latent_file
+            else fixed_latent(self.settings, channels=channels)
+        )
+        self.stats["latent"] = latent_file or f"drawn from seed {self.settings.seed}"
         # One video before LoadGen's clock starts: the first pipeline call pays one-off
         # set-up, which would otherwise land on the first sample's latency.
         self._mp4_bytes(generate_videos(self.pipe, ["warm-up"], settings=self.settings, latent=self.latent)[0])
