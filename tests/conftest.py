@@ -72,11 +72,26 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, stage))
 
 
+#: The default config's text-to-video part (its own tests: test_wan_*.py, test_estimate_wan.py).
+WAN_PART = {"models": "tiny-wan", "datasets": "vbench-prompts-synthetic", "benchmarks": "tiny-wan-t2v"}
+WAN_SYSTEM = "cpu-2c-diffusers"
+
+
+def llama2_part(config: dict) -> dict:
+    """``config`` (the default's shape) without its text-to-video benchmark, model, dataset
+    and system."""
+    for key, name in WAN_PART.items():
+        config[key].pop(name, None)
+    config["systems"].pop(WAN_SYSTEM, None)
+    return config
+
+
 @pytest.fixture
 def default_config() -> dict:
+    """The default config's llama2 part, which most tests reason about."""
     from mlperf_repro.config import load_yaml
 
-    return copy.deepcopy(load_yaml(DEFAULT_CONFIG))
+    return llama2_part(copy.deepcopy(load_yaml(DEFAULT_CONFIG)))
 
 
 def write_recipe_config(work: Path, config: dict, name: str, recipe: dict) -> str:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import yaml
-from conftest import DEFAULT_CONFIG, REPO, SCHEMA, make_workdir, run_snakemake, slow_after
+from conftest import DEFAULT_CONFIG, REPO, SCHEMA, llama2_part, make_workdir, run_snakemake, slow_after
 from test_dag import job_counts
 
 from mlperf_repro.cli import main as cli_main
@@ -24,8 +24,17 @@ def stage(estimate, name):
     return next(r for r in estimate.rows if r.stage == name)
 
 
-def test_default_config_by_hand():
-    est = estimate_file(str(DEFAULT_CONFIG), str(SCHEMA))
+def llama2_part_of_default_config(tmp_path):
+    """The default config without its text-to-video benchmark (tests/test_wan_task.py and
+    test_estimate_wan.py price that part)."""
+    config = llama2_part(load_yaml(DEFAULT_CONFIG))
+    path = tmp_path / "llama2.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_default_config_by_hand(tmp_path):
+    est = estimate_file(str(llama2_part_of_default_config(tmp_path)), str(SCHEMA))
     # Assumptions: run_overhead_s 30 and builtin_build_s 50 from the config; defaults light_job_s 5,
     # accuracy_eval_samples_per_s 100, dataset_bytes_per_sample 16384, log_bytes_per_run 100000,
     # package_bytes_per_result 600000, quantize_mb_per_s 50.

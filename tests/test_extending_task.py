@@ -195,5 +195,5 @@ def test_accuracy_evaluation_dispatches_to_the_task(tmp_path, toy_round, echo_mo
 
 
 def test_unknown_evaluator_names_the_implemented_ones(tmp_path, echo_module):
-    with pytest.raises(UserError, match="evaluator 'vbench' is not implemented .*echo-exact"):
-        score_log("vbench", tmp_path / "log.json", "data.json", "tok", {})
+    with pytest.raises(UserError, match="evaluator 'clip-score' is not implemented .*echo-exact"):
+        score_log("clip-score", tmp_path / "log.json", "data.json", "tok", {})

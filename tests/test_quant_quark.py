@@ -74,7 +74,7 @@ def quark_run(model_dir, dataset_file, tmp_path_factory):
     (importing quark.torch alone takes about a minute on 2 cores)."""
     import shutil
 
-    from conftest import DEFAULT_CONFIG, make_workdir, run_snakemake, write_recipe_config
+    from conftest import DEFAULT_CONFIG, llama2_part, make_workdir, run_snakemake, write_recipe_config
 
     from mlperf_repro.config import load_yaml
 
@@ -84,7 +84,7 @@ def quark_run(model_dir, dataset_file, tmp_path_factory):
     shutil.copytree(model_dir, hub / "tiny-llama")
     (hub / "data").mkdir()
     shutil.copyfile(dataset_file, hub / "data" / "calibration.pkl")
-    config = load_yaml(DEFAULT_CONFIG)
+    config = llama2_part(load_yaml(DEFAULT_CONFIG))
     config["models"] = {
         "tiny-llama": {
             "source": f"file://{hub / 'tiny-llama'}",

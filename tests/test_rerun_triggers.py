@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DEFAULT_CONFIG, make_workdir, run_snakemake, slow_after
+from conftest import DEFAULT_CONFIG, llama2_part, make_workdir, run_snakemake, slow_after
 
 SYSTEM = "cpu-2c-vllm"
 BENCH = "tiny-llama-mxfp4"
@@ -45,7 +45,7 @@ EVERYTHING = {"acquire_model", "acquire_dataset", "quantize", "reference_accurac
 
 
 def baseline() -> dict:
-    config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    config = llama2_part(yaml.safe_load(DEFAULT_CONFIG.read_text()))
     # A comparison is configured so that editing its settings can be tested too.
     config["compare"] = {
         "reference": "results/package/submission",

@@ -22,6 +22,9 @@ import yaml
 
 from .errors import UserError
 
+#: Latency units of the official summary and the nanoseconds of the detail log per unit.
+NS_PER_LATENCY_UNIT = {"Latency (ms)": 1e6, "Latency (s)": 1e9}
+
 ROUNDS_DIR = Path(__file__).with_name("rounds")
 
 
@@ -114,6 +117,14 @@ class Benchmark:
     def result_unit(self, scenario: str) -> str:
         unit = self.facts["result_unit"]
         return unit[scenario] if isinstance(unit, dict) else unit
+
+    def result_value(self, scenario: str, raw: Any) -> float | None:
+        """The result in its unit, as the official checker reports it: a latency result is
+        logged in nanoseconds and reported in ms, or in seconds where the unit says so
+        (wan-2.2's SingleStream, "Latency (s)"); rates are reported as logged."""
+        if raw in (None, ""):
+            return None
+        return float(raw) / NS_PER_LATENCY_UNIT.get(self.result_unit(scenario), 1)
 
     @property
     def compliance_tests(self) -> list[str]:

@@ -193,8 +193,7 @@ class EndpointsFacts:
 def _metric(detail: dict, facts, scenario: str) -> tuple[float | None, str]:
     if facts is not None and scenario in facts.facts.get("result_field", {}):
         field_name = facts.result_field(scenario)
-        value = detail.get(field_name)
-        return (float(value) if value is not None else None), facts.result_unit(scenario)
+        return facts.result_value(scenario, detail.get(field_name)), facts.result_unit(scenario)
     for field_name in RESULT_FIELDS:
         if detail.get(field_name) is not None:
             unit = "Tokens/s" if "token" in field_name else "Samples/s"

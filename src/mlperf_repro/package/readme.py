@@ -33,7 +33,8 @@ def scenario_readme(plan: Plan, job: Job, detail: dict[str, Any], accuracy: dict
         + (f", quantized with recipe `{bench['quantization']}`" if bench.get("quantization") else ""),
         f"- Dataset: `{bench['dataset']}`",
         f"- LoadGen: {detail.get('loadgen_version', '?')}; result {detail.get('result_validity', '?')}",
-        f"- Result ({field}): {detail.get(field, 'n/a')} {facts.result_unit(job.scenario)}",
+        f"- Result ({field}): {facts.result_value(job.scenario, detail.get(field)) or 'n/a'} "
+        f"{facts.result_unit(job.scenario)}",
     ]
     if limits:
         lines.append(

@@ -232,7 +232,8 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
         (scenario_dir / "accuracy" / "accuracy.txt").write_text(accuracy_txt + hash_line(digest))
         extras = acc_eval / "extras"
         if extras.is_dir():  # the evaluator's outputs the round wants beside accuracy.txt
-            shutil.copytree(extras, scenario_dir / "accuracy", dirs_exist_ok=True)
+            # Snakemake's .snakemake_timestamp in a directory output is no file of the result.
+            shutil.copytree(extras, scenario_dir / "accuracy", dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*"))
         verdict = json.loads((acc_eval / "accuracy.json").read_text())
         (scenario_dir / "README.md").write_text(
             scenario_readme(plan, job, read_detail(perf / "mlperf_log_detail.txt"), verdict)

@@ -48,7 +48,7 @@ def official_rows(tree: str | Path, rules: Round) -> list[dict[str, Any]]:
                 "Model": result.benchmark,
                 "MlperfModel": result.mlperf_benchmark,
                 "Scenario": result.scenario,
-                "Result": detail.get(result.result_field(), ""),
+                "Result": _result(result, detail),
                 # The checker writes its metric dict without quotes, commas or braces.
                 "Accuracy": "  ".join(f"{k.upper()}: {v}" for k, v in values.items()),
                 "number_of_nodes": system.get("number_of_nodes", ""),
@@ -180,3 +180,12 @@ def official_summary_job(tree: str, round_name: str, out_csv: str, out_xlsx: str
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     Path(out_csv).write_text(to_official_csv(rows, rules))
     write_final_report(rows, rules, out_xlsx)
+
+
+def _result(result, detail: dict) -> Any:
+    """The checker's Result: a latency in its reported unit, a rate as logged."""
+    raw = detail.get(result.result_field(), "")
+    if result.is_endpoints or result.facts is None:
+        return raw
+    value = result.facts.result_value(result.scenario, raw)
+    return raw if value is None or value == float(raw) else value

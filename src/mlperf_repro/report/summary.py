@@ -61,7 +61,7 @@ def summary_rows(plan: Plan) -> list[dict[str, str]]:
         )
         limits = facts.latency_limits_ms(job.scenario) or {}
         checks = accuracy["verdict"]["checks"]
-        result = detail.get(facts.result_field(job.scenario))
+        result = facts.result_value(job.scenario, detail.get(facts.result_field(job.scenario)))
         rows.append(
             {
                 "system": job.system,
