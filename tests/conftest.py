@@ -94,17 +94,32 @@ def default_config() -> dict:
     return llama2_part(copy.deepcopy(load_yaml(DEFAULT_CONFIG)))
 
 
+def llm_benchmarks(config: dict) -> list[dict]:
+    """The config's benchmarks whose task is not text-to-video (their model an LLM checkpoint,
+    which every quantization tool handles; a Diffusers pipeline only tool native quantizes)."""
+    from mlperf_repro.benchmarks import load_round
+
+    rules = load_round(config["round"])
+    return [
+        bench
+        for bench in config["benchmarks"].values()
+        if rules.benchmark(bench["mlperf_benchmark"]).facts.get("task") != "text-to-video"
+    ]
+
+
 def write_recipe_config(work: Path, config: dict, name: str, recipe: dict) -> str:
-    """``config`` with every benchmark quantized by ``recipe`` (as ``quantization.<name>``),
-    written to ``work/<name>.yaml`` with its tiny-llama model acquired beforehand (the
-    preflight's disk estimate would take the model for llama2-70b, ~140 GB). Returns the
-    config file's name."""
+    """``config`` with every LLM benchmark quantized by ``recipe`` (as ``quantization.<name>``;
+    the text-to-video ones, whose model is a Diffusers pipeline, served unquantized), written
+    to ``work/<name>.yaml`` with its tiny-llama model acquired beforehand (the preflight's disk
+    estimate would take the model for llama2-70b, ~140 GB). Returns the config file's name."""
     import yaml
 
     from mlperf_repro.fetch.entries import acquire_model_entry
 
     config["quantization"] = {name: recipe}
     for bench in config["benchmarks"].values():
+        bench.pop("quantization", None)
+    for bench in llm_benchmarks(config):
         bench["quantization"] = name
     (work / f"{name}.yaml").write_text(yaml.safe_dump(config))
     acquire_model_entry(

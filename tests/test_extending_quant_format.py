@@ -118,7 +118,10 @@ def test_config_validation_takes_the_registry_schemes(toy, default_config):
     with pytest.raises(UserError) as err:
         toy_config(unchecked)
     message = str(err.value)
-    assert f"quantization.{RECIPE}.scheme: 'int8_per_tensor' is not allowed; allowed values: fp8, mxfp4," in message
+    assert (
+        f"quantization.{RECIPE}.scheme: 'int8_per_tensor' is not allowed; allowed values: fp8, fp8_dynamic, mxfp4,"
+        in message
+    )
     assert "int8" not in message.rpartition("allowed values:")[2]
 
 

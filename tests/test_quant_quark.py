@@ -253,12 +253,12 @@ def test_quark_recipe_keys_in_config(default_config):
 def test_quark_recipe_in_the_dag(tmp_path, default_config):
     """The quantize job of a quark recipe waits for the benchmark's dataset (its calibration rows)."""
     import yaml
-    from conftest import make_workdir, run_snakemake
+    from conftest import llm_benchmarks, make_workdir, run_snakemake
 
     work = make_workdir(tmp_path)
     config = default_config
     config["quantization"]["vendor"] = RECIPE
-    for bench in config["benchmarks"].values():
+    for bench in llm_benchmarks(config):  # tool quark quantizes LLM checkpoints
         bench["quantization"] = "vendor"
     (work / "vendor.yaml").write_text(yaml.safe_dump(config))
     result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "vendor.yaml", "-p", timeout=120)
@@ -278,11 +278,13 @@ def test_calibration_rows_come_from_the_acquired_dataset(quark_run, dataset_file
 
 
 def test_preflight_names_a_missing_quark_env(default_config, tmp_path, monkeypatch):
+    from conftest import llm_benchmarks
+
     from mlperf_repro.check.preflight import preflight
 
     config = default_config
     config["quantization"]["vendor"] = RECIPE
-    for bench in config["benchmarks"].values():
+    for bench in llm_benchmarks(config):  # tool quark quantizes LLM checkpoints
         bench["quantization"] = "vendor"
     monkeypatch.setenv(quark_tool.ENV_VARIABLE, str(tmp_path / "nowhere"))
     found = [f for f in preflight(config, tmp_path) if f.rule == "quark-env"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import SCHEMA
+from conftest import SCHEMA, llm_benchmarks
 from safetensors.torch import load_file, save_file
 
 from mlperf_repro.errors import UserError
@@ -560,7 +560,7 @@ def test_prequantized_recipe_in_the_dag(tmp_path, default_config):
     config = default_config
     config["models"]["published"] = {"source": "file:///nowhere", "sha256": {"model.safetensors": "0" * 64}}
     config["quantization"]["pub"] = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4"}
-    for bench in config["benchmarks"].values():
+    for bench in llm_benchmarks(config):  # a published LLM checkpoint
         bench["quantization"] = "pub"
     (work / "pub.yaml").write_text(yaml.safe_dump(config))
     result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "pub.yaml", "-p", timeout=120)
@@ -585,6 +585,7 @@ def test_prequantized_recipe_through_snakemake(ours, ref, tmp_path, default_conf
             "source": f"file://{tmp_path / 'hub' / 'tiny-llama-mxfp4'}",
             "sha256_manifest": str(pub_manifest),
         },
+        "tiny-wan": config["models"]["tiny-wan"],  # the text-to-video benchmark's, served unquantized
     }
     config["datasets"]["openorca-synthetic"]["builtin"]["model"] = "tiny-llama"
     recipe = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4_weight_only"}

@@ -76,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Read the folder's quantization_config (quark, compressed-tensors, modelopt) and its "
         "safetensors headers, check that every quantized layer has its scales in the format's shapes and "
         "dtypes and that excluded layers are not quantized, decode the weights with the project's codecs "
-        "and, with --reference, measure each layer's relative weight error. Exit 0: no finding; 1: "
-        "findings (the worst layers named); 2: not a quantized checkpoint.",
+        "and, with --reference, measure each layer's relative weight error. A Diffusers pipeline folder "
+        "(model_index.json) is checked component by component against the reference pipeline. Exit 0: no "
+        "finding; 1: findings (the worst layers named); 2: not a quantized checkpoint.",
     )
     quant_parser.add_argument("directory", help="the quantized checkpoint folder")
     quant_parser.add_argument("--reference", help="the unquantized checkpoint folder to measure the error against")

@@ -186,6 +186,33 @@ def _recipe_problems(where: str, recipe: dict, models: dict, datasets: dict) -> 
     return []
 
 
+def _pipeline_recipe_problems(where: str, name: str, recipe: dict) -> list[str]:
+    """A text-to-video benchmark's model is a Diffusers pipeline: only the native writer
+    quantizes it (its transformers' block Linears), with no calibration rows and no KV cache."""
+    from .quant.formats import FORMATS
+    from .quant.schemes import needs_calibration
+
+    tool = recipe.get("tool") or "native"
+    if tool != "native":
+        return [
+            f"{where}: recipe {name} uses tool {tool}, which quantizes LLM checkpoints; a Diffusers pipeline "
+            "(text-to-video) is quantized by tool native only"
+        ]
+    if recipe.get("kv_cache"):
+        return [f"{where}: recipe {name} sets kv_cache, but a diffusion transformer keeps no KV cache"]
+    if needs_calibration(recipe):
+        return [
+            f"{where}: recipe {name}'s scheme {recipe['scheme']} needs static activation scales from calibration, "
+            "which the quantize stage does not measure for a Diffusers pipeline (that data would be the "
+            "transformers' inputs while generating from the benchmark's prompts); use fp8_dynamic (AMD's Wan 2.2 "
+            "recipe: per-tensor activation scales at run time), mxfp4, mxfp4_weight_only or an mxfp6 scheme"
+        ]
+    fmt = next((f for f in FORMATS.values() if recipe["scheme"] in f.schemes), None)
+    if fmt is not None and fmt.pipeline_writer is None:
+        return [f"{where}: recipe {name}'s format {fmt.name} has no writer for a Diffusers pipeline"]
+    return []
+
+
 def _native_recipe_problems(where: str, recipe: dict) -> list[str]:
     """The layout the scheme can be written in, and calibration rows only where something is measured."""
     from .quant.schemes import SCHEMES, needs_calibration
@@ -283,6 +310,9 @@ def check_references(config: dict) -> list[str]:
         if recipe is not None and recipe not in quantization:
             known = ", ".join(quantization) or "none defined"
             problems.append(f"{where}.quantization: '{recipe}' is not a quantization entry; known: {known}")
+        elif recipe is not None and official in rules.benchmark_names:
+            if rules.benchmark(official).facts.get("task") == "text-to-video":
+                problems += _pipeline_recipe_problems(f"{where}.quantization", recipe, quantization[recipe])
         if bench.get("accuracy_target") == "measured" and recipe is None:
             problems.append(
                 f"{where}.accuracy_target: 'measured' compares against the unquantized model, "

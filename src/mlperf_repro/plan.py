@@ -530,12 +530,21 @@ class Plan:
         tool = entry.get("tool") or "native"
         return tool == "quark" or (tool == "native" and needs_calibration(entry))
 
+    def quantizes_pipeline(self, model: str, recipe: str) -> bool:
+        """The model a benchmark quantizes with this recipe is a text-to-video Diffusers pipeline
+        (the quantize stage then quantizes its transformers' block Linears, uncalibrated)."""
+        return any(
+            (bench["model"], bench.get("quantization")) == (model, recipe) and self.task(name) == "text-to-video"
+            for name, bench in self.config["benchmarks"].items()
+        )
+
     def calibration_source(self, model: str, recipe: str) -> tuple[str, str] | None:
         """(datasets entry, file) the recipe's calibration rows come from: ``calibration.dataset``
         (e.g. MLCommons' OpenOrca calibration subset, acquired and checksummed like any dataset),
         else the dataset of the first benchmark (config order) that serves ``model`` with it;
-        None for a recipe that calibrates nothing."""
-        if not self.recipe_calibrates(recipe):
+        None for a recipe that calibrates nothing, and for a text-to-video model (a Diffusers
+        pipeline: no token rows; config validation refuses a recipe there that would need them)."""
+        if not self.recipe_calibrates(recipe) or self.quantizes_pipeline(model, recipe):
             return None
         name = (self.config["quantization"][recipe].get("calibration") or {}).get("dataset")
         if name:

@@ -4,6 +4,9 @@
 # tool: prequantized instead validates a published quantized checkpoint (a models entry,
 # acquired and checksummed) against the model and passes it through; tool: quark runs AMD
 # Quark in its own environment (./install.sh --quark), calibrated on the benchmark's dataset.
+# A text-to-video benchmark's model is a Diffusers pipeline folder: the native writer quantizes the
+# Linears in its transformers' blocks (quant/pipeline.py), with no calibration rows (config
+# validation refuses recipes that would need them), and writes a full Diffusers folder of each kind.
 
 
 rule quantize:

@@ -70,7 +70,9 @@ def measurements(plan: Plan, benchmark: str) -> dict[str, Any]:
     if recipe:
         fmt = format_for(recipe["scheme"])  # the registry's words for the format
         weight_types = fmt.weight_data_types
-        transformations = recipe_transformations(recipe, plan.config["models"])  # by the recipe's tool
+        transformations = recipe_transformations(  # by the recipe's tool
+            recipe, plan.config["models"], pipeline=plan.quantizes_pipeline(bench["model"], recipe_name)
+        )
     else:
         weight_types = "bf16"
         transformations = "none"
@@ -128,13 +130,27 @@ def _calibration_doc(plan: Plan) -> str:
         lines += [
             f"## {model} with recipe `{recipe_name}`",
             "",
-            *calibration_lines(recipe, plan.config["models"], manifest),  # scheme, scales, exclusions, calibration
+            # scheme, scales, exclusions, calibration
+            *calibration_lines(
+                recipe, plan.config["models"], manifest, pipeline=plan.quantizes_pipeline(model, recipe_name)
+            ),
             f"- Codec: `{manifest.get('codec_version', '?')}` (this repository, src/mlperf_repro/quant).",
         ]
         error = manifest.get("logit_error")
         if error:
             lines.append(
                 f"- Logit error vs the unquantized model on fixed inputs: {json.dumps(error, sort_keys=True)}."
+            )
+        for name, weights in (manifest.get("weight_error") or {}).items():  # a Diffusers pipeline's transformers
+            lines.append(
+                f"- `{name}`: relative weight error per quantized Linear, mean {weights.get('mean')}, "
+                f"max {weights.get('max')} ({weights.get('count')} layers)."
+            )
+        served = (manifest.get("video_error") or {}).get("served")
+        if served:
+            lines.append(
+                f"- Video vs the unquantized pipeline (one prompt, fixed latent, served weights): mean "
+                f"{served['mean_abs_diff']} uint8 levels, PSNR {served['psnr_db']} dB."
             )
         lines.append("")
     return "\n".join(lines)
@@ -277,6 +293,7 @@ def _scenario_provenance(plan: Plan, job, perf: Path, acc: Path) -> dict[str, An
             "scheme": manifest.get("scheme"),
             "software": manifest.get("software"),
             "logit_error": manifest.get("logit_error"),
+            "video_error": (manifest.get("video_error") or {}).get("served"),
             "manifest_sha256": sha256_file(manifest_path) if manifest_path.is_file() else None,
         }
     return record

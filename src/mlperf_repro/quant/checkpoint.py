@@ -117,6 +117,18 @@ def _is_excluded(module: str, exclude: Iterable[str]) -> bool:
     return any(_matches(module, p) for p in exclude)
 
 
+def check_exclude(exclude: Sequence[str]) -> None:
+    """A UserError for an ``exclude`` entry that is not a non-empty string or whose ``re:`` regex does not compile."""
+    for pattern in exclude:
+        if not isinstance(pattern, str) or not pattern:
+            raise UserError(f"exclude entries must be non-empty strings, got {pattern!r}")
+        if pattern.startswith("re:"):
+            try:
+                re.compile(pattern[3:])
+            except re.error as exc:
+                raise UserError(f"exclude pattern {pattern!r} is not a valid regex: {exc}") from None
+
+
 def select_quantized_tensors(
     shapes: dict[str, Sequence[int]],
     exclude: Sequence[str] = ("lm_head",),
@@ -131,15 +143,7 @@ def select_quantized_tensors(
     ``group`` (32 for MX, 16 for NVFP4) and for an ``exclude`` that splits a group vLLM
     fuses (q/k/v, gate/up).
     """
-    for pattern in exclude:
-        if not isinstance(pattern, str) or not pattern:
-            raise UserError(f"exclude entries must be non-empty strings, got {pattern!r}")
-        if pattern.startswith("re:"):
-            try:
-                re.compile(pattern[3:])
-            except re.error as exc:
-                raise UserError(f"exclude pattern {pattern!r} is not a valid regex: {exc}") from None
-
+    check_exclude(exclude)
     chosen: list[str] = []
     excluded_by_parent: dict[str, dict[str, bool]] = {}
     for name in sorted(shapes):
@@ -213,11 +217,13 @@ def _prepare_out_dir(path: Path, src: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
-def _copy_side_files(src: Path, dests: Sequence[Path]) -> list[str]:
-    """Copy tokenizer files, generation_config.json, etc. (top-level regular files only)."""
+def _copy_side_files(src: Path, dests: Sequence[Path], skip: Iterable[str] = ()) -> list[str]:
+    """Copy tokenizer files, generation_config.json, etc. (top-level regular files only; not
+    the weights, the files the writer regenerates, nor the names in ``skip``)."""
     copied = []
+    skipped = _SKIP_COPY_NAMES | set(skip)
     for p in sorted(src.iterdir()):
-        if not p.is_file() or p.name.startswith(".") or p.name in _SKIP_COPY_NAMES:
+        if not p.is_file() or p.name.startswith(".") or p.name in skipped:
             continue
         if p.suffix in _SKIP_COPY_SUFFIXES:
             continue
@@ -536,6 +542,105 @@ def _calibration_tokens(calibration: dict[str, Any] | None, scheme: str, kv_cach
     return [list(map(int, seq)) for seq in calibration["input_ids"]]
 
 
+def write_quantized_files(
+    files: Sequence[Path],
+    refs_by_file: dict[Path, list[TensorRef]],
+    quantized: set[str],
+    enc: Encoding,
+    qdir: Path,
+    edir: Path,
+    *,
+    w_amax: dict[str, float],
+    act_amax: dict[str, float],
+    kv_tensors: dict[str, torch.Tensor] | None = None,
+    kv_file: dict[str, str] | None = None,
+    shard_cap_bytes: int | None = SHARD_CAP_BYTES,
+    write_index: bool = False,
+    index_name: str = _INDEX_NAME,
+) -> dict[str, int]:
+    """Stream the safetensors ``files`` (their tensors ``refs_by_file``) into ``qdir`` (each
+    weight of ``quantized`` stored as ``enc`` stores it, with its scales; every other tensor
+    copied) and ``edir`` (the quantized weights decoded, bfloat16), shard by shard, one row
+    block in memory at a time. ``w_amax`` / ``act_amax``: per-tensor weight amax (by weight
+    name) and static activation amax (by module) for the per-tensor scales; ``kv_tensors``:
+    extra float32 scalars (KV-cache scales) and ``kv_file`` the source file each goes with.
+    Writes ``index_name`` in both dirs when ``write_index`` or when the output has more than
+    one file. Returns the bytes of the quantized weights: ``source`` (as read) and ``quark``
+    (as stored, scales included). The checkpoint writers of an LLM folder
+    (:func:`quantize_checkpoint`) and of a Diffusers pipeline's transformers
+    (:mod:`mlperf_repro.quant.pipeline`) both write through it."""
+    kv_tensors = kv_tensors or {}
+    kv_file = kv_file or {}
+    q_index: dict[str, str] = {}
+    e_index: dict[str, str] = {}
+    q_total = e_total = 0
+    src_quantized_bytes = q_quantized_bytes = 0
+    n_out_files = 0
+    for f in files:
+        q_entries: list[_OutTensor] = []
+        e_entries: list[_OutTensor] = []
+        scalars: dict[str, torch.Tensor] = {}
+        for ref in refs_by_file[f]:
+            if ref.name in quantized:
+                rows, cols = ref.shape
+                module = ref.name[: -len(".weight")]
+                stored = enc.stored(rows, cols)
+                q_entries += [_OutTensor(f"{module}.{s.suffix}", s.dtype, s.shape) for s in stored]
+                e_entries.append(_OutTensor(ref.name, "BF16", ref.shape))
+                for suffix, value in enc.scalars(w_amax.get(ref.name), act_amax.get(module)).items():
+                    scalars[f"{module}.{suffix}"] = value
+            else:
+                q_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
+                e_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
+        for name, value in kv_tensors.items():
+            if kv_file[name] == f.name:
+                q_entries.append(_OutTensor(name, "F32", tuple(value.shape)))
+                scalars[name] = value
+        q_shards = _plan_shards(f.name, q_entries, shard_cap_bytes)
+        e_shards = _plan_shards(f.name, e_entries, shard_cap_bytes)
+        n_out_files = max(n_out_files, len(q_shards), len(e_shards))
+        q_writers = {name: _ShardWriter(qdir / name, ts, _ST_METADATA) for name, ts in q_shards}
+        e_writers = {name: _ShardWriter(edir / name, ts, _ST_METADATA) for name, ts in e_shards}
+        q_of = {t.name: q_writers[name] for name, ts in q_shards for t in ts}
+        e_of = {t.name: e_writers[name] for name, ts in e_shards for t in ts}
+        try:
+            for name, value in scalars.items():
+                q_of[name].write(name, 0, value.to(torch.float32))
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                # In file order: the source shard is read front to back.
+                for ref in sorted(refs_by_file[f], key=lambda r: r.start):
+                    if ref.name in quantized:
+                        _quantize_streamed(ref, fd, enc, w_amax.get(ref.name), q_of, e_of)
+                        module = ref.name[: -len(".weight")]
+                        src_quantized_bytes += ref.nbytes
+                        q_quantized_bytes += sum(
+                            math.prod(s.shape) * _dtype_size(s.dtype) for s in enc.stored(*ref.shape)
+                        )
+                    else:
+                        for start, stop in _row_blocks(ref):
+                            block = read_rows(ref, start, stop, fd) if ref.shape else read_tensor(ref)
+                            q_of[ref.name].write(ref.name, start * ref.row_bytes, block)
+                            e_of[ref.name].write(ref.name, start * ref.row_bytes, block)
+                            del block
+            finally:
+                os.close(fd)
+        finally:
+            for w in (*q_writers.values(), *e_writers.values()):
+                w.close()
+        for shards, index in ((q_shards, q_index), (e_shards, e_index)):
+            for name, ts in shards:
+                for t in ts:
+                    index[t.name] = name
+        q_total += sum(t.nbytes for t in q_entries)
+        e_total += sum(t.nbytes for t in e_entries)
+
+    if write_index or n_out_files > 1:
+        _write_json(qdir / index_name, {"metadata": {"total_size": q_total}, "weight_map": q_index})
+        _write_json(edir / index_name, {"metadata": {"total_size": e_total}, "weight_map": e_index})
+    return {"source": src_quantized_bytes, "quark": q_quantized_bytes}
+
+
 def quantize_checkpoint(
     src_dir: str | Path,
     quark_dir: str | Path,
@@ -648,73 +753,21 @@ def quantize_checkpoint(
             kv_tensors[name] = scale_from_amax(calibrated["kv"].get(module, 0.0)).reshape(shape)
             kv_file[name] = where[module + ".weight"]
 
-    q_index: dict[str, str] = {}
-    e_index: dict[str, str] = {}
-    q_total = e_total = 0
-    src_quantized_bytes = q_quantized_bytes = 0
-    n_out_files = 0
-    for f in files:
-        q_entries: list[_OutTensor] = []
-        e_entries: list[_OutTensor] = []
-        scalars: dict[str, torch.Tensor] = {}
-        for ref in refs_by_file[f]:
-            if ref.name in quantized:
-                rows, cols = ref.shape
-                module = ref.name[: -len(".weight")]
-                stored = enc.stored(rows, cols)
-                q_entries += [_OutTensor(f"{module}.{s.suffix}", s.dtype, s.shape) for s in stored]
-                e_entries.append(_OutTensor(ref.name, "BF16", ref.shape))
-                for suffix, value in enc.scalars(w_amax.get(ref.name), act_amax.get(module)).items():
-                    scalars[f"{module}.{suffix}"] = value
-            else:
-                q_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
-                e_entries.append(_OutTensor(ref.name, ref.dtype, ref.shape))
-        for name, value in kv_tensors.items():
-            if kv_file[name] == f.name:
-                q_entries.append(_OutTensor(name, "F32", tuple(value.shape)))
-                scalars[name] = value
-        q_shards = _plan_shards(f.name, q_entries, shard_cap_bytes)
-        e_shards = _plan_shards(f.name, e_entries, shard_cap_bytes)
-        n_out_files = max(n_out_files, len(q_shards), len(e_shards))
-        q_writers = {name: _ShardWriter(qdir / name, ts, _ST_METADATA) for name, ts in q_shards}
-        e_writers = {name: _ShardWriter(edir / name, ts, _ST_METADATA) for name, ts in e_shards}
-        q_of = {t.name: q_writers[name] for name, ts in q_shards for t in ts}
-        e_of = {t.name: e_writers[name] for name, ts in e_shards for t in ts}
-        try:
-            for name, value in scalars.items():
-                q_of[name].write(name, 0, value.to(torch.float32))
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                # In file order: the source shard is read front to back.
-                for ref in sorted(refs_by_file[f], key=lambda r: r.start):
-                    if ref.name in quantized:
-                        _quantize_streamed(ref, fd, enc, w_amax.get(ref.name), q_of, e_of)
-                        module = ref.name[: -len(".weight")]
-                        src_quantized_bytes += ref.nbytes
-                        q_quantized_bytes += sum(
-                            math.prod(s.shape) * _dtype_size(s.dtype) for s in enc.stored(*ref.shape)
-                        )
-                    else:
-                        for start, stop in _row_blocks(ref):
-                            block = read_rows(ref, start, stop, fd) if ref.shape else read_tensor(ref)
-                            q_of[ref.name].write(ref.name, start * ref.row_bytes, block)
-                            e_of[ref.name].write(ref.name, start * ref.row_bytes, block)
-                            del block
-            finally:
-                os.close(fd)
-        finally:
-            for w in (*q_writers.values(), *e_writers.values()):
-                w.close()
-        for shards, index in ((q_shards, q_index), (e_shards, e_index)):
-            for name, ts in shards:
-                for t in ts:
-                    index[t.name] = name
-        q_total += sum(t.nbytes for t in q_entries)
-        e_total += sum(t.nbytes for t in e_entries)
-
-    if (src / _INDEX_NAME).is_file() or len(files) > 1 or n_out_files > 1:
-        _write_json(qdir / _INDEX_NAME, {"metadata": {"total_size": q_total}, "weight_map": q_index})
-        _write_json(edir / _INDEX_NAME, {"metadata": {"total_size": e_total}, "weight_map": e_index})
+    written = write_quantized_files(
+        files,
+        refs_by_file,
+        quantized,
+        enc,
+        qdir,
+        edir,
+        w_amax=w_amax,
+        act_amax=act_amax,
+        kv_tensors=kv_tensors,
+        kv_file=kv_file,
+        shard_cap_bytes=shard_cap_bytes,
+        write_index=(src / _INDEX_NAME).is_file() or len(files) > 1,
+    )
+    src_quantized_bytes, q_quantized_bytes = written["source"], written["quark"]
 
     _write_json(qdir / "config.json", {**config, "quantization_config": quant_config})
     for name, body in extra_files(quant_config).items():
@@ -809,6 +862,8 @@ def _activation_words(enc: Encoding) -> str:
     if enc.format.startswith("mx"):
         return f"{enc.format} dynamic per-token 32-blocks"
     if enc.format == "fp8":
+        if enc.scheme.activations == "dynamic":
+            return "fp8_e4m3 dynamic per-tensor scale (each input's amax at run time)"
         return "fp8_e4m3 static per-tensor scale from calibration"
     return "nvfp4: static tensor scale from calibration, dynamic E4M3 scale per 16"
 

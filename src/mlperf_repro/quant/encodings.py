@@ -12,6 +12,7 @@ scheme                             stored per quantized Linear (layout ``quark``
 ``mxfp6_e2m3`` / ``_e3m2`` (+      ``weight`` u8[out, 3*in/4] (four 6-bit codes in three bytes),
 ``_weight_only``)                  ``weight_scale`` u8[out, in/32]
 ``fp8``                            ``weight`` f8e4m3[out, in], ``weight_scale`` f32[], ``input_scale`` f32[]
+``fp8_dynamic``                    ``weight`` f8e4m3[out, in], ``weight_scale`` f32[] (activation scales at run time)
 ``nvfp4``                          ``weight`` u8[out, in/2], ``weight_scale`` f8e4m3[out, in/16],
                                    ``weight_scale_2`` f32[], ``input_scale_2`` f32[] (quark);
                                    ``input_scale`` instead (``modelopt``); ``weight_packed``,
@@ -199,22 +200,36 @@ class MXEncoding(Encoding):
 
 
 class FP8Encoding(Encoding):
+    """FP8 e4m3 weights with a per-tensor scale; activations with a static per-tensor scale from
+    calibration (``fp8``: an ``input_scale`` per Linear) or a per-tensor scale computed from
+    each input at run time (``fp8_dynamic``: no ``input_scale``; vLLM's Quark W8A8 FP8 reads a
+    dynamic input spec so)."""
+
     format = "fp8"
     tensor_amax = True
     codec_version = fp8.CODEC_VERSION
 
+    @property
+    def static_inputs(self) -> bool:
+        return self.scheme.activations == "static"
+
     def stored(self, rows, cols):
         out = [Stored("weight", "F8_E4M3", (rows, cols)), Stored("weight_scale", "F32", ())]
-        return out + [Stored("input_scale", "F32", ())]
+        return out + ([Stored("input_scale", "F32", ())] if self.static_inputs else [])
 
     def encode(self, block, amax):
         codes, scale = fp8.quantize_fp8(block, "tensor", scale=fp8.scale_from_amax(amax))
         return {"weight": codes}, fp8.dequantize_fp8(codes, scale)
 
     def scalars(self, amax, act_amax):
-        return {"weight_scale": fp8.scale_from_amax(amax), "input_scale": fp8.scale_from_amax(act_amax or 0.0)}
+        out = {"weight_scale": fp8.scale_from_amax(amax)}
+        if self.static_inputs:
+            out["input_scale"] = fp8.scale_from_amax(act_amax or 0.0)
+        return out
 
     def act_qdq(self, x, act_amax):
+        if not self.static_inputs:  # dynamic: the input's own amax, per call
+            return fp8.dequantize_fp8(*fp8.quantize_fp8(x, "tensor")).to(x.dtype)
         return fp8.dequantize_fp8(*fp8.quantize_fp8(x, "tensor", scale=fp8.scale_from_amax(act_amax or 0.0))).to(
             x.dtype
         )
@@ -223,7 +238,7 @@ class FP8Encoding(Encoding):
         return _spec("fp8_e4m3", "per_tensor", dynamic=False)
 
     def input_spec(self):
-        return _spec("fp8_e4m3", "per_tensor", dynamic=False)
+        return _spec("fp8_e4m3", "per_tensor", dynamic=not self.static_inputs)
 
 
 class NVFP4Encoding(Encoding):

@@ -2,7 +2,8 @@
 
 The streaming writer and the layer-wise evaluation hold at most one tensor's row blocks of
 two weights at a time: ``bounded = 2 x largest tensor + 1 GB``. The whole-model logit
-comparison holds two float32 copies: ``logits = 8 bytes x parameters + 1 GB``. The quantize
+comparison holds two float32 copies: ``logits = 8 bytes x parameters + 1 GB`` (for a
+Diffusers pipeline, the video comparison of the unquantized and the emulated pipeline). The quantize
 rule asks for ``logits`` when that is modest, else ``bounded`` (:func:`quantize_job_mem_mb`;
 AMD Quark, which loads the whole model, its bf16 size + 4 GB);
 the job picks the logit path only when its memory covers ``logits``
@@ -26,9 +27,12 @@ _DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16
 
 
 def checkpoint_tensors(model_dir: str | Path) -> list[tuple[int, int]]:
-    """``(elements, bytes)`` of every tensor in a directory's ``*.safetensors`` (headers only)."""
+    """``(elements, bytes)`` of every tensor in a directory's ``*.safetensors`` (headers only);
+    for a Diffusers pipeline folder (``model_index.json``) those of its components' subfolders."""
+    model_dir = Path(model_dir)
+    pattern = "*/*.safetensors" if (model_dir / "model_index.json").is_file() else "*.safetensors"
     out = []
-    for path in sorted(Path(model_dir).glob("*.safetensors")):
+    for path in sorted(model_dir.glob(pattern)):
         with open(path, "rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
             header = json.loads(f.read(n))

@@ -23,7 +23,7 @@ class Scheme:
 
     ``format``: the weight format (the names of :data:`mlperf_repro.quant.validate.WEIGHT_FORMATS`);
     ``activations``: ``None`` (weights only: W4A16 and the like), ``"dynamic"`` (scales computed
-    at run time per block) or ``"static"`` (a per-tensor scale from calibration);
+    at run time: per block for MX, per tensor for FP8) or ``"static"`` (a per-tensor scale from calibration);
     ``layouts``: the layouts it can be written in, the first the default.
     """
 
@@ -52,6 +52,13 @@ SCHEMES: dict[str, Scheme] = {
             "fp8",
             "static",
             "W8A8: FP8 e4m3 weights and activations, per-tensor static scales (activations calibrated)",
+        ),
+        Scheme(
+            "fp8_dynamic",
+            "fp8",
+            "dynamic",
+            "W8A8: FP8 e4m3 weights (per-tensor static scales) and activations with a per-tensor scale computed "
+            "at run time (no calibration; AMD's Wan 2.2 recipe)",
         ),
         Scheme(
             "nvfp4",

@@ -14,6 +14,7 @@ from ..fetch import verify_dir
 from .calibration import select_calibration
 from .checkpoint import _write_json
 from .formats import format_for
+from .pipeline import is_pipeline_dir
 from .schemes import needs_calibration
 
 MANIFEST_NAME = "quant_manifest.json"
@@ -67,11 +68,23 @@ def quantize_job(
     given (:func:`job_memory_mb`). It picks the evaluation: whole-model logits when two float32
     copies fit, layer-wise otherwise (the manifest's ``evaluation`` says which and why).
     ``calibration_file``: the benchmark's dataset file, whose rows (``recipe.calibration``)
-    static activation and KV-cache scales are measured on (:func:`needs_calibration`)."""
+    static activation and KV-cache scales are measured on (:func:`needs_calibration`). A
+    Diffusers pipeline folder (``model_index.json``) goes to the format's ``pipeline_writer``
+    (:func:`mlperf_repro.quant.pipeline.quantize_pipeline`: the transformers' block Linears;
+    no calibration)."""
     mem_source = "resources.mem_mb"
     if mem_mb is None:
         mem_mb, mem_source = job_memory_mb()
-    writer = format_for(recipe["scheme"]).writer  # the scheme's format writes the checkpoint
+    fmt = format_for(recipe["scheme"])
+    # The scheme's format writes the checkpoint: an LLM folder with its writer, a Diffusers
+    # pipeline folder (model_index.json: Wan 2.2's transformers) with its pipeline writer.
+    pipeline = is_pipeline_dir(model_dir)
+    writer = fmt.pipeline_writer if pipeline else fmt.writer
+    if writer is None:
+        raise UserError(
+            f"{model_dir} is a Diffusers pipeline folder and quantization format {fmt.name} (scheme "
+            f"{recipe['scheme']}) has no writer for one (QuantFormat.pipeline_writer)"
+        )
     verify_dir(model_dir)  # never quantize weights that no longer match their checksums
     for out in (quark_dir, emulated_dir):
         if Path(out).exists():
@@ -81,7 +94,8 @@ def quantize_job(
     for key in ("layout", "kv_cache"):
         if recipe.get(key):
             extra[key] = recipe[key]
-    if needs_calibration(recipe):
+    # A pipeline takes no calibration rows: its writer refuses a static-scale scheme, naming what is missing.
+    if needs_calibration(recipe) and not pipeline:
         if not calibration_file:
             raise UserError(
                 f"scheme {recipe['scheme']}"

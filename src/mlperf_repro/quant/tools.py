@@ -70,6 +70,11 @@ def quantize_recipe(
     """Run the recipe's tool; ``checkpoint``: the acquired quantized checkpoint (prequantized).
     ``options`` (e.g. ``mem_mb``, the job's memory) go to the tool's job as keywords."""
     tool = tool_for(recipe.get("tool"))
+    if tool.name != DEFAULT_TOOL and (Path(model_dir) / "model_index.json").is_file():
+        raise UserError(
+            f"quantization tool {tool.name!r} handles LLM checkpoints; {model_dir} is a Diffusers pipeline "
+            f"folder, which only tool {DEFAULT_TOOL!r} quantizes (its transformers' block Linears)"
+        )
     module, function = tool.job.split(":")
     job = getattr(importlib.import_module(f"{__package__}.{module}"), function)
     if not tool.needs_checkpoint:
@@ -81,11 +86,15 @@ def quantize_recipe(
     return job(checkpoint, model_dir, quantized_dir, emulated_dir, recipe, container_image=container_image, **options)
 
 
-def transformations(recipe: dict[str, Any], models: dict[str, Any]) -> str:
-    """measurements.json's weight_transformations for a recipe (the format's words, or the published source)."""
+def transformations(recipe: dict[str, Any], models: dict[str, Any], *, pipeline: bool = False) -> str:
+    """measurements.json's weight_transformations for a recipe (the format's words, or the published source);
+    ``pipeline``: the model is a Diffusers pipeline (its transformers' block Linears quantized, tool native)."""
     from .formats import format_for
+    from .pipeline_scope import SCOPE_WORDS, pipeline_exclude
 
     fmt = format_for(recipe["scheme"])
+    if pipeline:
+        return f"{fmt.transformations({**recipe, 'exclude': pipeline_exclude(recipe.get('exclude'))})}; {SCOPE_WORDS}"
     if tool_for(recipe.get("tool")).name == "quark":
         algorithms = ", ".join(recipe.get("algorithms") or []) or "none"
         kv = f", KV cache {recipe['kv_cache']}" if recipe.get("kv_cache") else ""
@@ -103,9 +112,16 @@ def transformations(recipe: dict[str, Any], models: dict[str, Any]) -> str:
     )
 
 
-def calibration_lines(recipe: dict[str, Any], models: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
-    """documentation/calibration.md's bullet lines for a recipe."""
+def calibration_lines(
+    recipe: dict[str, Any], models: dict[str, Any], manifest: dict[str, Any], *, pipeline: bool = False
+) -> list[str]:
+    """documentation/calibration.md's bullet lines for a recipe (``pipeline``: of a Diffusers pipeline)."""
     from .formats import format_for
+    from .pipeline_scope import SCOPE_WORDS, pipeline_exclude
+
+    if pipeline:
+        lines = format_for(recipe["scheme"]).calibration({**recipe, "exclude": pipeline_exclude(recipe.get("exclude"))})
+        return [f"- Quantized: {SCOPE_WORDS}.", *lines]
 
     if tool_for(recipe.get("tool")).name == "quark":
         return _quark_calibration_lines(recipe, manifest)

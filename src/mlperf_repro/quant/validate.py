@@ -38,12 +38,14 @@ __all__ = [
     "Finding",
     "LayerError",
     "Layout",
+    "PipelineReport",
     "ValidationReport",
     "WeightFormat",
     "dequantized_shards",
     "inspect_checkpoint",
     "read_inventory",
     "validate_checkpoint",
+    "validate_pipeline",
 ]
 
 
@@ -581,14 +583,18 @@ def validate_checkpoint(
     *,
     max_error: float | None = None,
     decode: bool = True,
-) -> ValidationReport:
+) -> ValidationReport | PipelineReport:
     """Check ``directory`` (see the module doc); compare with ``reference`` when given.
 
     ``max_error``: bound on each layer's relative weight error (default: the format's).
     ``decode=False``: structure only (no tensor is loaded). Raises UserError for a folder
-    that is not a quantized checkpoint; everything else is a finding in the report.
+    that is not a quantized checkpoint; everything else is a finding in the report. A
+    Diffusers pipeline folder (``model_index.json``, no ``config.json``) is checked component
+    by component (:func:`validate_pipeline`).
     """
     directory = Path(directory)
+    if (directory / PIPELINE_INDEX).is_file() and not (directory / "config.json").is_file():
+        return validate_pipeline(directory, reference, max_error=max_error, decode=decode)
     qcfg = read_quant_config(directory)
     inv = read_inventory(directory)
     report = ValidationReport(
@@ -699,6 +705,181 @@ def _measure(module: str, decoded: Any, ref: Any, report: ValidationReport) -> N
             max_abs = max(max_abs, float(d.abs().max()))
     rel = math.sqrt(diff_sq / ref_sq) if ref_sq > 0 else (0.0 if diff_sq == 0 else math.inf)
     report.errors.append(LayerError(module, rel, max_abs))
+
+
+# --------------------------------------------------------------------------- Diffusers pipelines
+
+#: The file that makes a folder a Diffusers pipeline (its components are subfolders).
+PIPELINE_INDEX = "model_index.json"
+
+
+@dataclass
+class PipelineReport:
+    """The validation of a Diffusers pipeline folder: one :class:`ValidationReport` per
+    quantized component (a subfolder whose ``config.json`` has a ``quantization_config``),
+    plus the pipeline's own findings (a missing component; with a reference, a component or
+    a config that differs from it beyond the quantization)."""
+
+    directory: str
+    components: dict[str, ValidationReport]
+    unquantized: list[str]
+    reference: str | None = None
+    pipeline_findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.pipeline_findings + [
+            Finding(f"{name}/{f.tensor}", f.rule, f.message) for name, r in self.components.items() for f in r.findings
+        ]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def quantized(self) -> list[str]:
+        return [f"{name}/{m}" for name, r in self.components.items() for m in r.quantized]
+
+    @property
+    def errors(self) -> list[LayerError]:
+        return [
+            LayerError(f"{name}/{e.module}", e.rel_error, e.max_abs_error)
+            for name, r in self.components.items()
+            for e in r.errors
+        ]
+
+    @property
+    def decoded(self) -> bool:
+        return all(r.decoded for r in self.components.values())
+
+    def worst(self, n: int = 5) -> list[LayerError]:
+        return sorted(self.errors, key=lambda e: (-e.rel_error, e.module))[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "kind": "diffusers-pipeline",
+            "reference": self.reference,
+            "quantized_layers": len(self.quantized),
+            "decoded": self.decoded,
+            "ok": self.ok,
+            "findings": [{"tensor": f.tensor, "rule": f.rule, "message": f.message} for f in self.findings],
+            "worst_layers": [_err_dict(e) for e in self.worst()],
+            "components": {name: r.to_dict() for name, r in self.components.items()},
+            "unquantized_components": self.unquantized,
+            "notes": self.notes,
+        }
+
+    def render(self) -> str:
+        lines = [
+            f"{self.directory}: Diffusers pipeline, quantized components {', '.join(self.components)}"
+            + (f"; unchanged: {', '.join(self.unquantized)}" if self.unquantized else "")
+        ]
+        for name, r in self.components.items():
+            lines.append(
+                f"[{name}] {r.quant_method} {r.weight_format}, {len(r.quantized)} quantized layers"
+                + (f", excluded {', '.join(r.exclude)}" if r.exclude else "")
+            )
+            if r.errors:
+                lines.append(f"  weight error vs {r.reference} (bound {r.max_error:g}); worst layers:")
+                lines += [
+                    f"    {e.module}: relative {e.rel_error:.4g}, max-abs {e.max_abs_error:.4g}" for e in r.worst()
+                ]
+            lines += [f"  note: {n}" for n in r.notes]
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"FINDING {f}" for f in self.findings]
+        lines.append(f"{len(self.findings)} finding(s)" if self.findings else "OK")
+        return "\n".join(lines) + "\n"
+
+
+def _pipeline_components(directory: Path) -> list[str]:
+    """The components ``model_index.json`` lists (set ones: ``[library, class]``)."""
+    index = _read_json(directory / PIPELINE_INDEX)
+    return [
+        name
+        for name, value in index.items()
+        if not name.startswith("_") and isinstance(value, list) and len(value) == 2 and value[1] is not None
+    ]
+
+
+def _is_quantized_component(folder: Path) -> bool:
+    config = folder / "config.json"
+    if (folder / "hf_quant_config.json").is_file():
+        return True
+    return config.is_file() and bool(_read_json(config).get("quantization_config"))
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {
+        p.relative_to(folder).as_posix(): p.stat().st_size
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
+
+
+def validate_pipeline(
+    directory: str | Path,
+    reference: str | Path | None = None,
+    *,
+    max_error: float | None = None,
+    decode: bool = True,
+) -> PipelineReport:
+    """Check a Diffusers pipeline folder: each component with a ``quantization_config`` like
+    an LLM checkpoint (:func:`validate_checkpoint`: layout, scales, exclusions, and with a
+    ``reference`` pipeline each layer's relative weight error against ``reference/<component>``),
+    every component ``model_index.json`` lists present, and with a reference the unquantized
+    components holding the same files (names and sizes), ``model_index.json`` the same and
+    the quantized components' ``config.json`` the same but for ``quantization_config``.
+    A UserError when no component is quantized (not a quantized pipeline)."""
+    directory = Path(directory)
+    ref = Path(reference) if reference is not None else None
+    if ref is not None and not (ref / PIPELINE_INDEX).is_file():
+        raise UserError(f"reference {ref} is not a Diffusers pipeline folder (no {PIPELINE_INDEX})")
+    names = _pipeline_components(directory)
+    report = PipelineReport(str(directory), {}, [], reference=str(ref) if ref is not None else None)
+    add = report.pipeline_findings.append
+    if ref is not None and _read_json(directory / PIPELINE_INDEX) != _read_json(ref / PIPELINE_INDEX):
+        add(Finding(PIPELINE_INDEX, "model-index", f"differs from the reference's {ref / PIPELINE_INDEX}"))
+    for name in names:
+        folder = directory / name
+        if not folder.is_dir():
+            add(Finding(name, "missing-component", f"{PIPELINE_INDEX} lists {name} but the folder is missing"))
+            continue
+        if not _is_quantized_component(folder):
+            report.unquantized.append(name)
+            if ref is not None and (ref / name).is_dir() and _files(folder) != _files(ref / name):
+                add(
+                    Finding(
+                        name,
+                        "component-changed",
+                        f"not quantized, but its files (names, sizes) differ from the reference's {ref / name}",
+                    )
+                )
+            continue
+        try:
+            sub = validate_checkpoint(
+                folder, ref / name if ref is not None else None, max_error=max_error, decode=decode
+            )
+        except UserError as exc:
+            add(Finding(name, "component", str(exc)))
+            continue
+        report.components[name] = sub  # type: ignore[assignment]
+        if ref is not None and (ref / name / "config.json").is_file():
+            config = {k: v for k, v in _read_json(folder / "config.json").items() if k != "quantization_config"}
+            if config != _read_json(ref / name / "config.json"):
+                add(
+                    Finding(
+                        f"{name}/config.json",
+                        "config-changed",
+                        "differs from the reference's beyond quantization_config",
+                    )
+                )
+    if not report.components and not any(f.rule == "component" for f in report.pipeline_findings):
+        raise UserError(
+            f"{directory}: no component of this Diffusers pipeline has a quantization_config: not a quantized pipeline"
+        )
+    return report
 
 
 # --------------------------------------------------------------------------- emulated copy

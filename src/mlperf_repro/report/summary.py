@@ -153,6 +153,12 @@ def quantization_lines(plan: Plan) -> list[str]:
             )
         elif layers:
             error = f"per layer: mean {layers.get('mean')}, max {layers.get('max')}"
+        elif manifest.get("weight_error"):  # a Diffusers pipeline: per-layer weight error, one video compared
+            weights = manifest["weight_error"].values()
+            error = f"weights: max rel {max(w.get('max') or 0 for w in weights)}"
+            served = (manifest.get("video_error") or {}).get("served")
+            if served:
+                error += f"; video: {served['mean_abs_diff']} levels, PSNR {served['psnr_db']} dB"
         else:
             error = "not evaluated"
         accuracy = "-"

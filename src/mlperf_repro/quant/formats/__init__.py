@@ -37,6 +37,8 @@ class QuantFormat:
     emulated_dir, *, scheme, scale_mode, exclude, manifest_path) -> manifest`` turns an
     unquantized checkpoint into the served one plus a dequantized copy and returns the
     manifest (see :func:`mlperf_repro.quant.checkpoint.quantize_checkpoint`).
+    ``pipeline_writer`` (optional, same call): the same for a Diffusers pipeline folder
+    (:func:`mlperf_repro.quant.pipeline.quantize_pipeline`).
     ``bytes_per_param``: stored bytes per quantized parameter, scales included.
     ``size_note``: that figure in words, for the plan view's notes. ``weight_data_types``,
     ``transformations(recipe)`` and ``calibration(recipe)``: the measurements.json values
@@ -54,6 +56,9 @@ class QuantFormat:
     weight_data_types: str
     transformations: Callable[[Mapping[str, Any]], str]
     calibration: Callable[[Mapping[str, Any]], list[str]]
+    #: The writer of a Diffusers pipeline folder (``model_index.json``: Wan 2.2's two
+    #: transformers), same call as ``writer``; None: the format quantizes LLM checkpoints only.
+    pipeline_writer: Callable[..., dict[str, Any]] | None = None
 
     def quantize_tensors(
         self, tensors: Mapping[str, Any], names: Sequence[str] | None = None, scale_mode: str = "even"

@@ -13,6 +13,12 @@ def write_checkpoint(*args: Any, **kwargs: Any) -> dict[str, Any]:
     return quantize_checkpoint(*args, **kwargs)
 
 
+def write_pipeline(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    from ..pipeline import quantize_pipeline
+
+    return quantize_pipeline(*args, **kwargs)
+
+
 def excluded(recipe: Mapping[str, Any]) -> str:
     return ", ".join(recipe.get("exclude", [])) or "none"
 

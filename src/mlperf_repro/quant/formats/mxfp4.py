@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import QuantFormat, register_format
-from ._common import kv_cache_line, static_calibration_lines, write_checkpoint
+from ._common import kv_cache_line, static_calibration_lines, write_checkpoint, write_pipeline
 
 GROUP_SIZE = 32  # mlperf_repro.quant.mxfp4.GROUP_SIZE (not imported: it pulls in torch)
 
@@ -65,6 +65,7 @@ MXFP4 = register_format(
         quantize=_quantize,
         dequantize=_dequantize,
         writer=write_checkpoint,
+        pipeline_writer=write_pipeline,
         # 4 bits per element + one 8-bit scale per 32 elements = 4.25 bits.
         bytes_per_param=0.5 + 1 / GROUP_SIZE,
         size_note="MXFP4 = 0.5 byte per quantized parameter + one E8M0 scale byte per 32",

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import QuantFormat, register_format
-from ._common import excluded, kv_cache_line, static_calibration_lines, write_checkpoint
+from ._common import excluded, kv_cache_line, static_calibration_lines, write_checkpoint, write_pipeline
 
 GROUP_SIZE = 32
 
@@ -68,6 +68,7 @@ MXFP6 = register_format(
         quantize=_quantize,
         dequantize=_dequantize,
         writer=write_checkpoint,
+        pipeline_writer=write_pipeline,
         # 6 bits per element + one 8-bit scale per 32 elements = 6.25 bits.
         bytes_per_param=0.75 + 1 / GROUP_SIZE,
         size_note="MXFP6 = 0.75 byte per quantized parameter + one E8M0 scale byte per 32",

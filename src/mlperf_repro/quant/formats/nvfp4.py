@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import QuantFormat, register_format
-from ._common import excluded, kv_cache_line, static_calibration_lines, write_checkpoint
+from ._common import excluded, kv_cache_line, static_calibration_lines, write_checkpoint, write_pipeline
 
 BLOCK_SIZE = 16
 
@@ -64,6 +64,7 @@ NVFP4 = register_format(
         quantize=_quantize,
         dequantize=_dequantize,
         writer=write_checkpoint,
+        pipeline_writer=write_pipeline,
         # 4 bits per element + one 8-bit scale per 16 elements = 4.5 bits.
         bytes_per_param=0.5 + 1 / BLOCK_SIZE,
         size_note="NVFP4 = 0.5 byte per quantized parameter + one E4M3 scale byte per 16",
