@@ -87,6 +87,14 @@ def llama2_part(config: dict) -> dict:
 
 
 @pytest.fixture
+def demo_config() -> dict:
+    """The whole default config, its text-to-video part included."""
+    from mlperf_repro.config import load_yaml
+
+    return copy.deepcopy(load_yaml(DEFAULT_CONFIG))
+
+
+@pytest.fixture
 def default_config() -> dict:
     """The default config's llama2 part, which most tests reason about."""
     from mlperf_repro.config import load_yaml

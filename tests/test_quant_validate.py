@@ -585,7 +585,6 @@ def test_prequantized_recipe_through_snakemake(ours, ref, tmp_path, default_conf
             "source": f"file://{tmp_path / 'hub' / 'tiny-llama-mxfp4'}",
             "sha256_manifest": str(pub_manifest),
         },
-        "tiny-wan": config["models"]["tiny-wan"],  # the text-to-video benchmark's, served unquantized
     }
     config["datasets"]["openorca-synthetic"]["builtin"]["model"] = "tiny-llama"
     recipe = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4_weight_only"}

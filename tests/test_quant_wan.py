@@ -255,13 +255,13 @@ def test_the_stage_refuses_other_tools_on_a_pipeline(model_dir, tmp_path):
         quantize_recipe(str(model_dir), str(tmp_path / "q"), str(tmp_path / "e"), {"scheme": "mxfp4", "tool": "quark"})
 
 
-def test_the_config_and_plan_take_a_quantized_text_to_video_benchmark(default_config):
+def test_the_config_and_plan_take_a_quantized_text_to_video_benchmark(demo_config):
     from conftest import SCHEMA
 
     from mlperf_repro.config import validate_config
     from mlperf_repro.plan import Plan
 
-    config = default_config
+    config = demo_config
     config["benchmarks"]["tiny-wan-t2v"]["quantization"] = "fp8-dit"
     plan = Plan(validate_config(config, SCHEMA))
     assert plan.serving_dir("cpu-2c-diffusers", "tiny-wan-t2v") == "results/models/tiny-wan-fp8-dit-emulated"
@@ -277,13 +277,13 @@ def test_the_config_and_plan_take_a_quantized_text_to_video_benchmark(default_co
             validate_config(config, SCHEMA)
 
 
-def test_the_quantize_rule_takes_the_pipeline_and_no_calibration_rows(tmp_path, default_config):
+def test_the_quantize_rule_takes_the_pipeline_and_no_calibration_rows(tmp_path, demo_config):
     import yaml
     from conftest import make_workdir, run_snakemake
 
     work = make_workdir(tmp_path)
-    default_config["benchmarks"]["tiny-wan-t2v"]["quantization"] = "mxfp4-w4a4"
-    (work / "wan.yaml").write_text(yaml.safe_dump(default_config))
+    demo_config["benchmarks"]["tiny-wan-t2v"]["quantization"] = "mxfp4-w4a4"
+    (work / "wan.yaml").write_text(yaml.safe_dump(demo_config))
     target = "results/models/tiny-wan-mxfp4-w4a4"
     result = run_snakemake(work, "-n", "--cores", "2", "--configfile", "wan.yaml", "-p", target, timeout=120)
     assert result.returncode == 0, result.stderr
