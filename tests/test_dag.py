@@ -27,7 +27,7 @@ def test_default_config_plan(tmp_path):
     assert counts == {
         "acquire_model": 2,  # tiny-llama, tiny-wan
         "acquire_dataset": 2,
-        "quantize": 1,
+        "quantize": 2,  # tiny-llama to MXFP4, tiny-wan's transformers to FP8
         "reference_accuracy": 1,  # one system x one benchmark with a measured target
         "user_conf": 5,  # llama2: Offline, Server, Interactive; wan-2.2: Offline, SingleStream
         "loadgen_run": 10,  # x performance, accuracy

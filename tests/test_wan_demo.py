@@ -1,6 +1,7 @@
 """wan-2.2-t2v-a14b end to end on the CPU: the text-to-video part of config/config.yaml (the
 tiny Wan pipeline, the 248-prompt file, Offline and SingleStream on the diffusers system),
-through the real workflow: build, LoadGen runs whose responses are mp4 files, the accuracy
+through the real workflow: build, its transformers quantized to FP8 (the emulated copy served),
+LoadGen runs whose responses are mp4 files, the accuracy
 folder's named videos and captions, VBench (not computable here: its checkpoints are absent),
 TEST04, packaging and our check. The videos are made smaller than the demo's (32x32, 5 frames,
 2 steps) and Offline issues 64 samples, so it takes a few minutes on 2 cores."""
@@ -37,7 +38,8 @@ def workdir(tmp_path_factory) -> Path:
     config["datasets"] = {DATASET: config["datasets"][DATASET]}
     config["benchmarks"] = {BENCH: config["benchmarks"][BENCH]}
     config["systems"] = {SYSTEM: config["systems"][SYSTEM]}
-    config["quantization"] = {}
+    recipe = config["benchmarks"][BENCH]["quantization"]
+    config["quantization"] = {recipe: config["quantization"][recipe]}
     config["benchmarks"][BENCH]["video"].update(VIDEO)
     config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"]["min_query_count"] = 64
     return run_config(tmp_path_factory.mktemp("wan"), "wan", config)
@@ -84,3 +86,11 @@ def test_our_check_accepts_the_tree_but_for_the_missing_score(workdir):
     assert errors, "the missing vbench_score must be reported"
     for finding in errors:
         assert "vbench_score was not computed here" in finding["message"], finding
+
+
+def test_the_runs_serve_the_fp8_quantized_pipeline(workdir):
+    manifest = json.loads((workdir / "results/models/tiny-wan-fp8-dit/quant_manifest.json").read_text())
+    assert manifest["scheme"] == "fp8_dynamic" and manifest["model_kind"] == "diffusers-pipeline"
+    assert manifest["video_error"] and manifest["weight_error"]
+    provenance = json.loads((scenario_dir(workdir, "Offline") / "provenance.json").read_text())
+    assert "tiny-wan-fp8-dit-emulated" in json.dumps(provenance)
