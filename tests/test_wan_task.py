@@ -88,7 +88,7 @@ def test_plan_lays_the_stand_ins_video_over_the_rounds_settings(demo_plan):
     )
     assert params["negative_prompt"] == FACTS.facts["generation"]["negative_prompt"]
     conf = demo_plan.user_conf_text("cpu-2c-diffusers", "tiny-wan-t2v", "SingleStream")
-    assert "wan-2.2-t2v-a14b.SingleStream.target_latency = 500" in conf and "target_qps" not in conf
+    assert "wan-2.2-t2v-a14b.SingleStream.target_latency = 100" in conf and "target_qps" not in conf
     # TEST04's SingleStream run needs 64 queries for its p90 early-stopping estimate.
     assert "*.*.min_query_count = 64" in demo_plan.audit_config("TEST04", "tiny-wan-t2v", "SingleStream")
     assert "*.*.min_query_count = 20" in demo_plan.audit_config("TEST04", "tiny-wan-t2v", "Offline")

@@ -641,6 +641,20 @@ def write_quantized_files(
     return {"source": src_quantized_bytes, "quark": q_quantized_bytes}
 
 
+def tensor_inventory(files: list[Path], where: str = "") -> tuple[dict[Path, list[TensorRef]], dict[str, TensorRef]]:
+    """Every file's tensors (headers only) and all of them by name; a tensor in two files is a
+    UserError (``where`` prefixes the message)."""
+    refs_by_file: dict[Path, list[TensorRef]] = {}
+    seen: dict[str, str] = {}
+    for f in files:
+        refs_by_file[f] = tensor_refs(f)
+        for ref in refs_by_file[f]:
+            if ref.name in seen:
+                raise UserError(f"{where}tensor {ref.name!r} appears in both {seen[ref.name]} and {f.name}")
+            seen[ref.name] = f.name
+    return refs_by_file, {r.name: r for rs in refs_by_file.values() for r in rs}
+
+
 def quantize_checkpoint(
     src_dir: str | Path,
     quark_dir: str | Path,
@@ -699,15 +713,8 @@ def quantize_checkpoint(
     tokens = _calibration_tokens(calibration, scheme, kv_cache) if spec.needs_calibration or kv_cache else None
 
     # Inventory first (headers only), so every user error is raised before any output.
-    refs_by_file: dict[Path, list[TensorRef]] = {}
-    where: dict[str, str] = {}
-    for f in files:
-        refs_by_file[f] = tensor_refs(f)
-        for ref in refs_by_file[f]:
-            if ref.name in where:
-                raise UserError(f"tensor {ref.name!r} appears in both {where[ref.name]} and {f.name}")
-            where[ref.name] = f.name
-    refs = {r.name: r for rs in refs_by_file.values() for r in rs}
+    refs_by_file, refs = tensor_inventory(files)
+    where = {ref.name: f.name for f, file_refs in refs_by_file.items() for ref in file_refs}
     shapes = {k: r.shape for k, r in refs.items()}
     quantized = set(select_quantized_tensors(shapes, exclude, group=enc.group, format_name=enc.format.upper()))
     if not quantized:

@@ -48,7 +48,6 @@ each quantized Linear's output error on its own inputs.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -79,6 +78,7 @@ from mlperf_repro.quant.checkpoint import (
     _weight_files,
     _write_json,
     check_exclude,
+    tensor_inventory,
     tensor_refs,
     weight_amax,
     write_quantized_files,
@@ -97,6 +97,7 @@ from mlperf_repro.quant.pipeline_scope import (
     WEIGHTS_INDEX,
     pipeline_exclude,
 )
+from mlperf_repro.quant.validate import read_json_object
 
 __all__ = [
     "EVAL_PROMPT",
@@ -141,19 +142,9 @@ def is_pipeline_dir(path: str | Path) -> bool:
     return (Path(path) / PIPELINE_INDEX).is_file()
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path} is not a JSON object")
-    return data
-
-
 def pipeline_components(src: str | Path) -> dict[str, tuple[str, str]]:
     """The components ``model_index.json`` lists: ``{name: (library, class)}`` (unset ones left out)."""
-    index = _read_json(Path(src) / PIPELINE_INDEX)
+    index = read_json_object(Path(src) / PIPELINE_INDEX)
     return {
         name: (str(value[0]), str(value[1]))
         for name, value in index.items()
@@ -172,7 +163,7 @@ def transformer_components(src: str | Path) -> dict[str, str]:
         config_path = src / name / "config.json"
         if not config_path.is_file():
             raise UserError(f"{src}: model_index.json lists {name} ({cls}) but {config_path} is missing")
-        config = _read_json(config_path)
+        config = read_json_object(config_path)
         if config.get("_class_name") not in (None, cls):
             raise UserError(f"{config_path}: _class_name {config.get('_class_name')!r}, model_index.json says {cls}")
         if config.get("quantization_config"):
@@ -250,15 +241,7 @@ def _copy_component(src: Path, dests: Sequence[Path]) -> dict[str, Any]:
 
 def _inventory(folder: Path) -> tuple[list[Path], dict[Path, list[TensorRef]], dict[str, TensorRef]]:
     files = _weight_files(folder)
-    refs_by_file: dict[Path, list[TensorRef]] = {}
-    where: dict[str, str] = {}
-    for f in files:
-        refs_by_file[f] = tensor_refs(f)
-        for ref in refs_by_file[f]:
-            if ref.name in where:
-                raise UserError(f"{folder}: tensor {ref.name!r} appears in both {where[ref.name]} and {f.name}")
-            where[ref.name] = f.name
-    return files, refs_by_file, {r.name: r for rs in refs_by_file.values() for r in rs}
+    return (files, *tensor_inventory(files, f"{folder}: "))
 
 
 def calibration_error(scheme: str) -> UserError:
@@ -371,7 +354,7 @@ def quantize_pipeline(
         )
         src_bytes += written["source"]
         q_bytes += written["quark"]
-        config = _read_json(sub / "config.json")
+        config = read_json_object(sub / "config.json")
         _write_json(sq / "config.json", {**config, "quantization_config": quant_config})
         for extra, body in extra_files(quant_config).items():
             _write_json(sq / extra, body)
@@ -418,7 +401,7 @@ def quantize_pipeline(
         "quantized_tensors": {"count": len(names), "names": names},
         "quantization_config": quant_config,
         "pipeline": {
-            "class": _read_json(src / PIPELINE_INDEX).get("_class_name"),
+            "class": read_json_object(src / PIPELINE_INDEX).get("_class_name"),
             "quantized_components": components,
             "unchanged_components": unchanged,
         },
@@ -515,7 +498,7 @@ def eval_settings(pipeline_dir: str | Path, overrides: dict[str, Any] | None = N
     from mlperf_repro.video.settings import VideoSettings
 
     values = dict(EVAL_VIDEO)
-    boundary = _read_json(Path(pipeline_dir) / PIPELINE_INDEX).get("boundary_ratio")
+    boundary = read_json_object(Path(pipeline_dir) / PIPELINE_INDEX).get("boundary_ratio")
     values["boundary_ratio"] = boundary
     if boundary is None:
         values.pop("guidance_scale_2")

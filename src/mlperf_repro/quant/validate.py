@@ -285,7 +285,8 @@ def _load(directory: Path, info: TensorInfo, name: str) -> Any:
 # --------------------------------------------------------------------------- config
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file that must hold an object; any other content is a UserError naming it."""
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -367,10 +368,10 @@ def read_quant_config(directory: str | Path) -> QuantConfig:
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
         raise UserError(f"{directory} is not a checkpoint: config.json is missing")
-    qc = _read_json(cfg_path).get("quantization_config")
+    qc = read_json_object(cfg_path).get("quantization_config")
     hf_quant = directory / "hf_quant_config.json"
     if not qc and hf_quant.is_file():  # ModelOpt writes its own file
-        q = _read_json(hf_quant).get("quantization") or {}
+        q = read_json_object(hf_quant).get("quantization") or {}
         qc = {"quant_method": "modelopt", **q}
     if not isinstance(qc, dict) or not qc:
         raise UserError(f"{cfg_path} has no quantization_config: this is not a quantized checkpoint")
@@ -384,7 +385,7 @@ def read_quant_config(directory: str | Path) -> QuantConfig:
         exclude, match = qc.get("modules_to_not_convert") or [], _match_transformers
     else:
         if hf_quant.is_file():  # the authoritative copy
-            qc = {**qc, **(_read_json(hf_quant).get("quantization") or {})}
+            qc = {**qc, **(read_json_object(hf_quant).get("quantization") or {})}
         exclude, match = qc.get("exclude_modules") or qc.get("ignore") or [], _match_modelopt
     return QuantConfig(method, fmt, LAYOUTS[method], tuple(str(e) for e in exclude), match)
 
@@ -795,7 +796,7 @@ class PipelineReport:
 
 def _pipeline_components(directory: Path) -> list[str]:
     """The components ``model_index.json`` lists (set ones: ``[library, class]``)."""
-    index = _read_json(directory / PIPELINE_INDEX)
+    index = read_json_object(directory / PIPELINE_INDEX)
     return [
         name
         for name, value in index.items()
@@ -807,7 +808,7 @@ def _is_quantized_component(folder: Path) -> bool:
     config = folder / "config.json"
     if (folder / "hf_quant_config.json").is_file():
         return True
-    return config.is_file() and bool(_read_json(config).get("quantization_config"))
+    return config.is_file() and bool(read_json_object(config).get("quantization_config"))
 
 
 def _files(folder: Path) -> dict[str, int]:
@@ -839,7 +840,7 @@ def validate_pipeline(
     names = _pipeline_components(directory)
     report = PipelineReport(str(directory), {}, [], reference=str(ref) if ref is not None else None)
     add = report.pipeline_findings.append
-    if ref is not None and _read_json(directory / PIPELINE_INDEX) != _read_json(ref / PIPELINE_INDEX):
+    if ref is not None and read_json_object(directory / PIPELINE_INDEX) != read_json_object(ref / PIPELINE_INDEX):
         add(Finding(PIPELINE_INDEX, "model-index", f"differs from the reference's {ref / PIPELINE_INDEX}"))
     for name in names:
         folder = directory / name
@@ -866,8 +867,8 @@ def validate_pipeline(
             continue
         report.components[name] = sub  # type: ignore[assignment]
         if ref is not None and (ref / name / "config.json").is_file():
-            config = {k: v for k, v in _read_json(folder / "config.json").items() if k != "quantization_config"}
-            if config != _read_json(ref / name / "config.json"):
+            config = {k: v for k, v in read_json_object(folder / "config.json").items() if k != "quantization_config"}
+            if config != read_json_object(ref / name / "config.json"):
                 add(
                     Finding(
                         f"{name}/config.json",
