@@ -1,0 +1,262 @@
+"""The serving setup a submitter's published code states for one result.
+
+A result folder's README.md carries the command that produced it; for the harness AMD
+publishes (and partners reuse: ``harness_llm`` with one YAML per benchmark and scenario,
+run as ``main.py --config-path <dir> --config-name <name> key=value ...``) that command names
+the YAML file. The harness merges its ``harness_llm/common/config.yaml`` under that file and
+the command's ``key=value`` overrides on top (OmegaConf), so the reader does the same and
+returns the engine arguments, environment, sampling, parallel layout and checkpoint that ran.
+
+Readers are registered in :data:`READERS` (a function of the submitter folder and the result
+folder that returns a :class:`ServingSetup` or None); a harness with another layout plugs in
+there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import UserError
+
+
+@dataclass
+class ServingSetup:
+    harness: str  # which reader understood it
+    source: Path  # the harness config file
+    backend: str  # vllm, sglang, ...
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)
+    # tensor_parallel_size, devices (GPUs the run used), servers (engines)
+    parallel: dict[str, int] = field(default_factory=dict)
+    checkpoint: str | None = None  # the model path the engine loaded
+    # Harness settings with no engine meaning (dataset paths, sorting, warm-up, ...), as written.
+    harness_settings: dict[str, Any] = field(default_factory=dict)
+    command: str | None = None
+    # Files the setup was read from (the YAML, the common defaults, the README).
+    files: list[Path] = field(default_factory=list)
+
+    def flat(self) -> dict[str, str]:
+        """Namespaced key -> value text, for a key-by-key comparison."""
+        out: dict[str, str] = {"serving.backend": self.backend}
+        for prefix, values in (
+            ("serving.engine", self.engine_args),
+            ("serving.env", self.env),
+            ("serving.sampling", self.sampling),
+            ("serving.parallel", self.parallel),
+        ):
+            for key, value in values.items():
+                out[f"{prefix}.{key}"] = _text(value)
+        if self.checkpoint:
+            out["serving.checkpoint"] = self.checkpoint
+        return out
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _set_dotted(config: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = config
+    for key in keys[:-1]:
+        node = node.setdefault(key, {}) if isinstance(node.get(key), dict) or key not in node else {}
+    node[keys[-1]] = value
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(errors="replace")) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not readable YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a harness config is a YAML mapping")
+    return data
+
+
+# --- the AMD harness_llm layout --------------------------------------------------------------
+
+MAIN_COMMAND = re.compile(r"python3?\s+\S*main\.py\b")
+
+
+@dataclass
+class HarnessCommand:
+    config_path: str
+    config_name: str
+    backend: str | None
+    overrides: dict[str, Any]
+    text: str
+
+
+def harness_commands(readme: Path) -> list[HarnessCommand]:
+    """Every ``main.py --config-path ... --config-name ...`` command in a README (its shell
+    continuation lines joined)."""
+    if not readme.is_file():
+        return []
+    joined = re.sub(r"\\\s*\n", " ", readme.read_text(errors="replace"))
+    commands = []
+    for line in joined.splitlines():
+        match = MAIN_COMMAND.search(line)
+        if not match:
+            continue
+        try:
+            words = shlex.split(line[match.end() :], comments=True)
+        except ValueError:
+            continue
+        options: dict[str, str] = {}
+        overrides: dict[str, Any] = {}
+        index = 0
+        while index < len(words):
+            word = words[index]
+            if word.startswith("--"):
+                name, _, value = word[2:].partition("=")
+                if not value and index + 1 < len(words) and not words[index + 1].startswith("--"):
+                    index += 1
+                    value = words[index]
+                options[name.replace("-", "_")] = value
+            elif "=" in word:
+                key, value = word.split("=", 1)
+                overrides[key] = yaml.safe_load(value) if value else value
+            index += 1
+        if "config_path" in options and "config_name" in options:
+            commands.append(
+                HarnessCommand(
+                    options["config_path"], options["config_name"], options.get("backend"), overrides, line.strip()
+                )
+            )
+    return commands
+
+
+def _find_config(code_roots: list[Path], config_path: str, config_name: str) -> Path | None:
+    """The YAML a container path names, inside the published code: the path's tail after its
+    ``code/`` (or ``src/``) folder, under each code root."""
+    parts = [p for p in config_path.split("/") if p]
+    tails = [parts[i + 1 :] for i, part in enumerate(parts) if part in ("code", "src")] or [parts[-1:]]
+    for root in code_roots:
+        for tail in tails:
+            candidate = root.joinpath(*tail, f"{config_name}.yaml")
+            if candidate.is_file():
+                return candidate
+            # Published trees made on case-insensitive storage name files in another case
+            # than the command (offline_MI355X.yaml for --config-name offline_mi355x).
+            folder = root.joinpath(*tail)
+            if folder.is_dir():
+                for other in sorted(folder.glob("*.yaml")):
+                    if other.name.lower() == f"{config_name}.yaml".lower():
+                        return other
+    return None
+
+
+# OmegaConf's interpolations and MISSING markers are not values a partner can use.
+def _clean(values: dict) -> dict:
+    return {k: v for k, v in values.items() if v is not None and v != "MISSING"}
+
+
+# Keys of vllm_engine_config that are not vLLM arguments but the harness's own (resolved here).
+CAPTURE_RANGE = "cudagraph_capture_range"
+
+
+def capture_sizes(spec: list) -> list[int]:
+    """The harness's cudagraph_capture_range: ``[[start, stop, step], extra, ...]`` -> sizes."""
+    sizes: set[int] = set()
+    for item in spec:
+        if isinstance(item, list) and len(item) == 3:
+            sizes.update(range(int(item[0]), int(item[1]), int(item[2])))
+        elif isinstance(item, int):
+            sizes.add(item)
+        else:
+            raise UserError(f"{CAPTURE_RANGE}: {item!r} is neither [start, stop, step] nor a size")
+    return sorted(sizes)
+
+
+def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetup | None:
+    commands = [c for c in harness_commands(result_folder / "README.md") if c.overrides.get("test_mode") != "accuracy"]
+    if not commands:
+        return None
+    command = commands[0]
+    path = _find_config(code_roots, command.config_path, command.config_name)
+    if path is None:
+        return None
+    files = [path, result_folder / "README.md"]
+    config = _load_yaml(path)
+    # The backend is the one whose engine section the result's own YAML fills (the common
+    # defaults carry every backend's sections).
+    own_backend = next((name for name in ("vllm", "sglang") if config.get(f"{name}_engine_config")), None)
+    common = next(
+        (r / "harness_llm" / "common" / "config.yaml" for r in code_roots if (r / "harness_llm/common/config.yaml").is_file()),
+        None,
+    )
+    if common is not None:
+        config = _merge(_load_yaml(common), config)
+        files.insert(1, common)
+    for key, value in command.overrides.items():
+        _set_dotted(config, key, value)
+    backend = command.backend or config.get("backend")
+    if backend in (None, "MISSING", "zmq", "ray"):
+        # zmq/ray are the harness's multi-node transports around the engines.
+        backend = own_backend or "vllm"
+    engine_key, env_key, sampling_key = (f"{backend}_engine_config", f"{backend}_env_config", f"{backend}_sampling_config")
+    engine = dict(config.get(engine_key) or config.get("llm_config") or {})
+    checkpoint = engine.pop("model", None) or engine.pop("model_path", None)
+    compilation = engine.get("compilation_config")
+    if isinstance(compilation, dict) and CAPTURE_RANGE in compilation:
+        compilation = dict(compilation)
+        compilation["cudagraph_capture_sizes"] = capture_sizes(compilation.pop(CAPTURE_RANGE))
+        engine["compilation_config"] = compilation
+    env = {k: str(v) for k, v in _clean({**(config.get("env_config") or {}), **(config.get(env_key) or {})}).items()}
+    harness = dict(config.get("harness_config") or {})
+    tensor_parallel = int(engine.get("tensor_parallel_size") or engine.get("tp_size") or 1)
+    devices = harness.get("device_count")
+    parallel = {"tensor_parallel_size": tensor_parallel}
+    if isinstance(devices, int) and devices > 0:
+        parallel["devices"] = devices
+        parallel["servers"] = max(1, devices // tensor_parallel)
+    for name in ("engine_version", "benchmark_name", "scenario"):
+        if config.get(name) not in (None, "MISSING"):
+            harness[name] = config[name]
+    return ServingSetup(
+        harness="AMD harness_llm",
+        source=path,
+        backend=str(backend),
+        engine_args=_clean(engine),
+        env=env,
+        sampling=_clean(dict(config.get(sampling_key) or config.get("sampling_params") or {})),
+        parallel=parallel,
+        checkpoint=str(checkpoint) if checkpoint else None,
+        harness_settings=harness,
+        command=command.text,
+        files=files,
+    )
+
+
+# A reader: (the submitter's code roots, a result folder) -> its serving setup, or None.
+READERS: dict[str, Callable[[list[Path], Path], ServingSetup | None]] = {"amd-harness-llm": read_amd_harness}
+
+
+def read_serving_setup(code_roots: list[Path], result_folder: Path) -> ServingSetup | None:
+    """The first registered reader that understands this result's published code."""
+    for reader in READERS.values():
+        setup = reader(code_roots, result_folder)
+        if setup is not None:
+            return setup
+    return None
