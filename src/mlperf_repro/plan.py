@@ -441,6 +441,19 @@ class Plan:
     def engine(self, system: str) -> dict[str, Any]:
         return self.system_cfg(system)["engine"]
 
+    def run_engine(self, system: str, benchmark: str, scenario: str) -> dict[str, Any]:
+        """The engine one scenario's runs use: the system's, with the scenario's own engine_args
+        and env (``systems.<s>.benchmarks.<b>.<Scenario>.engine``) on top."""
+        engine = self.engine(system)
+        own = (self.system_cfg(system)["benchmarks"][benchmark][scenario].get("engine")) or {}
+        if not own:
+            return engine
+        return {
+            **engine,
+            "engine_args": {**(engine.get("engine_args") or {}), **(own.get("engine_args") or {})},
+            "env": {**(engine.get("env") or {}), **(own.get("env") or {})},
+        }
+
     def screening(self, system: str) -> dict[str, Any] | None:
         """The system's GPU screening settings when its runs screen their GPUs first: enabled,
         and the run host holds accelerators (CPU hosts and heads of external servers do not)."""

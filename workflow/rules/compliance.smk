@@ -42,7 +42,7 @@ rule compliance_run:
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
         generation=lambda wc: PLAN.generation_params(wc.benchmark, "performance"),
-        engine=lambda wc: PLAN.engine(wc.system),
+        engine=lambda wc: PLAN.run_engine(wc.system, wc.benchmark, wc.scenario),
         audit_config=lambda wc: PLAN.audit_config(wc.test, wc.benchmark, wc.scenario),
     script:
         f"{SCRIPTS}/loadgen_run.py"

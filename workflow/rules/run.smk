@@ -58,7 +58,7 @@ rule loadgen_run:
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
         generation=lambda wc: PLAN.generation_params(wc.benchmark, wc.mode),
-        engine=lambda wc: PLAN.engine(wc.system),
+        engine=lambda wc: PLAN.run_engine(wc.system, wc.benchmark, wc.scenario),
     script:
         f"{SCRIPTS}/loadgen_run.py"
 

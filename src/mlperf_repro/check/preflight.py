@@ -301,7 +301,8 @@ def placeholders(config: Any, where: str = "") -> list[Finding]:
         return [f for i, v in enumerate(config) for f in placeholders(v, f"{where}[{i}]")]
     if isinstance(config, str) and PLACEHOLDER in config:
         # Inside URLs the text after TODO: is hyphenated (no whitespace in a container URL).
-        what = config.split(PLACEHOLDER, 1)[1].strip().replace("-", " ")
+        what = config.split(PLACEHOLDER, 1)[1].strip()
+        what = what if " " in what else what.replace("-", " ")
         return [Finding("placeholder", where, f"{config!r} is a placeholder; put {what} there")]
     return []
 
