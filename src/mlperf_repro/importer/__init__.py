@@ -161,7 +161,7 @@ def _build(system, source_label: str, benchmarks: list[str] | None, today: date)
             if measured:
                 results.setdefault(folder, {})[item.result.scenario] = measured
         system_benchmarks[folder] = per_scenario
-    system_entry: dict[str, Any] = {"description": description_section(system)}
+    system_entry: dict[str, Any] = {"description": description_section(system, report)}
     if containers:
         system_entry["software"] = {"container": next(iter(containers.values()))}
     system_entry["engine"] = engine

@@ -304,15 +304,20 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def description_section(system: PublishedSystem) -> Noted:
+def description_section(system: PublishedSystem, report: ImportReport) -> Noted:
     desc: dict[str, Any] = {}
+    path = system.relative(system.base / "systems" / f"{system.system_id}.json")
     for key, value in system.description.items():
         if key in TOP_LEVEL_FIELDS:
             continue
         if key in COUNT_FIELDS:
             value = _count(value) if _count(value) is not None else value
         desc[key] = value
-    path = system.relative(system.base / "systems" / f"{system.system_id}.json")
+    # A field the checker needs filled that the source leaves empty is the partner's to state.
+    for key in system.rules["system_description"]["meaningful"]:
+        if key not in TOP_LEVEL_FIELDS and desc.get(key) in (None, "", 0):
+            desc[key] = _todo(f"{key.replace('_', ' ')}: {path} leaves it empty")
+            report.note(f"{path}: {key} is empty; the config holds a TODO for it")
     return Noted(desc, f"{path}, verbatim (counts as numbers)")
 
 

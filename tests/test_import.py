@@ -1,0 +1,206 @@
+"""`mlperf-repro import`: a published system's submission -> one config (tests/published_tree.py
+builds the published layout)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlperf_repro.check.preflight import preflight
+from mlperf_repro.cli import DEFAULT_SCHEMA
+from mlperf_repro.config import validate_config
+from mlperf_repro.errors import UserError
+from mlperf_repro.estimate import estimate_plan
+from mlperf_repro.importer import build_import, write_import
+from mlperf_repro.importer.yaml_text import Noted, dump, plain
+from mlperf_repro.launch import LAUNCHERS
+from mlperf_repro.plan import Plan
+from mlperf_repro.published.loadgen_conf import effective, read_conf
+from mlperf_repro.published.serving import capture_sizes
+from published_tree import SYSTEM, write_published
+
+
+def _import(root: Path, tmp_path: Path, **kwargs):
+    imported = build_import(root, "Vendor", SYSTEM, **kwargs)
+    out = write_import(imported, tmp_path / "imported.yaml", DEFAULT_SCHEMA)
+    return imported, yaml.safe_load(out.read_text()), out.read_text()
+
+
+def test_import_reproduces_the_published_setup(tmp_path):
+    write_published(tmp_path / "pub", extra_env={"SERVER_ONLY": 1})
+    imported, config, text = _import(tmp_path / "pub", tmp_path)
+    system = config["systems"][SYSTEM]
+    # The description verbatim, counts as numbers.
+    assert system["description"]["accelerator_host_interconnect"] == "PCIe Gen 5 x16"
+    assert system["description"]["accelerators_per_node"] == 4
+    assert "division" not in system["description"] and config["division"] == "closed"
+    # LoadGen settings from each scenario's user.conf (the specific line wins over the wildcard).
+    scenarios = system["benchmarks"]["llama2-70b-99"]
+    assert scenarios["Offline"]["target_qps"] == 370 and scenarios["Offline"]["min_duration_ms"] == 1800000
+    assert scenarios["Server"]["target_qps"] == 360
+    # The serving setup: one server per GPU, shared engine args at the system, the rest per scenario.
+    engine = system["engine"]
+    assert engine["backend"] == "endpoints"
+    assert engine["endpoints"]["allocation"]["servers_per_node"] == 4
+    assert engine["endpoints"]["allocation"]["accelerator_count"] == 1
+    assert engine["engine_args"]["kv_cache_dtype"] == "fp8" and "max_num_seqs" not in engine["engine_args"]
+    assert scenarios["Offline"]["engine"]["engine_args"]["max_num_seqs"] == 2048
+    assert scenarios["Server"]["engine"]["env"] == {"SERVER_ONLY": "1"}
+    assert engine["env"]["HARNESS_GC_LIMIT"] == "100000"  # the harness's common defaults apply too
+    capture = engine["engine_args"]["compilation_config"]["cudagraph_capture_sizes"]
+    assert capture == [1, 2, 4, 16, 32, 48, 64]
+    # The quantization the setup script runs and the documentation describes.
+    recipe = config["quantization"][config["benchmarks"]["llama2-70b-99"]["quantization"]]
+    assert recipe["scheme"] == "mxfp4" and recipe["tool"] == "quark" and recipe["kv_cache"] == "fp8"
+    assert recipe["algorithms"] == ["autosmoothquant", "gptq"]
+    assert recipe["calibration"]["samples"] == 1000 and recipe["scale_mode"] == "even"
+    assert config["datasets"][recipe["calibration"]["dataset"]]["file"] == "orca.calibration_1000.pkl"
+    # The published results are kept for comparing with.
+    assert config["imported"]["results"]["llama2-70b-99"]["Offline"]["value"] == pytest.approx(370 * 280.0)
+    # Every value names its source file.
+    assert "closed/Vendor/results/8xGPU_2xCPU/llama2-70b-99/Offline/user.conf:5" in text
+    assert "closed/Vendor/src/llama2-70b-99/offline_x.yaml" in text
+    assert "closed/Vendor/setup/llama2-70b-99/vllm_x.config" in text
+
+
+def test_the_imported_config_plans_and_preflight_names_only_the_placeholders(tmp_path):
+    write_published(tmp_path / "pub")
+    imported, config, _ = _import(tmp_path / "pub", tmp_path)
+    validated = validate_config(copy.deepcopy(config), DEFAULT_SCHEMA, launchers=LAUNCHERS)
+    estimate = estimate_plan(validated, set())
+    assert estimate.render()
+    findings = preflight(validated, tmp_path)
+    placeholders = sorted(f.path for f in findings if f.rule == "placeholder")
+    assert placeholders == sorted(
+        [
+            "models.llama-2-70b-chat-hf.source",
+            "models.llama-2-70b-chat-hf.sha256_manifest",
+            "datasets.open-orca-gpt4-llama2-processed.source",
+            "datasets.open-orca-gpt4-llama2-processed.sha256_manifest",
+            "datasets.open-orca-gpt4-llama2-processed-calibration.source",
+            "datasets.open-orca-gpt4-llama2-processed-calibration.sha256_manifest",
+            f"systems.{SYSTEM}.software.container",
+            # The source leaves it empty; the checker needs it filled.
+            f"systems.{SYSTEM}.description.cooling",
+        ]
+    )
+    # The rest are facts of the machine preflight runs on (free disk for a 70B model), not of the config.
+    assert {f.rule for f in findings} <= {"placeholder", "disk-space", "quark-env"}
+    message = next(f.message for f in findings if f.path == f"systems.{SYSTEM}.software.container")
+    assert "put the 64 hex digest of your build of the vendor image there" in message
+
+
+def test_each_scenario_runs_with_its_own_engine_settings(tmp_path):
+    write_published(tmp_path / "pub")
+    _, config, _ = _import(tmp_path / "pub", tmp_path)
+    plan = Plan(validate_config(copy.deepcopy(config), DEFAULT_SCHEMA, launchers=LAUNCHERS))
+    offline = plan.run_engine(SYSTEM, "llama2-70b-99", "Offline")
+    server = plan.run_engine(SYSTEM, "llama2-70b-99", "Server")
+    assert offline["engine_args"]["max_num_seqs"] == 2048 and server["engine_args"]["max_num_seqs"] == 1024
+    assert offline["engine_args"]["kv_cache_dtype"] == server["engine_args"]["kv_cache_dtype"] == "fp8"
+    assert plan.engine(SYSTEM)["engine_args"].get("max_num_seqs") is None
+
+
+def test_a_tarball_imports_like_its_folder(tmp_path):
+    write_published(tmp_path / "pub")
+    archive = tmp_path / "published.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "pub" / "closed", arcname="closed")
+    from_folder = build_import(tmp_path / "pub", "Vendor", SYSTEM, source_name="x").text
+    from_tarball = build_import(archive, "Vendor", SYSTEM, source_name="x").text
+    assert from_folder == from_tarball
+
+
+def test_a_mixed_system_stays_mixed(tmp_path):
+    write_published(
+        tmp_path / "pub",
+        description={
+            "number_of_nodes": 3,
+            "host_processor_core_count": "64(CPU A) and 96(CPU B) and 192(CPU C)",
+            "accelerator_model_name": "GPU A (x8) and GPU B (x8) and GPU C (x8)",
+        },
+    )
+    _, config, _ = _import(tmp_path / "pub", tmp_path)
+    desc = config["systems"][SYSTEM]["description"]
+    assert desc["host_processor_core_count"] == "64(CPU A) and 96(CPU B) and 192(CPU C)"
+    assert desc["accelerator_model_name"] == "GPU A (x8) and GPU B (x8) and GPU C (x8)"
+    assert config["systems"][SYSTEM]["engine"]["endpoints"]["allocation"]["nodes"] == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "args", "message"),
+    [
+        ({}, {"submitter": "Nobody"}, "--submitter Nobody: not in"),
+        ({}, {"system": "9xGPU"}, "--system 9xGPU: Vendor has no systems/9xGPU.json; its systems: 8xGPU_2xCPU"),
+        ({"version": "4.1.0"}, {}, "LoadGen 4.1.0 belongs to no round"),
+        ({"user_conf_extra": "llama2-70b.Offline.target_qsp = 5\n"}, {}, "'target_qsp' is not a key LoadGen reads"),
+    ],
+)
+def test_bad_input_is_one_clear_message_and_nothing_is_written(tmp_path, kwargs, args, message):
+    write_published(tmp_path / "pub", **kwargs)
+    out = tmp_path / "out.yaml"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlperf_repro",
+            "import",
+            str(tmp_path / "pub"),
+            "--submitter",
+            args.get("submitter", "Vendor"),
+            "--system",
+            args.get("system", SYSTEM),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists() and not list(tmp_path.glob(".out.yaml.*"))
+
+
+def test_a_system_without_results_is_named(tmp_path):
+    base = write_published(tmp_path / "pub")
+    (base / "systems" / "other.json").write_text((base / "systems" / f"{SYSTEM}.json").read_text())
+    with pytest.raises(UserError, match="describes it but has no results for it"):
+        build_import(tmp_path / "pub", "Vendor", "other")
+
+
+def test_user_conf_lines_apply_most_specific_first(tmp_path):
+    conf = tmp_path / "user.conf"
+    conf.write_text(
+        "*.*.min_duration = 1\n*.Server.min_duration = 2\nm.*.min_duration = 3\nm.Server.min_duration = 4\n"
+        "m.*.target_qps = 9\n"
+    )
+    lines = read_conf(conf, ["min_duration", "target_qps"])
+    assert effective(lines, "m", "Server")["min_duration"].value == "4"
+    assert effective(lines, "m", "Offline")["min_duration"].value == "3"
+    assert effective(lines, "other", "Server")["min_duration"].value == "2"
+    assert effective(lines, "other", "Offline")["min_duration"].value == "1"
+    assert effective(lines, "m", "Offline")["target_qps"].value == "9"
+
+
+def test_capture_range_expands_as_the_harness_does():
+    assert capture_sizes([[32, 0, -8], 4, 2, 1]) == [1, 2, 4, 8, 16, 24, 32]
+    with pytest.raises(UserError, match="neither"):
+        capture_sizes(["x"])
+
+
+def test_notes_are_comments_and_the_text_loads_back():
+    node = {
+        "a": Noted(1, "from a.conf"),
+        "b": Noted({"c": [1, 2, 3] * 40, "d": "x"}, "a block"),
+        "e": ["a long sentence " * 10, "short"],
+    }
+    text = dump(node, "header")
+    assert yaml.safe_load(text) == plain(node)
+    assert "a: 1  # from a.conf" in text and "# a block\nb:" in text
+    assert all(len(line) <= 120 for line in text.splitlines() if not line.lstrip().startswith("- "))
