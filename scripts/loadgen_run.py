@@ -1,5 +1,6 @@
 """One LoadGen test (performance or accuracy) in this process."""
 
+from mlperf_repro.paths import PATHS
 from mlperf_repro.stage import run
 from mlperf_repro.stages.runs import loadgen_job
 
@@ -23,6 +24,8 @@ def main(smk):
         audit_config=smk.params.get("audit_config"),
         gpu_screening=smk.params.gpu_screening,
         task=smk.params.task,
+        # What the lock check at the workflow's start accepted (provenance).
+        lock_check=PATHS["lock_check"],
     )
 
 

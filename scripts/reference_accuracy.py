@@ -1,5 +1,6 @@
 """Accuracy of the unquantized model on this system (the baseline for measured targets)."""
 
+from mlperf_repro.paths import PATHS
 from mlperf_repro.stage import run
 from mlperf_repro.stages.runs import reference_accuracy_job
 
@@ -17,6 +18,8 @@ def main(smk):
         evaluator=smk.params.evaluator,
         accuracy_rules=smk.params.accuracy_rules,
         gpu_screening=smk.params.gpu_screening,
+        # What the lock check at the workflow's start accepted (provenance).
+        lock_check=PATHS["lock_check"],
     )
 
 

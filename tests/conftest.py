@@ -39,7 +39,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     ),
     "accuracy": ("test_accuracy_", "test_sentence_split", "test_extending_task"),
     "compliance": ("test_compliance",),
-    "check": ("test_check", "test_round_", "test_preflight"),
+    "check": ("test_check", "test_round_", "test_preflight", "test_lock"),
     "package": ("test_package_units",),
     "compare": ("test_compare", "test_scaling"),
     "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),

@@ -143,7 +143,7 @@ def write_published(
     setup = base / "setup" / "llama2-70b-99"
     (setup / "dataset_and_model").mkdir(parents=True, exist_ok=True)
     (setup / "dataset_and_model" / "prepare_model.sh").write_text(
-        "#!/bin/bash\nALGO=${2:-gptq}\nif [[ \"$3\" == \"true\" ]]; then\n"
+        '#!/bin/bash\nALGO=${2:-gptq}\nif [[ "$3" == "true" ]]; then\n'
         "    MODEL=vendor/llama-fp4-published\n    OUT=/model/llama/fp4_${ALGO}\n"
         "    hf download $MODEL --local-dir $OUT\n    exit 0\nfi\n"
         "MODEL=meta-llama/Llama-2-70b-chat-hf\nMODEL_PATH=/model/llama/orig\n"
@@ -154,8 +154,10 @@ def write_published(
         "    --kv_cache_dtype fp8 --num_calib_data 1000 --seq_len 1024 --exclude_layers lm_head \\\n"
         "    --quant_algo $ALGO\npopd\n"
     )
-    (setup / "build_docker.sh").write_text('#!/bin/bash\nCONFIG_FILE="vllm_x.config"\nif [[ -n "$1" ]]; then\n'
-                                           '  CONFIG_FILE="$1"\nfi\nsource "$CONFIG_FILE"\n')
+    (setup / "build_docker.sh").write_text(
+        '#!/bin/bash\nCONFIG_FILE="vllm_x.config"\nif [[ -n "$1" ]]; then\n'
+        '  CONFIG_FILE="$1"\nfi\nsource "$CONFIG_FILE"\n'
+    )
     (setup / "vllm_x.config").write_text(
         "export VLLM_REV=abc123\nexport DOCKER_BASE_IMAGE=vendor/base:1\n"
         "export DOCKER_RESULT_IMAGE=vendor/inference:llama_x\n"

@@ -5,7 +5,8 @@ Commands: ``check`` (any submission tree or tarball against a round's rules), ``
 per stage, estimated from a config before anything runs), ``k8s-render``, ``quant-check``
 (any quantized checkpoint folder against its config, decoded with the project's codecs),
 ``harmony-vocab`` (gpt-oss's o200k vocabulary from the npm tiktoken package), ``import`` (a
-config that reproduces one system of a published submission). The workflow
+config that reproduces one system of a published submission), ``lock`` (the environment a
+config resolves to, written beside it; the workflow checks it before any run). The workflow
 itself runs with ``snakemake``.
 """
 
@@ -121,6 +122,27 @@ def main(argv: list[str] | None = None) -> int:
     import_parser.add_argument(
         "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
     )
+    lock_parser = commands.add_parser(
+        "lock",
+        help="write <config>.lock.json: artifacts, containers, quantization, LoadGen and packages of this environment",
+        description="Resolve the config in this environment and write its lock beside it (my.yaml -> "
+        "my.lock.json): every model's and dataset's checksum manifest hash (builtin sources: kind and "
+        "parameters), every system's container reference and digest (asked of the registry with skopeo when "
+        "it is on PATH), the quantization recipes and the versions of Quark, torch and transformers, the "
+        "installed LoadGen and the round's seeds, and the packages of the workflow's, Quark's and VBench's "
+        "environments. The workflow stops before any run where the environment differs from it, unless "
+        'given --config lock_override="<reason>". Run it in the workflow\'s directory (relative '
+        "sha256_manifest paths are read from there).",
+    )
+    lock_parser.add_argument(
+        "--configfile", default="config/config.yaml", help="the workflow config (default: %(default)s)"
+    )
+    lock_parser.add_argument(
+        "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
+    )
+    lock_parser.add_argument(
+        "--offline", action="store_true", help="ask no registry for the containers' digests (recorded as not resolved)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "k8s-render":
@@ -135,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_quant_check(args)
         if args.command == "import":
             return run_import(args)
+        if args.command == "lock":
+            return run_lock(args)
         if args.command == "harmony-vocab":
             from .harmony import vocab_from_npm_tiktoken
 
@@ -166,15 +190,37 @@ def run_plan(args: argparse.Namespace) -> int:
 def run_import(args: argparse.Namespace) -> int:
     from .importer import build_import, write_import
 
-    imported = build_import(
-        args.source, args.submitter, args.system, args.benchmarks, source_name=args.source_name
-    )
+    imported = build_import(args.source, args.submitter, args.system, args.benchmarks, source_name=args.source_name)
     path = write_import(imported, args.out, args.schema)
     print(f"wrote {path}")
     for note in imported.report.notes:
         print(f"  note: {note}")
     todos = imported.text.count("TODO:")
     print(f"  {todos} TODO: value(s) to fill in before a run (`snakemake --configfile {path} -n` names each)")
+    return 0
+
+
+def run_lock(args: argparse.Namespace) -> int:
+    from .config import load_yaml, validate_config
+    from .lock import resolve_with_skopeo, write_lock
+
+    if not Path(args.schema).is_file():
+        raise UserError(f"schema {args.schema} not found; pass --schema workflow/schemas/config.schema.yaml")
+    config = validate_config(load_yaml(args.configfile), args.schema)
+    path, lock = write_lock(args.configfile, config, resolve_image=None if args.offline else resolve_with_skopeo)
+    packages = lock["packages"]
+    envs = ", ".join(
+        f"{name} {len(found)} packages" if isinstance(found, dict) else f"{name} {found}"
+        for name, found in packages.items()
+    )
+    artifacts = sum(len(entries) for entries in lock["artifacts"].values())
+    print(f"wrote {path}: {artifacts} artifacts, {len(lock['containers'])} systems, {envs}")
+    for system, container in lock["containers"].items():
+        if container and str(container["resolved"]).startswith("not resolved"):
+            print(f"  container of {system}: {container['resolved']}")
+        elif container and container["resolved"] != container["digest"]:
+            registry, pinned = container["resolved"], container["digest"]
+            print(f"  warning: the registry serves {registry} for {system}, the config pins {pinned}")
     return 0
 
 

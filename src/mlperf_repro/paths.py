@@ -41,6 +41,8 @@ PATHS: dict[str, str] = {
     "check_txt": "results/check/report.txt",
     "check_json": "results/check/report.json",
     "preflight": "results/check/preflight.txt",
+    # The lock check at the workflow's start, which every run copies into its provenance.
+    "lock_check": "results/check/lock.json",
     # Stage 7: reports.
     "summary_csv": "results/report/summary.csv",
     "summary_md": "results/report/summary.md",

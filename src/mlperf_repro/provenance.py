@@ -7,12 +7,15 @@ steer the engine, CPU and memory, and the repository's commit.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from .hashing import sha256_file
 
 PACKAGES = (
     "mlcommons-loadgen",
@@ -162,3 +165,21 @@ def collect(container_image: str | None = None, **extra: Any) -> dict[str, Any]:
         "git_commit": git_commit(),
         **extra,
     }
+
+
+def lock_record(lock_file: str | Path, override: str | None, differences: list[str]) -> dict[str, Any]:
+    """What a run records of the lock check at the workflow's start: the lock (name and sha256),
+    the differences from it that were accepted and the ``lock_override`` reason that accepted them."""
+    return {
+        "file": Path(lock_file).name,
+        "sha256": sha256_file(lock_file),
+        "override": override,
+        "differences": list(differences),
+    }
+
+
+def read_lock_check(path: str | Path | None) -> dict[str, Any] | None:
+    """The lock record the workflow's start wrote (``PATHS['lock_check']``); None without a lock."""
+    if path is None or not Path(path).is_file():
+        return None
+    return json.loads(Path(path).read_text())

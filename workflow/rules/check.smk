@@ -24,3 +24,4 @@ onstart:
     # workflow before any job starts if something is wrong. A handler, not a rule: a rule
     # that every run depends on hides config edits from Snakemake's rerun triggers.
     preflight_or_stop(config, PATHS["preflight"])
+    record_lock_check(LOCK_CHECK, PATHS["lock_check"])

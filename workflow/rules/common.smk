@@ -1,5 +1,6 @@
 # Shared by every stage file: config validation, the plan, wildcard constraints, helpers.
 import functools
+import json
 import re
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.errors import UserError
 from mlperf_repro.compare.targets import compare_inputs, compare_outputs, compare_specs
 from mlperf_repro.launch import LAUNCHERS
+from mlperf_repro.lock import check_environment
 from mlperf_repro.paths import PATHS, path
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
 from mlperf_repro.quant.memory import quantize_job_mem_mb
@@ -19,6 +21,21 @@ except UserError as exc:
     # One message naming the key and what is allowed; no traceback.
     sys.exit(f"error: {exc}")
 
+
+def lock_check_or_stop():
+    """The environment against the lock beside the config file (config/config.lock.json for the
+    default), before any job: a difference stops here, even a dry run, unless lock_override
+    gives a reason. Only the main process checks; a job's process re-reads the Snakefile and
+    finds what the start accepted in PATHS["lock_check"]. Without a lock: a stat per config file."""
+    if not workflow.is_main_process:
+        return None
+    try:
+        return check_environment(config, workflow.configfiles, log=lambda line: print(line, file=sys.stderr))
+    except UserError as exc:
+        sys.exit(f"error: {exc}")
+
+
+LOCK_CHECK = lock_check_or_stop()
 PLAN = Plan(config)
 SCRIPTS = "../../scripts"
 # The software of the jobs that run in the workflow's own environment (the heavy ones name
@@ -124,6 +141,12 @@ def preflight_or_stop(config, report):
         preflight_job(config, report)
     except UserError as exc:
         sys.exit(f"error: {exc}\n(report: {report})")
+
+
+def record_lock_check(record, out_json):
+    """What the lock check accepted, for every run's provenance (null without a lock)."""
+    Path(out_json).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_json).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def print_summary(path):

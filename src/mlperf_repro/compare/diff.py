@@ -4,9 +4,10 @@ A *cause* is one setting that differs between the reference and a partner, with 
 place it shows (a target_qps change is one cause seen in user.conf and in LoadGen's
 log). Causes are ranked by how directly they move the measured number: LoadGen settings
 and user.conf first, then engine settings and environment, generation and quantization,
-model and dataset identity, the measurements and system descriptions, software versions,
-host facts and finally the code. Settings that follow from others (Offline's samples per
-query from target_qps and duration) are folded into their parent cause.
+model and dataset identity, the measurements and system descriptions, a run against a
+differing lock file (its override), software versions, host facts and finally the code.
+Settings that follow from others (Offline's samples per query from target_qps and duration)
+are folded into their parent cause.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ CATEGORIES = (
     ("inputs.", "model and dataset", 70),
     ("measurements.", "measurements.json", 60),
     ("system.", "system description", 50),
+    # A run that went ahead although its environment differed from the lock file.
+    ("lock.", "environment (lock)", 47),
     ("software.", "software versions", 45),
     ("host.", "host facts", 40),
     ("model_mapping", "model mapping", 38),
@@ -36,6 +39,8 @@ CATEGORIES = (
 )
 # user.conf / LoadGen spellings of the same setting -> one cause name.
 ALIASES = {"min_duration": "min_duration_ms", "max_duration": "max_duration_ms"}
+# The lock record's keys, one cause each: the override with the differences it accepted, the lock itself.
+LOCK_CAUSES = {"lock.override": "lock override", "lock.differences": "lock override", "lock.sha256": "lock file"}
 # Settings LoadGen derives from others: reported with their parent, not on their own.
 DERIVED = {"loadgen.samples_per_query": ("target_qps", "min_duration_ms", "min_query_count")}
 
@@ -71,7 +76,7 @@ def cause_name(key: str) -> str:
     if key.startswith("loadgen."):
         tail = key[len("loadgen.") :]
         return ALIASES.get(tail, tail)
-    return key
+    return LOCK_CAUSES.get(key, key)
 
 
 def setting_differences(reference: dict[str, str], partner: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:

@@ -317,6 +317,14 @@ def _settings(
             settings["software.container_image"] = str(perf["container"]["image"])
         _flatten("host", {k: v for k, v in (perf.get("host") or {}).items()}, settings)
         _flatten("generation", perf.get("generation", {}), settings)
+        # The lock check at the run's start: a run that went ahead with an override says so, and why.
+        lock = perf.get("lock") or {}
+        if lock.get("sha256"):
+            settings["lock.sha256"] = str(lock["sha256"])
+        if lock.get("override"):
+            settings["lock.override"] = str(lock["override"])
+        if lock.get("differences"):
+            settings["lock.differences"] = json.dumps(lock["differences"])
         for name in ("model_manifest_sha256", "dataset_manifest_sha256"):
             if perf.get(name):
                 settings[f"inputs.{name.replace('_manifest_sha256', '')}"] = str(perf[name])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 
 from .report import Comparison, Row
 
@@ -49,6 +50,26 @@ def _valid(row: Row) -> str:
     return f"{one(row.reference)} / {one(row.partner)}"
 
 
+def lock_overrides(comparison: Comparison) -> list[str]:
+    """One sentence per input and override reason: which results ran although their environment
+    differed from the lock file, why, and what differed."""
+    found: dict[tuple[str, str, str], list[str]] = {}
+    for row in comparison.rows:
+        for label, record in ((comparison.reference.label, row.reference), (comparison.partner.label, row.partner)):
+            reason = record.settings.get("lock.override")
+            if reason:
+                key = (label, reason, record.settings.get("lock.differences", "[]"))
+                found.setdefault(key, []).append(f"{record.system}/{record.benchmark}/{record.scenario}")
+    sentences = []
+    for (label, reason, differences), results in found.items():
+        accepted = "; ".join(json.loads(differences)) or "nothing"
+        sentences.append(
+            f"{label} ran {len(results)} result(s) ({', '.join(sorted(set(results)))}) with a lock override: "
+            f'"{reason}". Accepted differences from the lock: {accepted}.'
+        )
+    return sentences
+
+
 def to_markdown(comparison: Comparison) -> str:
     ref, partner = comparison.reference, comparison.partner
     outside = [r for r in comparison.rows if not r.within_tolerance]
@@ -61,6 +82,8 @@ def to_markdown(comparison: Comparison) -> str:
     ]
     for note in ref.notes + partner.notes:
         lines += [f"> note: {note}", ""]
+    for sentence in lock_overrides(comparison):
+        lines += [f"> lock override: {sentence}", ""]
     lines += [
         "| benchmark | scenario | system (reference / partner) | reference | partner | ratio | per accelerator "
         "| TTFT p99 ms | TPOT p99 ms | LoadGen | accuracy | status |",
@@ -231,6 +254,10 @@ def to_html(comparison: Comparison) -> str:
             f"<td>{html.escape(_valid(row))}</td><td>{html.escape(_status(row))}</td>"
             f"<td><ol>{causes}</ol></td></tr>"
         )
+    overrides = "".join(
+        f"<p class='override'><b>lock override:</b> {html.escape(sentence)}</p>\n"
+        for sentence in lock_overrides(comparison)
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -238,12 +265,13 @@ body {{ font-family: sans-serif; margin: 2em; color: #222; }}
 table {{ border-collapse: collapse; font-size: 13px; }}
 td, th {{ border: 1px solid #ccc; padding: 4px 6px; vertical-align: top; }}
 tr.bad td {{ background: #ffebee; }}
+p.override {{ background: #fff3e0; padding: 4px 6px; }}
 ol {{ margin: 0; padding-left: 1.2em; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>Tolerance ±{comparison.tolerance * 100:g}%. Green: within tolerance; orange: outside but within the runs'
 95% confidence intervals; red: outside.</p>
-{_svg(comparison)}
+{overrides}{_svg(comparison)}
 <table><tr><th>benchmark</th><th>scenario</th><th>system (reference / partner)</th><th>reference</th>
 <th>partner</th><th>ratio</th><th>per accelerator</th><th>LoadGen</th><th>status</th><th>ranked causes</th></tr>
 {"".join(table_rows)}

@@ -106,7 +106,9 @@ def _build(system, source_label: str, benchmarks: list[str] | None, today: date)
     for folder, facts, scenarios in imported:
         checkpoints = sorted({s.setup.checkpoint for s in scenarios if s.setup and s.setup.checkpoint})
         if len(checkpoints) > 1:
-            report.note(f"{folder}: the scenarios load different checkpoints ({', '.join(checkpoints)}); the first is used")
+            report.note(
+                f"{folder}: the scenarios load different checkpoints ({', '.join(checkpoints)}); the first is used"
+            )
         sections = model_sections(system, folder, facts, checkpoints[0] if checkpoints else None, report)
         models.update(sections["models"])
         datasets.update(sections["datasets"])
@@ -208,7 +210,11 @@ def _scenario_rank(facts, scenario: str) -> tuple[int, str]:
 
 def _loadgen_version(scenarios: list[ImportedScenario]) -> str:
     return next(
-        (str(s.result.detail["loadgen_version"]).split(" ")[0] for s in scenarios if s.result.detail.get("loadgen_version")),
+        (
+            str(s.result.detail["loadgen_version"]).split(" ")[0]
+            for s in scenarios
+            if s.result.detail.get("loadgen_version")
+        ),
         "?",
     )
 

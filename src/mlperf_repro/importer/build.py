@@ -365,7 +365,8 @@ def model_sections(
         models[model_name] = {
             "source": Noted(
                 _hf_source(original.repo, original.revision, original.repo),
-                f"{where}: hf download {original.repo}" + (f" --revision {original.revision}" if original.revision else ""),
+                f"{where}: hf download {original.repo}"
+                + (f" --revision {original.revision}" if original.revision else ""),
             ),
             "sha256_manifest": _todo(f"a sha256sum file of the {original.repo} files you verified"),
         }
@@ -398,7 +399,8 @@ def model_sections(
         if algorithms:
             entry["algorithms"] = Noted(
                 algorithms,
-                "--quant_algo" + (f", and {system.relative(docs)} names AutoSmoothQuant" if "autosmoothquant" in algorithms else ""),
+                "--quant_algo"
+                + (f", and {system.relative(docs)} names AutoSmoothQuant" if "autosmoothquant" in algorithms else ""),
             )
         if recipe.args.get("--exclude_layers"):
             entry["exclude"] = Noted(_exclude(recipe.args["--exclude_layers"]), "--exclude_layers")
@@ -466,7 +468,9 @@ def model_sections(
                 _exclude(recipe.args["--exclude_layers"]), f"{where}: --exclude_layers"
             )
     else:
-        report.note(f"{benchmark}: no quantization recipe or published checkpoint matches {checkpoint}; served as acquired")
+        report.note(
+            f"{benchmark}: no quantization recipe or published checkpoint matches {checkpoint}; served as acquired"
+        )
     return {
         "models": models,
         "datasets": _dataset_entries(facts, datasets),

@@ -42,9 +42,9 @@ def _scalar(value: Any) -> str:
 def _comment(note: str, indent: str) -> list[str]:
     lines = []
     for paragraph in note.splitlines():
-        lines += textwrap.wrap(
-            paragraph, WIDTH - len(indent) - 2, break_on_hyphens=False, break_long_words=False
-        ) or [""]
+        lines += textwrap.wrap(paragraph, WIDTH - len(indent) - 2, break_on_hyphens=False, break_long_words=False) or [
+            ""
+        ]
     return [f"{indent}# {line}".rstrip() for line in lines]
 
 

@@ -37,11 +37,13 @@ def loadgen_job(
     container_image: str | None = None,
     gpu_screening: dict[str, Any] | None = None,
     task: str = "llm",
+    lock_check: str | None = None,
 ) -> dict[str, Any]:
     """One LoadGen test; ``audit_config`` (text) makes it a compliance run; ``prompt_check``
     (Plan.prompt_check) is what the dataset file's prompts must ask for; ``container_image``
     is the image the config names for the job (recorded when the job runs inside it);
-    ``gpu_screening`` (see Plan.job_screening) restricts the run to healthy GPUs."""
+    ``gpu_screening`` (see Plan.job_screening) restricts the run to healthy GPUs;
+    ``lock_check``: the record of the lock check the workflow's start wrote (provenance)."""
     apply_env(engine.get("env", {}))
     # Before any engine or server starts: they see only the GPUs the screen passed.
     allocation_screening = gpu_screening if (gpu_screening or {}).get("allocation") else None
@@ -83,6 +85,7 @@ def loadgen_job(
         dataset_file=dataset_file,
         dataset_manifest_sha256=_manifest_hash(dataset_dir),
         user_conf=Path(user_conf).read_text(),
+        lock=provenance.read_lock_check(lock_check),
     )
     prov["gpu_screening"] = serving_engine.get("gpu_screening") or screened
     if serving_engine.get("servers"):  # launch: kubernetes: the server image (digest) and pod -> node
@@ -133,9 +136,11 @@ def reference_accuracy_job(
     gpu_screening: dict[str, Any] | None = None,
     accuracy_rules: dict[str, Any] | None = None,
     prompt_check: dict[str, Any] | None = None,
+    lock_check: str | None = None,
 ) -> dict[str, Any]:
     """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed);
-    ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table."""
+    ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table; ``lock_check``
+    as for :func:`loadgen_job`."""
     apply_env(engine.get("env", {}))
     # A launch: slurm system's screen belongs to its server start, not to this in-process run.
     screened = apply_to_run(None if (gpu_screening or {}).get("allocation") else gpu_screening, engine)
@@ -167,7 +172,12 @@ def reference_accuracy_job(
         "metrics": result,
         "seconds": round(time.time() - started, 1),
         "provenance": dict(
-            provenance.collect(container_image=container_image, engine=engine, generation=generation),
+            provenance.collect(
+                container_image=container_image,
+                engine=engine,
+                generation=generation,
+                lock=provenance.read_lock_check(lock_check),
+            ),
             gpu_screening=screened,
         ),
     }
