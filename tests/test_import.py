@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from published_tree import SYSTEM, write_published
 
 from mlperf_repro.check.preflight import preflight
 from mlperf_repro.cli import DEFAULT_SCHEMA
@@ -23,7 +24,6 @@ from mlperf_repro.launch import LAUNCHERS
 from mlperf_repro.plan import Plan
 from mlperf_repro.published.loadgen_conf import effective, read_conf
 from mlperf_repro.published.serving import capture_sizes
-from published_tree import SYSTEM, write_published
 
 
 def _import(root: Path, tmp_path: Path, **kwargs):

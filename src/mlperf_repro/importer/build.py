@@ -18,14 +18,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 from typing import Any
 
 from ..benchmarks import Benchmark
 from ..errors import UserError
 from ..published.loadgen_conf import effective, number, read_conf
-from ..published.serving import ServingSetup, read_serving_setup
+from ..published.serving import ServingSetup
 from ..published.setup_scripts import image_facts, model_facts
 from .source import PublishedSystem, ScenarioResult
 from .yaml_text import Noted

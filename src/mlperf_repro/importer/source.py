@@ -81,14 +81,14 @@ class PublishedSystem:
         return [p for p in (self.base / "src", self.base / "code") if p.is_dir()]
 
 
-def open_source(source: str | Path, scratch: Path, limits: Limits = Limits()) -> Path:
+def open_source(source: str | Path, scratch: Path, limits: Limits | None = None) -> Path:
     path = Path(source)
     if not path.exists():
         raise UserError(f"{source} does not exist (give a results repository folder, a submission tree or a tarball)")
     if path.is_file():
         if not path.name.endswith(ARCHIVE_SUFFIXES):
             raise UserError(f"{source} is not a folder or a tar archive ({', '.join(ARCHIVE_SUFFIXES)})")
-        return extract(path, scratch / "source", limits)
+        return extract(path, scratch / "source", limits or Limits())
     return path
 
 
@@ -113,16 +113,15 @@ def find_system(root: Path, submitter: str, system_id: str) -> PublishedSystem:
     if not matching:
         names = sorted({b.name for _, b in submitters})
         raise UserError(f"--submitter {submitter}: not in {root}; it holds: {', '.join(names)}")
-    for division, base in matching:
-        desc_path = base / "systems" / f"{system_id}.json"
-        if desc_path.is_file():
-            break
-    else:
+    found = next(((d, b) for d, b in matching if (b / "systems" / f"{system_id}.json").is_file()), None)
+    if found is None:
         known = sorted({p.stem for _, b in matching for p in (b / "systems").glob("*.json")})
         raise UserError(
             f"--system {system_id}: {submitter} has no systems/{system_id}.json; its systems: "
             f"{', '.join(known) or '(none)'}"
         )
+    division, base = found
+    desc_path = base / "systems" / f"{system_id}.json"
     try:
         description = json.loads(desc_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
