@@ -77,6 +77,28 @@ WAN_PART = {"models": "tiny-wan", "datasets": "vbench-prompts-synthetic", "bench
 WAN_SYSTEM = "cpu-2c-diffusers"
 
 
+# The imported vendor example (config/examples/mi355x-llama2-70b.yaml): its system and a variant with
+# vLLM inside the LoadGen process on all eight GPUs (tensor parallel 8), the shape tests of
+# in-process GPU jobs (Kubernetes GPU requests, GPU screening, images) use.
+MI355X_EXAMPLE = REPO / "config" / "examples" / "mi355x-llama2-70b.yaml"
+MI355X_SYSTEM = "8xMI355X_2xEPYC_9575F"
+
+
+def mi355x_in_process() -> dict:
+    import yaml
+
+    config = yaml.safe_load(MI355X_EXAMPLE.read_text())
+    system = config["systems"][MI355X_SYSTEM]
+    engine = system["engine"]
+    system["engine"] = {
+        "backend": "vllm",
+        "engine_args": {**engine["engine_args"], "tensor_parallel_size": 8},
+        "env": engine["env"],
+        "serve_quantized_as": "native",
+    }
+    return config
+
+
 def llama2_part(config: dict) -> dict:
     """``config`` (the default's shape) without its text-to-video benchmark, model, dataset
     and system."""

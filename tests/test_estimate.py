@@ -112,26 +112,28 @@ def test_default_config_by_hand(tmp_path):
 
 def test_mi355x_llama2_70b_by_hand():
     est = estimate_file(str(MI355X), str(SCHEMA))
-    # Full v6.0 rules: min_duration 600 s; Offline min_query_count 24,576 (offline_min_samples_per_query);
-    # 8 x MI355X on one node; every estimate assumption at its default (run_overhead_s 120).
+    # The vendor's published settings (imported): Offline 370/s for 3,600 s, Server 360/s for 1,800 s,
+    # Interactive 263/s for the round's 600 s; Offline min_query_count 24,576 (offline_min_samples_per_query);
+    # 8 servers of one MI355X on one node; every estimate assumption at its default (run_overhead_s 120).
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
-    # Offline at 100/s: max(24,576, 1.1 x 600 x 100 = 66,000) = 66,000 samples = 660 s, + 120 = 780 s.
-    assert runs["run: Offline performance"].wall_s == pytest.approx(780)
-    assert runs["run: Offline performance"].gpu_hours == pytest.approx(780 * 8 / 3600)  # 1.7333 GPU-h
-    # Accuracy: all 24,576 samples at 100/s = 245.76 s, + 120 s.
-    assert runs["run: Offline accuracy"].wall_s == pytest.approx(365.76)
-    # Server at 90/s: max(600 s, 100 / 90 s) = 600 s, + 120 s; accuracy 24,576 / 90 = 273.07 s + 120 s.
-    assert runs["run: Server performance"].wall_s == pytest.approx(720)
-    assert runs["run: Server accuracy"].wall_s == pytest.approx(24576 / 90 + 120)
-    # Interactive at 60/s: 600 + 120 s; accuracy 24,576 / 60 = 409.6 s + 120 s.
+    # Offline at 370/s: max(24,576, 1.1 x 3,600 x 370 = 1,465,200) samples (the vendor's log says 1,465,200)
+    # = 3,960 s, + 120 = 4,080 s.
+    assert runs["run: Offline performance"].wall_s == pytest.approx(4080)
+    assert runs["run: Offline performance"].gpu_hours == pytest.approx(4080 * 8 / 3600)  # 9.0667 GPU-h
+    # Accuracy: all 24,576 samples at 370/s = 66.42 s, + 120 s.
+    assert runs["run: Offline accuracy"].wall_s == pytest.approx(24576 / 370 + 120)
+    # Server at 360/s: max(1,800 s, 100 / 360 s) = 1,800 s, + 120 s; accuracy 24,576 / 360 s + 120 s.
+    assert runs["run: Server performance"].wall_s == pytest.approx(1920)
+    assert runs["run: Server accuracy"].wall_s == pytest.approx(24576 / 360 + 120)
+    # Interactive at 263/s: 600 + 120 s; accuracy 24,576 / 263 s + 120 s.
     assert runs["run: Interactive performance"].wall_s == pytest.approx(720)
-    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(529.6)
-    run_seconds = 780 + 365.76 + 720 + 24576 / 90 + 120 + 720 + 529.6  # 3508.427 s
-    assert sum(r.gpu_hours for r in runs.values()) == pytest.approx(run_seconds * 8 / 3600)  # 7.7965 GPU-h
-    # TEST06: 100 queries at 100, 90 and 60 qps (1, 1.111, 1.667 s), each + 120 s = 363.78 s on 8 GPUs.
+    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(24576 / 263 + 120)
+    run_seconds = 4080 + 24576 / 370 + 120 + 1920 + 24576 / 360 + 120 + 720 + 24576 / 263 + 120  # 7126.2 s
+    assert sum(r.gpu_hours for r in runs.values()) == pytest.approx(run_seconds * 8 / 3600)  # 15.836 GPU-h
+    # TEST06: 100 queries at 370, 360 and 263 qps, each + 120 s, on 8 GPUs.
     compliance = stage(est, "compliance")
-    compliance_seconds = 100 / 100 + 100 / 90 + 100 / 60 + 3 * 120
-    assert compliance.gpu_hours == pytest.approx(compliance_seconds * 8 / 3600)  # 0.8084 GPU-h
+    compliance_seconds = 100 / 370 + 100 / 360 + 100 / 263 + 3 * 120
+    assert compliance.gpu_hours == pytest.approx(compliance_seconds * 8 / 3600)
     assert compliance.wall_s == pytest.approx(compliance_seconds + 3 * 5)
     # Reference targets: no reference_accuracy run; three evaluations of 5 + 24,576 / 100 s.
     assert stage(est, "accuracy").jobs == {"accuracy_eval": 3}

@@ -1,6 +1,7 @@
 """config/examples/mi355x-gpt-oss-120b.yaml, the vendor's published gpt-oss-120b setup on
-MI355X: it validates, serves the published checkpoint unchanged, one tensor-parallel-1 server
-per GPU, and its plan view prices every run in GPU-hours (numbers checked by hand)."""
+MI355X as `mlperf-repro import` wrote it: it validates, serves the published checkpoint
+unchanged, one tensor-parallel-1 server per GPU, and its plan view prices every run in
+GPU-hours (numbers checked by hand)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from mlperf_repro.estimate import estimate_file
 from mlperf_repro.plan import Plan
 
 EXAMPLE = REPO / "config" / "examples" / "mi355x-gpt-oss-120b.yaml"
-SINGLE, MULTI = "mi355x-8x-gpt-oss", "mi355x-12x8-gpt-oss"
+SINGLE, MULTI = "8xMI355X_2xEPYC_9575F", "94xMI355X_24xEPYC_9575F"
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +32,12 @@ def test_the_example_is_the_vendors_shape(config):
     checkpoint = config["models"][recipe["checkpoint"]]
     assert checkpoint["source"].startswith("hf://amd/") and "@" in checkpoint["source"]
     assert checkpoint.get("sha256_manifest")
+    # What the published tree does not say is a placeholder preflight refuses.
+    assert "@TODO:" in checkpoint["source"] and checkpoint["sha256_manifest"].startswith("TODO:")
     for system, nodes in ((SINGLE, 1), (MULTI, 12)):
         engine = config["systems"][system]["engine"]
         allocation = engine["endpoints"]["allocation"]
-        # One tensor-parallel-1 server per GPU, 8 GPUs per node.
+        # One tensor-parallel-1 server per GPU, 8 GPUs per node (the 12-node result ran 94 of the 96).
         assert engine["engine_args"]["tensor_parallel_size"] == 1
         assert allocation["accelerator_count"] == 1 and allocation["servers_per_node"] == 8
         assert allocation["nodes"] == nodes
@@ -43,6 +46,10 @@ def test_the_example_is_the_vendors_shape(config):
     generation = plan.generation("gpt-oss-120b", "performance")
     assert (generation.temperature, generation.greedy, generation.max_new_tokens) == (1.0, False, 10240)
     assert config["systems"][SINGLE]["benchmarks"]["gpt-oss-120b"]["Offline"]["target_qps"] == 70
+    assert config["systems"][MULTI]["engine"]["dispatch"]["min_healthy_endpoints"] == 94
+    # The vendor's per-scenario tuning: Offline batches more sequences than Server.
+    offline, server = (plan.run_engine(SINGLE, "gpt-oss-120b", s)["engine_args"] for s in ("Offline", "Server"))
+    assert (offline["max_num_seqs"], server["max_num_seqs"]) == (1792, 1024)
 
 
 def test_plan_prices_every_run_in_gpu_hours():

@@ -62,7 +62,7 @@ def test_import_reproduces_the_published_setup(tmp_path):
     assert recipe["calibration"]["samples"] == 1000 and recipe["scale_mode"] == "even"
     assert config["datasets"][recipe["calibration"]["dataset"]]["file"] == "orca.calibration_1000.pkl"
     # The published results are kept for comparing with.
-    assert config["imported"]["results"]["llama2-70b-99"]["Offline"]["value"] == pytest.approx(370 * 280.0)
+    assert config["imported"]["results"][SYSTEM]["llama2-70b-99"]["Offline"]["value"] == pytest.approx(370 * 280.0)
     # Every value names its source file.
     assert "closed/Vendor/results/8xGPU_2xCPU/llama2-70b-99/Offline/user.conf:5" in text
     assert "closed/Vendor/src/llama2-70b-99/offline_x.yaml" in text

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, SCHEMA, make_workdir, run_snakemake, slow_after
+from conftest import MI355X_SYSTEM, REPO, SCHEMA, make_workdir, mi355x_in_process, run_snakemake, slow_after
 from test_dag import job_counts
 
 from mlperf_repro.cluster.kubernetes import render, validate_manifest
@@ -20,7 +20,9 @@ from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.plan import Plan
 
 PROFILE = "profiles/kubernetes"
-MI355X = "config/examples/mi355x-llama2-70b.yaml"
+# The vendor's llama2-70b example with vLLM in the LoadGen process on all eight GPUs (written into the
+# workdir): the shape whose run jobs request GPUs from Kubernetes themselves.
+MI355X = "config/mi355x-in-process.yaml"
 CONFIGS = [
     "config/config.yaml",
     *sorted(f"config/examples/{p.name}" for p in (REPO / "config/examples").glob("*.yaml")),
@@ -34,6 +36,7 @@ CUDA = "docker://vllm/vllm-openai@sha256:" + "b2" * 32
 def workdir(tmp_path_factory):
     work = make_workdir(tmp_path_factory.mktemp("k8s"))
     shutil.copytree(REPO / "profiles", work / "profiles")
+    (work / MI355X).write_text(yaml.safe_dump(mi355x_in_process(), sort_keys=False))
     return work
 
 
@@ -83,8 +86,8 @@ def _tolerations(job) -> set[str]:
 
 
 def test_gpu_jobs_request_the_configured_gpus_and_carry_the_image(workdir):
-    plan = Plan(validate_config(load_yaml(REPO / MI355X), SCHEMA))
-    system = "mi355x-8x-rocm-vllm"
+    plan = Plan(validate_config(mi355x_in_process(), SCHEMA))
+    system = MI355X_SYSTEM
     profile = load_yaml(REPO / PROFILE / "config.yaml")
     jobs = rendered(workdir, MI355X)
     gpu_jobs = [job for job in jobs if job.rule in GPU_RULES]
@@ -120,8 +123,8 @@ def test_cpu_jobs_request_no_gpus(workdir):
 
 
 def test_nvidia_vendor_maps_to_nvidia_gpus(workdir):
-    config = load_yaml(REPO / MI355X)
-    system = config["systems"].pop("mi355x-8x-rocm-vllm")
+    config = mi355x_in_process()
+    system = config["systems"].pop(MI355X_SYSTEM)
     system["description"]["accelerator_model_name"] = "NVIDIA B200"
     system["software"]["container"] = CUDA
     system["gpu_screening"] = {"enabled": True, "policy": "refuse"}

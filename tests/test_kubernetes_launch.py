@@ -177,11 +177,18 @@ def test_a_measured_accuracy_reference_is_refused(default_config):
         validate_config(config, SCHEMA)
 
 
-def test_the_plan_view_counts_the_server_pods_gpus_like_the_slurm_run():
+def test_the_plan_view_counts_the_server_pods_gpus_like_the_slurm_run(tmp_path):
     """The same 11 x 8 MI355X shape on SLURM and on Kubernetes costs the same GPU-hours."""
-    k8s, slurm = estimate_file(str(EXAMPLE), str(SCHEMA)), estimate_file(str(SLURM_EXAMPLE), str(SCHEMA))
+    config = load_yaml(EXAMPLE)
+    endpoints = config["systems"][SYSTEM]["engine"]["endpoints"]
+    endpoints["launch"] = "slurm"
+    endpoints.pop("kubernetes")
+    (tmp_path / "slurm.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    k8s, slurm = estimate_file(str(EXAMPLE), str(SCHEMA)), estimate_file(str(tmp_path / "slurm.yaml"), str(SCHEMA))
     assert k8s.total["gpu_hours"] == pytest.approx(slurm.total["gpu_hours"])
-    for estimate in (k8s, slurm):
+    # The vendor's own 11-node result (imported) has the same shape: 88 GPUs in 11 nodes.
+    imported = estimate_file(str(SLURM_EXAMPLE), str(SCHEMA))
+    for estimate in (k8s, slurm, imported):
         runs = [d for row in estimate.rows for d in row.details if d["rule"] in ("loadgen_run", "compliance_run")]
         assert runs and all(d["accelerators"] == 88 and d["nodes"] == 11 for d in runs)
 

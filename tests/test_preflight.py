@@ -125,15 +125,20 @@ def test_disk_estimate_counts_a_prequantized_checkpoint(tmp_path, default_config
 
 
 def test_placeholders_pass_validation_but_preflight_names_each(tmp_path):
-    """The vendor gpt-oss example carries two facts that could not be looked up offline as TODO
-    placeholders: it validates (the plan view prices it), and preflight refuses to run it,
+    """The imported vendor gpt-oss example carries the facts its published tree does not state as
+    TODO placeholders: it validates (the plan view prices it), and preflight refuses to run it,
     naming each key and what to put there."""
     config = validate_config(load_yaml(REPO / "config/examples/mi355x-gpt-oss-120b.yaml"), SCHEMA)
     found = {f.path: f for f in preflight(config, tmp_path) if f.rule == "placeholder"}
     assert set(found) == {
-        "models.gpt-oss-120b-amd-mxfp4-fp8.source",
-        "systems.mi355x-8x-gpt-oss.software.container",
-        "systems.mi355x-12x8-gpt-oss.software.container",
+        "models.gpt-oss-120b.sha256_manifest",
+        "models.gpt-oss-120b-w-mxfp4-a-fp8-mlperf.source",
+        "models.gpt-oss-120b-w-mxfp4-a-fp8-mlperf.sha256_manifest",
+        "datasets.gpt-oss-eval.source",
+        "datasets.gpt-oss-eval.sha256_manifest",
+        "systems.8xMI355X_2xEPYC_9575F.software.container",
+        "systems.94xMI355X_24xEPYC_9575F.software.container",
     }
-    assert "put the 40 hex commit you downloaded there" in found["models.gpt-oss-120b-amd-mxfp4-fp8.source"].message
+    source = found["models.gpt-oss-120b-w-mxfp4-a-fp8-mlperf.source"].message
+    assert "put the 40 hex commit you verified there" in source
     assert all(f.severity == "error" for f in found.values())

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, SCHEMA, make_workdir, run_snakemake
+from conftest import MI355X_SYSTEM, SCHEMA, make_workdir, mi355x_in_process, run_snakemake
 from test_dag import job_counts
 
 from mlperf_repro.cluster import screen
-from mlperf_repro.config import load_yaml, validate_config
+from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.plan import Plan
@@ -252,7 +252,7 @@ def test_system_description_notes_the_gpus_used():
     from mlperf_repro.benchmarks import load_round
     from mlperf_repro.package.systems import system_description
 
-    desc = load_yaml(REPO / "config/examples/mi355x-llama2-70b.yaml")["systems"]["mi355x-8x-rocm-vllm"]["description"]
+    desc = mi355x_in_process()["systems"][MI355X_SYSTEM]["description"]
     provenance = {
         "gpu_screening": {
             "enabled": True,
@@ -280,8 +280,9 @@ def test_system_description_notes_the_gpus_used():
 
 # -- config and workflow ---------------------------------------------------------------------------
 def mi355x(**screening):
-    config = load_yaml(REPO / "config/examples/mi355x-llama2-70b.yaml")
-    config["systems"]["mi355x-8x-rocm-vllm"]["gpu_screening"] = {"enabled": True, **screening}
+    """The vendor example with vLLM in the LoadGen process on the node's eight GPUs, screened."""
+    config = mi355x_in_process()
+    config["systems"][MI355X_SYSTEM]["gpu_screening"] = {"enabled": True, **screening}
     return config
 
 
@@ -301,7 +302,7 @@ def test_config_cross_checks(default_config):
     # launch: slurm: the run screens every node and gives each server its GPUs itself, so SLURM
     # must not bind GPUs to the server tasks.
     slurm = mi355x()
-    slurm["systems"]["mi355x-8x-rocm-vllm"]["engine"] = {
+    slurm["systems"][MI355X_SYSTEM]["engine"] = {
         "backend": "endpoints",
         "endpoints": {
             "launch": "slurm",
@@ -315,10 +316,10 @@ def test_config_cross_checks(default_config):
     }
     with pytest.raises(UserError, match=r"srun_args: --gpus-per-task=8 lets SLURM hand out the GPUs"):
         validate_config(copy.deepcopy(slurm), SCHEMA)
-    slurm["systems"]["mi355x-8x-rocm-vllm"]["engine"]["endpoints"]["allocation"]["srun_args"] = ["--exclusive"]
+    slurm["systems"][MI355X_SYSTEM]["engine"]["endpoints"]["allocation"]["srun_args"] = ["--exclusive"]
     plan = Plan(validate_config(slurm, SCHEMA))
-    assert plan.screening("mi355x-8x-rocm-vllm") is None  # no screen_gpus job: the run job screens
-    assert plan.allocation_screening("mi355x-8x-rocm-vllm")["enabled"]
+    assert plan.screening(MI355X_SYSTEM) is None  # no screen_gpus job: the run job screens
+    assert plan.allocation_screening(MI355X_SYSTEM)["enabled"]
 
 
 def test_screen_in_the_dag(tmp_path):
@@ -347,7 +348,7 @@ def test_screen_in_the_dag(tmp_path):
     )
     jobs = result.stdout.split("\nrule ")
     runs = [j for j in jobs if j.startswith(("loadgen_run", "compliance_run"))]
-    assert runs and all("results/screen/mi355x-8x-rocm-vllm.json" in j.split("output:")[0] for j in runs)
+    assert runs and all(f"results/screen/{MI355X_SYSTEM}.json" in j.split("output:")[0] for j in runs)
 
 
 def test_decide_allocation_counts_over_nodes():

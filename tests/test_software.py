@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import REPO, SCHEMA
+from conftest import MI355X_EXAMPLE, MI355X_SYSTEM, SCHEMA
 from tree_factory import PROVENANCE, build_tree, make_runs
 
 from mlperf_repro import provenance
@@ -15,7 +15,7 @@ from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
 from mlperf_repro.plan import Plan
 
-MI355X = REPO / "config" / "examples" / "mi355x-llama2-70b.yaml"
+MI355X = MI355X_EXAMPLE
 ROCM = "docker://rocm/vllm@sha256:" + "1" * 64
 CUDA = "docker://vllm/vllm-openai@sha256:" + "2" * 64
 
@@ -57,10 +57,11 @@ def test_cpu_default_uses_no_image(default_config):
 
 def test_example_gpu_config_pins_its_image():
     plan = Plan(validate_config(load_yaml(MI355X), SCHEMA))
-    image = plan.container("mi355x-8x-rocm-vllm")
-    assert image.startswith("docker://rocm/vllm@sha256:")
+    image = plan.container(MI355X_SYSTEM)
+    # The image the vendor builds; its digest is the partner's to pin (a placeholder until then).
+    assert image.startswith("docker://rocm/mlperf-inference@sha256:TODO:")
     # Quantization runs in the image of the system that serves the checkpoint.
-    assert plan.quantize_container("llama2-70b-chat", "mxfp4") == image
+    assert plan.quantize_container("llama-2-70b-chat-hf", "llama2-70b-99-mxfp4") == image
 
 
 def test_quantization_takes_the_image_of_the_first_serving_system(default_config):

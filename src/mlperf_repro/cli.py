@@ -113,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     import_parser.add_argument("source", help="results repository folder, submission tree or tarball")
     import_parser.add_argument("--submitter", required=True, help="the submitter folder to read, e.g. AMD")
-    import_parser.add_argument("--system", required=True, help="the system's id (its systems/<id>.json name)")
+    import_parser.add_argument(
+        "--system",
+        required=True,
+        nargs="+",
+        help="the system's id (its systems/<id>.json name); several make one config (say single- and multi-node)",
+    )
     import_parser.add_argument("--benchmarks", nargs="+", help="only these benchmarks (results folder names)")
     import_parser.add_argument("-o", "--out", required=True, help="the config file to write")
     import_parser.add_argument(
@@ -190,7 +195,16 @@ def run_plan(args: argparse.Namespace) -> int:
 def run_import(args: argparse.Namespace) -> int:
     from .importer import build_import, write_import
 
-    imported = build_import(args.source, args.submitter, args.system, args.benchmarks, source_name=args.source_name)
+    command = ["mlperf-repro import", args.source_name or args.source, "--submitter", args.submitter, "--system"]
+    command += args.system + (["--benchmarks", *args.benchmarks] if args.benchmarks else []) + ["-o", args.out]
+    imported = build_import(
+        args.source,
+        args.submitter,
+        args.system,
+        args.benchmarks,
+        source_name=args.source_name,
+        command=" ".join(command),
+    )
     path = write_import(imported, args.out, args.schema)
     print(f"wrote {path}")
     for note in imported.report.notes:

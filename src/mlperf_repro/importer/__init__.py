@@ -44,20 +44,33 @@ class Imported:
 def build_import(
     source: str | Path,
     submitter: str,
-    system_id: str,
+    system_ids: str | list[str],
     benchmarks: list[str] | None = None,
     scratch: Path | None = None,
     today: date | None = None,
     source_name: str | None = None,
+    command: str | None = None,
 ) -> Imported:
+    """One config for one or more systems of the submitter (say its single-node and its
+    multi-node result of the same benchmarks)."""
+    ids = [system_ids] if isinstance(system_ids, str) else list(system_ids)
     with tempfile.TemporaryDirectory(prefix="mlperf-import-") as tmp:
         root = open_source(source, Path(scratch or tmp))
-        system = find_system(root, submitter, system_id)
-        return _build(system, source_name or str(source), benchmarks, today or date.today())
+        systems = [find_system(root, submitter, system_id) for system_id in ids]
+        return _build(systems, source_name or str(source), benchmarks, today or date.today(), command)
 
 
-def _build(system, source_label: str, benchmarks: list[str] | None, today: date) -> Imported:
-    report = ImportReport()
+@dataclass
+class _SystemPart:
+    entry: dict[str, Any]
+    results: dict[str, Any]
+    unmapped: dict[str, Any]
+    container: Noted | None
+
+
+def _scenarios_of(system, benchmarks: list[str] | None, report: ImportReport) -> list[tuple[str, Any, list]]:
+    from ..published.serving import read_serving_setup
+
     rules = system.rules
     chosen = list(system.results)
     if benchmarks:
@@ -69,8 +82,6 @@ def _build(system, source_label: str, benchmarks: list[str] | None, today: date)
             )
         chosen = list(benchmarks)
     imported: list[tuple[str, Any, list[ImportedScenario]]] = []
-    from ..published.serving import read_serving_setup
-
     for folder in chosen:
         official = rules.mlperf_benchmark(folder)
         if official not in rules.benchmark_names:
@@ -96,32 +107,13 @@ def _build(system, source_label: str, benchmarks: list[str] | None, today: date)
             f"{system.system_id}: none of its results is a benchmark this workflow runs ({', '.join(chosen)}); "
             f"nothing to import"
         )
+    return imported
+
+
+def _system_part(system, imported, sections: dict[str, dict], report: ImportReport) -> _SystemPart:
     all_scenarios = [s for _, _, group in imported for s in group]
     containers = {}
-    models: dict[str, Any] = {}
-    datasets: dict[str, Any] = {}
-    quantization: dict[str, Any] = {}
-    benchmark_entries: dict[str, Any] = {}
-    served_names = []
-    for folder, facts, scenarios in imported:
-        checkpoints = sorted({s.setup.checkpoint for s in scenarios if s.setup and s.setup.checkpoint})
-        if len(checkpoints) > 1:
-            report.note(
-                f"{folder}: the scenarios load different checkpoints ({', '.join(checkpoints)}); the first is used"
-            )
-        sections = model_sections(system, folder, facts, checkpoints[0] if checkpoints else None, report)
-        models.update(sections["models"])
-        datasets.update(sections["datasets"])
-        quantization.update(sections["quantization"])
-        served_names.append(sections["model"])
-        entry: dict[str, Any] = {
-            "mlperf_benchmark": facts.name,
-            "model": sections["model"],
-            "dataset": sections["dataset"],
-            "quantization": sections["recipe"],
-            "accuracy_target": "reference",
-        }
-        benchmark_entries[folder] = entry
+    for folder, _, _ in imported:
         image = container_value(system, folder, report)
         if image is not None:
             containers[folder] = image
@@ -131,7 +123,8 @@ def _build(system, source_label: str, benchmarks: list[str] | None, today: date)
             + ", ".join(f"{b}: {plain(v).split('@')[0]}" for b, v in containers.items())
             + "), and a system here has one; import them one at a time with --benchmarks"
         )
-    engine, overrides = engine_section(system, all_scenarios, served_names[0], report)
+    served = sections[imported[0][0]]["model"]
+    engine, overrides = engine_section(system, all_scenarios, served, report)
     system_benchmarks: dict[str, Any] = {}
     unmapped: dict[str, Any] = {}
     results: dict[str, Any] = {}
@@ -163,15 +156,59 @@ def _build(system, source_label: str, benchmarks: list[str] | None, today: date)
             if measured:
                 results.setdefault(folder, {})[item.result.scenario] = measured
         system_benchmarks[folder] = per_scenario
-    system_entry: dict[str, Any] = {"description": description_section(system, report)}
-    if containers:
-        system_entry["software"] = {"container": next(iter(containers.values()))}
-    system_entry["engine"] = engine
-    system_entry["benchmarks"] = system_benchmarks
+    entry: dict[str, Any] = {"description": description_section(system, report)}
+    container = next(iter(containers.values()), None)
+    if container is not None:
+        entry["software"] = {"container": container}
+    entry["engine"] = engine
+    entry["benchmarks"] = system_benchmarks
+    return _SystemPart(entry, results, unmapped, container)
+
+
+def _build(
+    systems: list, source_label: str, benchmarks: list[str] | None, today: date, command: str | None = None
+) -> Imported:
+    report = ImportReport()
+    first = systems[0]
+    rules = first.rules
+    if any(s.rules.name != rules.name for s in systems):
+        raise UserError("--system: the systems' results come from different rounds; import them one at a time")
+    models: dict[str, Any] = {}
+    datasets: dict[str, Any] = {}
+    quantization: dict[str, Any] = {}
+    benchmark_entries: dict[str, Any] = {}
+    parts: dict[str, _SystemPart] = {}
+    versions = []
+    for system in systems:
+        imported = _scenarios_of(system, benchmarks, report)
+        sections: dict[str, dict] = {}
+        for folder, facts, scenarios in imported:
+            versions += [s.result.detail.get("loadgen_version") for s in scenarios]
+            checkpoints = sorted({s.setup.checkpoint for s in scenarios if s.setup and s.setup.checkpoint})
+            if len(checkpoints) > 1:
+                report.note(
+                    f"{folder}: the scenarios load different checkpoints ({', '.join(checkpoints)}); the first is used"
+                )
+            sections[folder] = model_sections(system, folder, facts, checkpoints[0] if checkpoints else None, report)
+            models.update(sections[folder]["models"])
+            datasets.update(sections[folder]["datasets"])
+            quantization.update(sections[folder]["quantization"])
+            benchmark_entries.setdefault(
+                folder,
+                {
+                    "mlperf_benchmark": facts.name,
+                    "model": sections[folder]["model"],
+                    "dataset": sections[folder]["dataset"],
+                    "quantization": sections[folder]["recipe"],
+                    "accuracy_target": "reference",
+                },
+            )
+        parts[system.system_id] = _system_part(system, imported, sections, report)
+    version = next((str(v).split(" ")[0] for v in versions if v), "?")
     config: dict[str, Any] = {
-        "round": Noted(rules.name, f"LoadGen {_loadgen_version(all_scenarios)} in the results' detail logs"),
-        "submitter": Noted(system.submitter, "the source's submitter; put your organisation's name when you submit"),
-        "division": Noted(system.division, f"{system.division}/{system.submitter}"),
+        "round": Noted(rules.name, f"LoadGen {version} in the results' detail logs"),
+        "submitter": Noted(first.submitter, "the source's submitter; put your organisation's name when you submit"),
+        "division": Noted(first.division, f"{first.division}/{first.submitter}"),
         "test_scale": {"enabled": False},
         "models": models,
         "datasets": datasets,
@@ -179,44 +216,33 @@ def _build(system, source_label: str, benchmarks: list[str] | None, today: date)
     if quantization:
         config["quantization"] = quantization
     config["benchmarks"] = benchmark_entries
-    config["systems"] = {system.system_id: system_entry}
+    config["systems"] = {system_id: part.entry for system_id, part in parts.items()}
     config["imported"] = Noted(
         {
             "source": source_label,
-            "submitter": system.submitter,
-            "system": system.system_id,
+            "submitter": first.submitter,
+            "systems": list(parts),
             "round": rules.name,
             "date": today.isoformat(),
-            "results": results,
-            "unmapped": unmapped,
+            "results": {system_id: part.results for system_id, part in parts.items()},
+            "unmapped": {system_id: part.unmapped for system_id, part in parts.items()},
             "notes": report.notes,
         },
         "What the import read and could not map (the workflow does not read this section): the source's "
         "results, for comparing your runs with, and its harness settings that have no key here.",
     )
     header = (
-        f"Imported by `mlperf-repro import` from {system.division}/{system.submitter} (round {rules.name}), "
-        f"system {system.system_id}, on {today.isoformat()}. Each value's comment names the file it came from. "
+        f"Imported by `mlperf-repro import` from {first.division}/{first.submitter} (round {rules.name}), "
+        f"system(s) {', '.join(parts)}, on {today.isoformat()}. Each value's comment names the file it came from. "
         f"TODO: values are facts the source does not contain: preflight refuses to run until each is replaced."
+        + (f"\nRegenerate with: {command}" if command else "")
     )
-    text = dump(config, header)
-    return Imported(config, text, report)
+    return Imported(config, dump(config, header), report)
 
 
 def _scenario_rank(facts, scenario: str) -> tuple[int, str]:
     order = facts.scenarios
     return (order.index(scenario) if scenario in order else len(order), scenario)
-
-
-def _loadgen_version(scenarios: list[ImportedScenario]) -> str:
-    return next(
-        (
-            str(s.result.detail["loadgen_version"]).split(" ")[0]
-            for s in scenarios
-            if s.result.detail.get("loadgen_version")
-        ),
-        "?",
-    )
 
 
 def write_import(imported: Imported, out: str | Path, schema_path: str | Path) -> Path:
