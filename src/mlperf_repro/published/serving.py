@@ -203,7 +203,11 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
     # defaults carry every backend's sections).
     own_backend = next((name for name in ("vllm", "sglang") if config.get(f"{name}_engine_config")), None)
     common = next(
-        (r / "harness_llm" / "common" / "config.yaml" for r in code_roots if (r / "harness_llm/common/config.yaml").is_file()),
+        (
+            r / "harness_llm" / "common" / "config.yaml"
+            for r in code_roots
+            if (r / "harness_llm/common/config.yaml").is_file()
+        ),
         None,
     )
     if common is not None:
@@ -215,7 +219,11 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
     if backend in (None, "MISSING", "zmq", "ray"):
         # zmq/ray are the harness's multi-node transports around the engines.
         backend = own_backend or "vllm"
-    engine_key, env_key, sampling_key = (f"{backend}_engine_config", f"{backend}_env_config", f"{backend}_sampling_config")
+    engine_key, env_key, sampling_key = (
+        f"{backend}_engine_config",
+        f"{backend}_env_config",
+        f"{backend}_sampling_config",
+    )
     engine = dict(config.get(engine_key) or config.get("llm_config") or {})
     checkpoint = engine.pop("model", None) or engine.pop("model_path", None)
     compilation = engine.get("compilation_config")
