@@ -107,7 +107,7 @@ def test_compare_reports_a_different_image_as_a_software_difference(runs, tmp_pa
     for row in comparison.rows:
         (cause,) = row.causes
         assert cause.name == "software.container_image"
-        assert cause.category == "software versions"
+        assert cause.category == "software stack"
         assert cause.evidence == [("software.container_image", ROCM, "docker://rocm/vllm@sha256:" + "3" * 64)]
 
 

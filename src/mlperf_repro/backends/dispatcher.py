@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from ..generation import sampling_values
 from . import CompleteCallback, FirstTokenCallback, GenerationSettings, Request
 from .http import ConnectionPool, HttpError, SseEvents, request
 
@@ -317,17 +318,12 @@ class Dispatcher:
         gen = self.generation
         body = {
             "model": self.settings.model,
-            "max_tokens": gen.max_new_tokens,
-            "min_tokens": gen.min_new_tokens,
+            **sampling_values(gen),
             "stream": True,
             "return_token_ids": True,
             # First and last chunks come at once; nothing in between (LoadGen needs no more).
             "stream_interval": gen.max_new_tokens,
         }
-        if gen.greedy:
-            body["temperature"] = 0.0
-        else:
-            body.update(temperature=gen.temperature, top_p=gen.top_p, seed=gen.seed)
         return self._encode(body)[:-1]
 
     def _body(self, request: Request) -> bytes:

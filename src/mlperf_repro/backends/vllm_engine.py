@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..generation import sampling_values
 from . import CompleteCallback, FirstTokenCallback, GenerationSettings, Request
 
 
@@ -24,17 +25,12 @@ def sampling_params(settings: GenerationSettings, *, stream: bool):
     from vllm.sampling_params import RequestOutputKind
 
     kwargs: dict[str, Any] = dict(
-        max_tokens=settings.max_new_tokens,
-        min_tokens=settings.min_new_tokens,
+        sampling_values(settings),
         detokenize=False,  # LoadGen gets token ids; text is only needed by the accuracy script
         # Streaming reports every step's new tokens (first-token timing); otherwise only
         # the final output is built, which is cheaper for Offline.
         output_kind=RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY,
     )
-    if settings.greedy:
-        kwargs["temperature"] = 0.0
-    else:
-        kwargs.update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
     return SamplingParams(**kwargs)
 
 

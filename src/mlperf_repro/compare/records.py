@@ -11,8 +11,17 @@ An input may hold several divisions and submitters (a published results reposito
 
 Each record keeps the result (metric, latencies, validity, accuracy) and a flat map of
 *settings* - everything that could explain a difference - under namespaced keys
-(``loadgen.target_qps``, ``engine.max_num_seqs``, ``system.host_memory_capacity``, ...).
+(``loadgen.target_qps``, ``serving.engine.max_num_seqs``, ``system.host_memory_capacity``, ...).
 Detail logs are streamed line by line; accuracy logs are never read.
+
+The serving setup has one naming whatever its source, so one of this workflow's trees compares
+with a published one key by key: ``serving.backend``, ``serving.engine.*`` (engine arguments),
+``serving.env.*``, ``serving.sampling.*`` (vLLM's sampling names), ``serving.parallel.*``
+(tensor_parallel_size, servers, devices) and ``serving.checkpoint``. A published result's
+setup is what its submitter's harness config states (:mod:`mlperf_repro.published.serving`,
+found through the command in the result's README.md); one of ours is its provenance record.
+user.conf and mlperf.conf contribute only the lines LoadGen applies to the result's model and
+scenario (a Server line is no cause of an Offline gap).
 """
 
 from __future__ import annotations
@@ -26,8 +35,12 @@ from typing import Any
 
 from ..benchmarks import Round, load_round
 from ..check.endpoints_logs import is_endpoints_folder, read_endpoints
+from ..errors import UserError
+from ..generation import GenerationSettings, sampling_values
 from ..hashing import sha256_file
 from ..loadgen_logs import read_detail
+from ..published.loadgen_conf import ConfLine, effective
+from ..published.serving import ServingSetup, harness_commands, read_serving_setup
 
 DIVISIONS = ("closed", "open", "network")
 # LoadGen's effective settings worth comparing (the rest of the detail log is results,
@@ -93,9 +106,13 @@ class Record:
     accuracy: dict[str, float] = field(default_factory=dict)
     accuracy_targets: dict[str, float] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)
-    # src/ (or code/) and documentation/ files -> sha256, shared by a submitter's results
+    # src/ (or code/) and documentation/ files -> sha256: the submitter's, less other benchmarks' folders
     code: dict[str, str] = field(default_factory=dict)
     path: str = ""
+    # Where the serving.* settings come from (a code file, provenance.json), or why there are none.
+    serving_source: str = ""
+    # The code files (keys of ``code``) the serving setup was read from.
+    serving_files: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -139,6 +156,99 @@ def _code_hashes(base: Path) -> dict[str, str]:
                 if path.is_file() and not path.is_symlink():
                     hashes.setdefault(f"{prefix}/{path.relative_to(root).as_posix()}", sha256_file(path))
     return hashes
+
+
+def _code_of_benchmark(code: dict[str, str], benchmark: str, benchmark_folders: set[str]) -> dict[str, str]:
+    """The submitter's code less the folders of its other benchmarks (a llama2-70b result does
+    not run src/gpt-oss-120b/)."""
+    return {
+        key: digest
+        for key, digest in code.items()
+        if not (key.startswith("src/") and key.split("/")[1] in benchmark_folders - {benchmark})
+    }
+
+
+def applicable_conf(values: dict[str, str], model: str, scenario: str) -> dict[str, str]:
+    """The ``model.scenario.key`` lines of a conf file LoadGen applies to this model and scenario
+    (the most specific of each key, see :func:`mlperf_repro.published.loadgen_conf.effective`)."""
+    lines = []
+    for name, value in values.items():
+        parts = name.split(".")
+        if len(parts) >= 3:
+            lines.append(ConfLine(".".join(parts[:-2]), parts[-2], parts[-1], value, 0))
+    return {
+        f"{line.model}.{line.scenario}.{line.key}": line.value for line in effective(lines, model, scenario).values()
+    }
+
+
+def provenance_serving(perf: dict) -> ServingSetup | None:
+    """A run of this workflow (its performance provenance) as a serving setup, named as a
+    published harness config's is."""
+    engine = perf.get("engine") or {}
+    if not engine:
+        return None
+    args = dict(engine.get("engine_args") or {})
+    backend = str(engine.get("backend", ""))
+    tensor_parallel = int(args.get("tensor_parallel_size") or 1)
+    if backend == "endpoints":
+        endpoints = engine.get("endpoints") or {}
+        servers = endpoints.get("list") or []
+        parallel = {
+            "tensor_parallel_size": tensor_parallel,
+            "servers": len(servers),
+            "devices": sum(int(e.get("accelerator_count", 1)) for e in servers if e.get("accelerator", "N/A") != "N/A"),
+        }
+        # The launchers start `vllm serve`; what answers an external endpoint is not recorded.
+        backend = "vllm" if endpoints.get("launch", "external") != "external" else "endpoints (external)"
+    else:
+        parallel = {
+            "tensor_parallel_size": tensor_parallel,
+            "servers": 1,
+            "devices": tensor_parallel * int(args.get("pipeline_parallel_size") or 1),
+        }
+    generation = perf.get("generation") or {}
+    try:
+        sampling = sampling_values(GenerationSettings(**generation))
+    except TypeError:  # not an LLM's decoding settings (text-to-video): as recorded
+        sampling = dict(generation)
+    # The config's variables, then what the run's environment held (the config's, applied, and the shell's).
+    env = {k: str(v) for k, v in {**(engine.get("env") or {}), **(perf.get("environment") or {})}.items()}
+    return ServingSetup(
+        harness="mlperf-repro provenance",
+        source=Path("provenance.json"),
+        backend=backend,
+        engine_args=args,
+        env=env,
+        sampling=sampling,
+        parallel=parallel,
+        checkpoint=str(perf["model_dir"]) if perf.get("model_dir") else None,
+    )
+
+
+def published_serving(code_roots: list[Path], scenario_dir: Path) -> tuple[ServingSetup | None, str]:
+    """The serving setup the submitter's code states for this result, or None and why not."""
+    try:
+        setup = read_serving_setup(code_roots, scenario_dir)
+    except UserError as exc:
+        return None, f"not read: {exc}"
+    if setup is not None:
+        return setup, ""
+    commands = [c for c in harness_commands(scenario_dir / "README.md") if c.overrides.get("test_mode") != "accuracy"]
+    if commands:
+        named = f"{commands[0].config_path.rstrip('/')}/{commands[0].config_name}.yaml"
+        return None, f"not stated: README.md runs {named}, which the published code lacks"
+    return None, "not stated: README.md runs no harness config a reader understands"
+
+
+def _code_keys(paths: list[Path], code_roots: list[Path]) -> list[str]:
+    """Files as keys of Record.code ('src/...', for src/ and code/ alike)."""
+    keys = []
+    for path in paths:
+        for root in code_roots:
+            if path.is_relative_to(root):
+                keys.append(f"src/{path.relative_to(root).as_posix()}")
+                break
+    return keys
 
 
 def find_submitters(root: Path) -> Iterator[tuple[str, Path]]:
@@ -209,6 +319,8 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
         mapping_path = base / "model_mapping.json"
         mapping = json.loads(mapping_path.read_text()) if mapping_path.is_file() else {}
         code = _code_hashes(base)
+        code_roots = [base / name for name in ("src", "code") if (base / name).is_dir()]
+        benchmark_folders = {p.name for p in (base / "results").glob("*/*") if p.is_dir()} | set(rules.benchmark_names)
         systems = {
             p.stem: json.loads(p.read_text()) for p in (base / "systems").glob("*.json") if (base / "systems").is_dir()
         }
@@ -258,13 +370,18 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
                 record.accuracy = record.accuracy or {k: float(v) for k, v in ACCURACY_PATTERN.findall(text)}
             if facts is not None:
                 record.accuracy_targets = facts.absolute_targets(scenario)
-            record.settings = _settings(scenario_dir, base, system, benchmark, scenario, detail, desc)
+            try:
+                conf_scope = (facts.loadgen_model(scenario), rules.loadgen_scenario(scenario)) if facts else None
+            except (KeyError, AttributeError):
+                conf_scope = None
+            record.settings = _settings(scenario_dir, base, system, benchmark, scenario, detail, desc, conf_scope)
+            _add_serving(record, scenario_dir, code_roots)
             if benchmark in mapping:
                 record.settings["model_mapping"] = mapping[benchmark]
             record.settings.update(
                 _compliance(scenario_dir, base / "compliance" / system / benchmark / scenario, rules, facts)
             )
-            record.code = code
+            record.code = _code_of_benchmark(code, benchmark, benchmark_folders)
             records.append(record)
     return records
 
@@ -281,9 +398,38 @@ def _compliance(scenario_dir: Path, v5_dir: Path, rules: Round, facts) -> dict[s
     return out
 
 
+def _add_serving(record: Record, scenario_dir: Path, code_roots: list[Path]) -> None:
+    """serving.* settings: this workflow's provenance where there is one (what ran), else the
+    submitter's published harness config."""
+    provenance_path = scenario_dir / "provenance.json"
+    if provenance_path.is_file():
+        perf = json.loads(provenance_path.read_text()).get("performance") or {}
+        setup = provenance_serving(perf)
+        serve_as = (perf.get("engine") or {}).get("serve_quantized_as")
+        if serve_as:
+            record.settings["serving.serve_quantized_as"] = str(serve_as)
+        record.serving_source = "provenance.json" if setup else "not stated: provenance.json has no engine"
+        files: list[str] = []
+    else:
+        setup, reason = published_serving(code_roots, scenario_dir)
+        files = _code_keys(setup.files, code_roots) if setup else []
+        record.serving_source = files[0] if files else reason
+    record.serving_files = files
+    if setup is not None:
+        record.settings.update(setup.flat())
+
+
 def _settings(
-    scenario_dir: Path, base: Path, system: str, benchmark: str, scenario: str, detail: dict, desc: dict
+    scenario_dir: Path,
+    base: Path,
+    system: str,
+    benchmark: str,
+    scenario: str,
+    detail: dict,
+    desc: dict,
+    conf_scope: tuple[str, str] | None = None,
 ) -> dict[str, str]:
+    """``conf_scope``: (LoadGen model, LoadGen scenario) whose conf lines apply; None: every line."""
     settings: dict[str, str] = {}
     for key in LOADGEN_KEYS:
         if key in detail:
@@ -294,29 +440,22 @@ def _settings(
     if "sut_name" in detail:
         settings["loadgen.sut_name"] = str(detail["sut_name"])
     measurements, measure_dir = _measurements(scenario_dir, base / "measurements" / system / benchmark / scenario)
-    for key, value in _conf(measure_dir / "user.conf").items():
-        settings[f"user.conf.{key}"] = value
-    for key, value in _conf(measure_dir / "mlperf.conf").items():
-        settings[f"mlperf.conf.{key}"] = value
+    for name in ("user.conf", "mlperf.conf"):
+        values = _conf(measure_dir / name)
+        for key, value in (applicable_conf(values, *conf_scope) if conf_scope else values).items():
+            settings[f"{name}.{key}"] = value
     _flatten("measurements", {k: v for k, v in measurements.items()}, settings)
     _flatten("system", desc, settings)
     provenance_path = scenario_dir / "provenance.json"
     if provenance_path.is_file():
         provenance = json.loads(provenance_path.read_text())
         perf = provenance.get("performance") or {}
-        engine = perf.get("engine") or {}
-        _flatten("engine", engine.get("engine_args", {}), settings)
-        if "backend" in engine:
-            settings["engine.backend"] = str(engine["backend"])
-        if engine.get("serve_quantized_as"):
-            settings["engine.serve_quantized_as"] = str(engine["serve_quantized_as"])
-        _flatten("env", perf.get("environment", {}), settings)
+        # Engine, environment and generation settings: serving.* (see _add_serving).
         _flatten("software", perf.get("packages", {}), settings)
         # The inference image (apptainer runs): its digest is the whole software stack.
         if (perf.get("container") or {}).get("image"):
             settings["software.container_image"] = str(perf["container"]["image"])
         _flatten("host", {k: v for k, v in (perf.get("host") or {}).items()}, settings)
-        _flatten("generation", perf.get("generation", {}), settings)
         # The lock check at the run's start: a run that went ahead with an override says so, and why.
         lock = perf.get("lock") or {}
         if lock.get("sha256"):

@@ -70,6 +70,32 @@ def lock_overrides(comparison: Comparison) -> list[str]:
     return sentences
 
 
+def _cosmetic(row: Row) -> str:
+    return "; ".join(f"{key}: {_absent(a)} / {_absent(b)}" for key, a, b in row.cosmetic)
+
+
+def _absent(value: str | None) -> str:
+    return "(absent)" if value is None else repr(value)
+
+
+def serving_summary(row: Row) -> str:
+    """Where each side's serving setup was read from and how many of its settings differ."""
+    ref, partner = row.reference, row.partner
+    known = ["serving.backend" in r.settings for r in (ref, partner)]
+    if not any(known):
+        return f"Serving setup: stated by neither ({ref.serving_source or '-'} / {partner.serving_source or '-'})."
+    if not all(known):
+        stated, other = (ref, partner) if known[0] else (partner, ref)
+        side = "reference" if known[0] else "partner"
+        return f"Serving setup: stated by the {side} only ({stated.serving_source}); the other: {other.serving_source}."
+    keys = {k for k in (*ref.settings, *partner.settings) if k.startswith("serving.")}
+    differ = sum(1 for k in keys if ref.settings.get(k) != partner.settings.get(k))
+    return (
+        f"Serving setup ({ref.serving_source} / {partner.serving_source}): {len(keys)} settings compared "
+        f"key by key, {differ} differ."
+    )
+
+
 def to_markdown(comparison: Comparison) -> str:
     ref, partner = comparison.reference, comparison.partner
     outside = [r for r in comparison.rows if not r.within_tolerance]
@@ -102,11 +128,17 @@ def to_markdown(comparison: Comparison) -> str:
         )
     for row in comparison.rows:
         lines += ["", f"## Why: {row.label} ({row.reference.system} / {row.partner.system})", ""]
+        cosmetic = [
+            "",
+            "Cosmetic differences (spelling only, not causes): "
+            + "; ".join(f"`{k}`: {_absent(a)} / {_absent(b)}" for k, a, b in row.cosmetic),
+        ]
         if not row.causes:
             lines.append(
-                f"No setting, system, software or code differs ({row.identical_settings} compared); "
-                "only the measured numbers (timing) differ."
+                f"No setting, system, software or code differs{' but in spelling' if row.cosmetic else ''} "
+                f"({row.identical_settings} compared); only the measured numbers (timing) differ."
             )
+            lines += cosmetic if row.cosmetic else []
             continue
         for rank, cause in enumerate(row.causes, 1):
             evidence = cause.evidence[:MAX_EVIDENCE]
@@ -116,9 +148,12 @@ def to_markdown(comparison: Comparison) -> str:
                 for k, a, b in evidence
             )
             lines.append(
-                f"{rank}. **{cause.name}** ({cause.category}): {shown}" + (f"; and {more} more" if more else "")
+                f"{rank}. **{cause.name}** ({cause.category}): {shown}"
+                + (f"; and {more} more" if more else "")
+                + (f" - {cause.note}" if cause.note else "")
             )
-        lines.append(f"\nIdentical: {row.identical_settings} settings and files.")
+        lines += cosmetic if row.cosmetic else []
+        lines += ["", serving_summary(row), f"Identical: {row.identical_settings} settings and files."]
     if comparison.unmatched:
         lines += [
             "",
@@ -154,6 +189,7 @@ CSV_COLUMNS = (
     "partner_tpot_p99_ms",
     "accuracy",
     "causes",
+    "cosmetic_differences",
 )
 
 
@@ -190,6 +226,7 @@ def to_csv(comparison: Comparison) -> str:
                 "partner_tpot_p99_ms": _fmt(row.partner.tpot_p99_ms),
                 "accuracy": _accuracy(row),
                 "causes": " | ".join(f"{c.name} ({c.category}): {c.describe()}" for c in row.causes),
+                "cosmetic_differences": _cosmetic(row),
             }
         )
     return buffer.getvalue()
@@ -252,7 +289,7 @@ def to_html(comparison: Comparison) -> str:
             f"<td>{html.escape(row.partner_metric.text() if row.partner_metric else '-')}</td>"
             f"<td>{html.escape(_ratio(row.ratio))}</td><td>{html.escape(_ratio(row.per_accelerator_ratio))}</td>"
             f"<td>{html.escape(_valid(row))}</td><td>{html.escape(_status(row))}</td>"
-            f"<td><ol>{causes}</ol></td></tr>"
+            f"<td><ol>{causes}</ol></td><td>{html.escape(_cosmetic(row)) or '-'}</td></tr>"
         )
     overrides = "".join(
         f"<p class='override'><b>lock override:</b> {html.escape(sentence)}</p>\n"
@@ -273,7 +310,8 @@ ol {{ margin: 0; padding-left: 1.2em; }}
 95% confidence intervals; red: outside.</p>
 {overrides}{_svg(comparison)}
 <table><tr><th>benchmark</th><th>scenario</th><th>system (reference / partner)</th><th>reference</th>
-<th>partner</th><th>ratio</th><th>per accelerator</th><th>LoadGen</th><th>status</th><th>ranked causes</th></tr>
+<th>partner</th><th>ratio</th><th>per accelerator</th><th>LoadGen</th><th>status</th><th>ranked causes</th>
+<th>cosmetic differences (spelling only, not causes)</th></tr>
 {"".join(table_rows)}
 </table></body></html>
 """

@@ -36,6 +36,8 @@ class Row:
     noise: bool  # the gap lies within the runs' confidence intervals
     causes: list[Cause]
     identical_settings: int
+    # (key, reference, partner): hand-written values that differ only in spelling, not causes
+    cosmetic: list[tuple[str, str | None, str | None]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -106,12 +108,12 @@ def load_input(spec: str, scratch: Path, limits: Limits, submitter: str | None =
 
 def _values(inp: Input, record: Record) -> list[float]:
     values = []
+    # A results repository holds several submitters' results under one system name.
+    identity = (record.division, record.submitter, record.system, record.benchmark, record.scenario)
     for run in inp.runs:
         for candidate in run:
-            if (candidate.system, candidate.benchmark, candidate.scenario) == (
-                record.system,
-                record.benchmark,
-                record.scenario,
+            if (candidate.division, candidate.submitter, candidate.system, candidate.benchmark, candidate.scenario) == (
+                identity
             ):
                 if candidate.metric is not None:
                     values.append(candidate.metric)
@@ -133,8 +135,10 @@ def compare_inputs(reference: Input, partner: Input, tolerance: float) -> Compar
             per_acc = ratio * ref.accelerators / max(1, other.accelerators)
             within = abs(ratio - 1.0) <= tolerance
             noise = ref_summary.n > 1 and other_summary.n > 1 and overlaps(ref_summary, other_summary)
-        causes, identical = rank_causes(ref, other)
-        rows.append(Row(ref, other, ref_summary, other_summary, ratio, per_acc, within, noise, causes, identical))
+        causes, identical, cosmetic = rank_causes(ref, other)
+        rows.append(
+            Row(ref, other, ref_summary, other_summary, ratio, per_acc, within, noise, causes, identical, cosmetic)
+        )
     matched = {id(p) for _, p in pairs}
     unmatched = [r for r in partner.records if id(r) not in matched]
     rows.sort(key=lambda r: (r.partner.mlperf_benchmark, r.partner.scenario, r.partner.system))
