@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 from published_tree import SYSTEM, write_published
+
+REPO_CONFIG_EXAMPLES = REPO / "config" / "examples"
 
 from mlperf_repro.check.preflight import preflight
 from mlperf_repro.cli import DEFAULT_SCHEMA
@@ -204,3 +207,40 @@ def test_notes_are_comments_and_the_text_loads_back():
     assert yaml.safe_load(text) == plain(node)
     assert "a: 1  # from a.conf" in text and "# a block\nb:" in text
     assert all(len(line) <= 120 for line in text.splitlines() if not line.lstrip().startswith("- "))
+
+
+def test_stand_in_substitutes_what_the_hardware_binds_and_lists_it(tmp_path):
+    from conftest import E2E_CONFIG
+
+    from mlperf_repro.cli import _stand_in
+
+    write_published(tmp_path / "pub", scenarios={"Offline": 370.0, "Server": 360.0})
+    imported = build_import(tmp_path / "pub", "Vendor", SYSTEM, stand_in=_stand_in(str(E2E_CONFIG)))
+    out = write_import(imported, tmp_path / "standin.yaml", DEFAULT_SCHEMA)
+    config = validate_config(yaml.safe_load(out.read_text()), DEFAULT_SCHEMA, launchers=LAUNCHERS)
+    # The stand-in's benchmark, model and CPU system; the submitter's system id and scenarios.
+    assert list(config["benchmarks"]) == ["tiny-llama-mxfp4"] and config["division"] == "open"
+    system = config["systems"][SYSTEM]
+    assert system["engine"]["backend"] == "vllm" and not system.get("software")
+    assert list(system["benchmarks"]["tiny-llama-mxfp4"]) == ["Offline", "Server"]
+    # Nothing is left to fill in: the stand-in runs here.
+    assert [f for f in preflight(config, tmp_path) if f.rule == "placeholder"] == []
+    substituted = config["imported"]["stand_in"]["substituted"]
+    assert f"systems.{SYSTEM}.benchmarks.llama2-70b-99.Offline.target_qps: 370 -> 400" in substituted
+    assert "division: closed -> open" in substituted
+    assert any(
+        line.startswith(f"systems.{SYSTEM}.description.accelerator_model_name: Test GPU 64GB ->")
+        for line in substituted
+    )
+    assert "STAND-IN" in out.read_text().splitlines()[5]
+    # The published results stay on record, to compare a run of this config with.
+    assert config["imported"]["results"][SYSTEM]["llama2-70b-99"]["Server"]["value"] == pytest.approx(360 * 280.0)
+
+
+def test_stand_in_without_a_matching_benchmark_is_named(tmp_path):
+    from mlperf_repro.cli import _stand_in
+
+    write_published(tmp_path / "pub")
+    stand_in = _stand_in(str(REPO_CONFIG_EXAMPLES / "gpt-oss-demo.yaml"))
+    with pytest.raises(UserError, match="it has no stand-in for llama2-70b-99"):
+        build_import(tmp_path / "pub", "Vendor", SYSTEM, stand_in=stand_in)

@@ -125,6 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         "--source-name", help="how the config names the source (default: SOURCE as given), e.g. a repository's name"
     )
     import_parser.add_argument(
+        "--stand-in",
+        nargs="?",
+        const=str(DEFAULT_CONFIG),
+        metavar="CONFIG",
+        help="for a machine without the submitter's hardware: take models, datasets, quantization, the system's "
+        "description, engine and LoadGen settings from CONFIG's stand-ins (default: the embedded demo config); "
+        "imported.stand_in lists every substitution",
+    )
+    import_parser.add_argument(
         "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
     )
     lock_parser = commands.add_parser(
@@ -177,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # The workflow's schema next to the package in this checkout (src/ layout).
 DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+# The embedded default config (the demo's stand-in models and CPU systems).
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "config.yaml"
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -192,6 +203,19 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stand_in(path: str | None) -> tuple[str, dict] | None:
+    from .config import load_yaml
+
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise UserError(f"--stand-in {path}: no such config file")
+    config = load_yaml(path)
+    if not isinstance(config, dict) or not isinstance(config.get("benchmarks"), dict):
+        raise UserError(f"--stand-in {path}: not a config of this workflow (no benchmarks)")
+    return path, config
+
+
 def run_import(args: argparse.Namespace) -> int:
     from .importer import build_import, write_import
 
@@ -203,13 +227,17 @@ def run_import(args: argparse.Namespace) -> int:
         args.system,
         args.benchmarks,
         source_name=args.source_name,
-        command=" ".join(command),
+        command=" ".join(command + (["--stand-in", args.stand_in] if args.stand_in else [])),
+        stand_in=_stand_in(args.stand_in),
     )
     path = write_import(imported, args.out, args.schema)
     print(f"wrote {path}")
     for note in imported.report.notes:
         print(f"  note: {note}")
-    todos = imported.text.count("TODO:")
+    from .check.preflight import placeholders
+    from .importer.yaml_text import plain
+
+    todos = len(placeholders({k: v for k, v in plain(imported.config).items() if k != "imported"}))
     print(f"  {todos} TODO: value(s) to fill in before a run (`snakemake --configfile {path} -n` names each)")
     return 0
 

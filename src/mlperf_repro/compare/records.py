@@ -36,11 +36,10 @@ from typing import Any
 from ..benchmarks import Round, load_round
 from ..check.endpoints_logs import is_endpoints_folder, read_endpoints
 from ..errors import UserError
-from ..generation import GenerationSettings, sampling_values
 from ..hashing import sha256_file
 from ..loadgen_logs import read_detail
 from ..published.loadgen_conf import ConfLine, effective
-from ..published.serving import ServingSetup, harness_commands, read_serving_setup
+from ..published.serving import ServingSetup, harness_commands, provenance_serving, read_serving_setup
 
 DIVISIONS = ("closed", "open", "network")
 # LoadGen's effective settings worth comparing (the rest of the detail log is results,
@@ -179,50 +178,6 @@ def applicable_conf(values: dict[str, str], model: str, scenario: str) -> dict[s
     return {
         f"{line.model}.{line.scenario}.{line.key}": line.value for line in effective(lines, model, scenario).values()
     }
-
-
-def provenance_serving(perf: dict) -> ServingSetup | None:
-    """A run of this workflow (its performance provenance) as a serving setup, named as a
-    published harness config's is."""
-    engine = perf.get("engine") or {}
-    if not engine:
-        return None
-    args = dict(engine.get("engine_args") or {})
-    backend = str(engine.get("backend", ""))
-    tensor_parallel = int(args.get("tensor_parallel_size") or 1)
-    if backend == "endpoints":
-        endpoints = engine.get("endpoints") or {}
-        servers = endpoints.get("list") or []
-        parallel = {
-            "tensor_parallel_size": tensor_parallel,
-            "servers": len(servers),
-            "devices": sum(int(e.get("accelerator_count", 1)) for e in servers if e.get("accelerator", "N/A") != "N/A"),
-        }
-        # The launchers start `vllm serve`; what answers an external endpoint is not recorded.
-        backend = "vllm" if endpoints.get("launch", "external") != "external" else "endpoints (external)"
-    else:
-        parallel = {
-            "tensor_parallel_size": tensor_parallel,
-            "servers": 1,
-            "devices": tensor_parallel * int(args.get("pipeline_parallel_size") or 1),
-        }
-    generation = perf.get("generation") or {}
-    try:
-        sampling = sampling_values(GenerationSettings(**generation))
-    except TypeError:  # not an LLM's decoding settings (text-to-video): as recorded
-        sampling = dict(generation)
-    # The config's variables, then what the run's environment held (the config's, applied, and the shell's).
-    env = {k: str(v) for k, v in {**(engine.get("env") or {}), **(perf.get("environment") or {})}.items()}
-    return ServingSetup(
-        harness="mlperf-repro provenance",
-        source=Path("provenance.json"),
-        backend=backend,
-        engine_args=args,
-        env=env,
-        sampling=sampling,
-        parallel=parallel,
-        checkpoint=str(perf["model_dir"]) if perf.get("model_dir") else None,
-    )
 
 
 def published_serving(code_roots: list[Path], scenario_dir: Path) -> tuple[ServingSetup | None, str]:

@@ -31,6 +31,7 @@ from .build import (
     scenario_settings,
 )
 from .source import find_system, open_source
+from .stand_in import apply_stand_in
 from .yaml_text import Noted, dump, plain
 
 
@@ -50,6 +51,7 @@ def build_import(
     today: date | None = None,
     source_name: str | None = None,
     command: str | None = None,
+    stand_in: tuple[str, dict] | None = None,
 ) -> Imported:
     """One config for one or more systems of the submitter (say its single-node and its
     multi-node result of the same benchmarks)."""
@@ -57,7 +59,7 @@ def build_import(
     with tempfile.TemporaryDirectory(prefix="mlperf-import-") as tmp:
         root = open_source(source, Path(scratch or tmp))
         systems = [find_system(root, submitter, system_id) for system_id in ids]
-        return _build(systems, source_name or str(source), benchmarks, today or date.today(), command)
+        return _build(systems, source_name or str(source), benchmarks, today or date.today(), command, stand_in)
 
 
 @dataclass
@@ -166,7 +168,12 @@ def _system_part(system, imported, sections: dict[str, dict], report: ImportRepo
 
 
 def _build(
-    systems: list, source_label: str, benchmarks: list[str] | None, today: date, command: str | None = None
+    systems: list,
+    source_label: str,
+    benchmarks: list[str] | None,
+    today: date,
+    command: str | None = None,
+    stand_in: tuple[str, dict] | None = None,
 ) -> Imported:
     report = ImportReport()
     first = systems[0]
@@ -231,11 +238,21 @@ def _build(
         "What the import read and could not map (the workflow does not read this section): the source's "
         "results, for comparing your runs with, and its harness settings that have no key here.",
     )
+    if stand_in is not None:
+        substituted = apply_stand_in(config, stand_in[1], stand_in[0])
+        config["imported"].value["stand_in"] = {"from": stand_in[0], "substituted": substituted}
+        config["imported"] = config.pop("imported")  # stays last
     header = (
         f"Imported by `mlperf-repro import` from {first.division}/{first.submitter} (round {rules.name}), "
         f"system(s) {', '.join(parts)}, on {today.isoformat()}. Each value's comment names the file it came from. "
         f"TODO: values are facts the source does not contain: preflight refuses to run until each is replaced."
         + (f"\nRegenerate with: {command}" if command else "")
+        + (
+            f"\nSTAND-IN: the hardware-bound parts are {stand_in[0]}'s (imported.stand_in lists each); "
+            "an open-division, test-scale run of this machine, not the submitter's result."
+            if stand_in
+            else ""
+        )
     )
     return Imported(config, dump(config, header), report)
 

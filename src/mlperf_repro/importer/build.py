@@ -232,6 +232,8 @@ def engine_section(
         report.todos.append(f"systems.{system.system_id}.engine.engine_args")
         return Noted(engine), {}
     files = sorted({system.relative(s.setup.source) for s in setups})
+    if all(s.setup.config_engine for s in setups):
+        return _recorded_engine(system, setups, files)
     common_args = _common([s.setup.engine_args for s in setups])
     common_env = _common([s.setup.env for s in setups])
     overrides = {}
@@ -293,6 +295,26 @@ def engine_section(
         "serve_quantized_as": "native",
     }
     return Noted(engine), overrides
+
+
+def _recorded_engine(
+    system: PublishedSystem, setups: list[ImportedScenario], files: list[str]
+) -> tuple[Noted, dict[tuple[str, str], dict]]:
+    """A tree this workflow made: its runs recorded the engine section as configured."""
+    engines = [s.setup.config_engine for s in setups]
+    common_args = _common([e.get("engine_args") or {} for e in engines])
+    common_env = _common([e.get("env") or {} for e in engines])
+    engine = {k: v for k, v in engines[0].items() if k not in ("engine_args", "env")}
+    engine["engine_args"] = common_args
+    engine["env"] = {k: str(v) for k, v in common_env.items()}
+    overrides = {}
+    for item, recorded in zip(setups, engines):
+        own_args = {k: v for k, v in (recorded.get("engine_args") or {}).items() if k not in common_args}
+        own_env = {k: str(v) for k, v in (recorded.get("env") or {}).items() if k not in common_env}
+        if own_args or own_env:
+            overrides[(item.result.benchmark, item.result.scenario)] = {"engine_args": own_args, "env": own_env}
+    where = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+    return Noted(engine, f"the engine its runs recorded ({where})"), overrides
 
 
 def _count(value: Any) -> int | None:

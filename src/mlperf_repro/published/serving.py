@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError
+from ..generation import GenerationSettings, sampling_values
 
 
 @dataclass
@@ -43,6 +44,8 @@ class ServingSetup:
     command: str | None = None
     # Files the setup was read from (the YAML, the common defaults, the README).
     files: list[Path] = field(default_factory=list)
+    # This workflow's own engine section as a run recorded it (provenance), when that is the source.
+    config_engine: dict[str, Any] | None = None
 
     def flat(self) -> dict[str, str]:
         """Namespaced key -> value text, for a key-by-key comparison."""
@@ -257,8 +260,74 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
     )
 
 
+# --- this workflow's own trees --------------------------------------------------------------
+
+
+def provenance_serving(perf: dict, source: Path = Path("provenance.json")) -> ServingSetup | None:
+    """A run of this workflow (its performance provenance) as a serving setup, named as a
+    published harness config's is."""
+    engine = perf.get("engine") or {}
+    if not engine:
+        return None
+    args = dict(engine.get("engine_args") or {})
+    backend = str(engine.get("backend", ""))
+    tensor_parallel = int(args.get("tensor_parallel_size") or 1)
+    if backend == "endpoints":
+        endpoints = engine.get("endpoints") or {}
+        servers = endpoints.get("list") or []
+        parallel = {
+            "tensor_parallel_size": tensor_parallel,
+            "servers": len(servers),
+            "devices": sum(int(e.get("accelerator_count", 1)) for e in servers if e.get("accelerator", "N/A") != "N/A"),
+        }
+        # The launchers start `vllm serve`; what answers an external endpoint is not recorded.
+        backend = "vllm" if endpoints.get("launch", "external") != "external" else "endpoints (external)"
+    else:
+        parallel = {
+            "tensor_parallel_size": tensor_parallel,
+            "servers": 1,
+            "devices": tensor_parallel * int(args.get("pipeline_parallel_size") or 1),
+        }
+    generation = perf.get("generation") or {}
+    try:
+        sampling = sampling_values(GenerationSettings(**generation))
+    except TypeError:  # not an LLM's decoding settings (text-to-video): as recorded
+        sampling = dict(generation)
+    # The config's variables, then what the run's environment held (the config's, applied, and the shell's).
+    env = {k: str(v) for k, v in {**(engine.get("env") or {}), **(perf.get("environment") or {})}.items()}
+    return ServingSetup(
+        harness="mlperf-repro provenance",
+        source=source,
+        backend=backend,
+        engine_args=args,
+        env=env,
+        sampling=sampling,
+        parallel=parallel,
+        checkpoint=str(perf["model_dir"]) if perf.get("model_dir") else None,
+    )
+
+
+def read_repro_provenance(code_roots: list[Path], result_folder: Path) -> ServingSetup | None:
+    """A result this workflow packaged: its provenance.json records the engine that ran it."""
+    path = result_folder / "provenance.json"
+    if not path.is_file():
+        return None
+    try:
+        perf = (json.loads(path.read_text()) or {}).get("performance") or {}
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not JSON ({exc})") from None
+    setup = provenance_serving(perf, path)
+    if setup is not None:
+        setup.files = [path]
+        setup.config_engine = dict(perf.get("engine") or {})
+    return setup
+
+
 # A reader: (the submitter's code roots, a result folder) -> its serving setup, or None.
-READERS: dict[str, Callable[[list[Path], Path], ServingSetup | None]] = {"amd-harness-llm": read_amd_harness}
+READERS: dict[str, Callable[[list[Path], Path], ServingSetup | None]] = {
+    "mlperf-repro-provenance": read_repro_provenance,
+    "amd-harness-llm": read_amd_harness,
+}
 
 
 def read_serving_setup(code_roots: list[Path], result_folder: Path) -> ServingSetup | None:
