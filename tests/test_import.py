@@ -232,7 +232,7 @@ def test_stand_in_substitutes_what_the_hardware_binds_and_lists_it(tmp_path):
         line.startswith(f"systems.{SYSTEM}.description.accelerator_model_name: Test GPU 64GB ->")
         for line in substituted
     )
-    assert "STAND-IN" in out.read_text().splitlines()[5]
+    assert any(line.startswith("# STAND-IN:") for line in out.read_text().splitlines()[:8])
     # The published results stay on record, to compare a run of this config with.
     assert config["imported"]["results"][SYSTEM]["llama2-70b-99"]["Server"]["value"] == pytest.approx(360 * 280.0)
 
