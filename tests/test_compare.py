@@ -67,7 +67,7 @@ def test_changed_target_qps_and_engine_setting_rank_first(reference, runs, tmp_p
     assert {k for k, _, _ in target.evidence} == {"user.conf.llama2-70b.Server.target_qps", "loadgen.target_qps"}
     assert [c.name for c in rows["Offline"].causes] == ["serving.engine.max_num_seqs", "code"]
     markdown = to_markdown(comparison)
-    assert "1. **target_qps** (LoadGen rate)" in markdown
+    assert "1. **target_qps** (configuration: LoadGen rate)" in markdown
     assert "`serving.engine.max_num_seqs`: 256 -> 128" in markdown
 
 

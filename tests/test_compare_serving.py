@@ -183,7 +183,7 @@ def test_serving_differences_rank_above_run_length_and_cosmetic_ones_stand_apart
     assert "system.submitter" in causes and causes["system.submitter"].weight < causes["min_duration_ms"].weight
 
     markdown = to_markdown(comparison)
-    assert "1. **serving.checkpoint** (checkpoint)" in markdown
+    assert "1. **serving.checkpoint** (configuration: checkpoint)" in markdown
     assert "Cosmetic differences (spelling only, not causes): `system.accelerator_host_interconnect`" in markdown
     assert "Serving setup (src/llama2-70b-99/offline_x.yaml / src/llama2-70b-99/offline_x.yaml)" in markdown
     csv_row = to_csv(comparison).splitlines()[1]

@@ -333,6 +333,6 @@ def test_compare_lists_a_lock_override_as_a_cause(tmp_path):
         'sys1/llama2-70b-99/Server) with a lock override: "torch 2.12 & <tested>". Accepted differences from the '
         "lock: packages.workflow.torch: locked 2.13.0, here 2.12.0." in markdown
     )
-    assert "**lock override** (environment (lock))" in markdown
+    assert "**lock override** (environment: environment (lock))" in markdown
     assert "lock override:</b> partner ran 3 result(s)" in to_html(comparison)
     assert "torch 2.12 &amp; &lt;tested&gt;" in to_html(comparison)

@@ -69,6 +69,24 @@ CODE = ("code and documentation", 30)
 NAMES = ("names", 5)
 OTHER = ("other", 10)
 
+# Category -> kind of difference (Cause.kind): a partner asks first whether a gap comes from
+# the configuration, the environment or the hardware; what none explains is only measured.
+KINDS = {
+    label: kind
+    for kind, categories in (
+        (
+            "configuration",
+            (LOADGEN_RATE, SERVING_BACKEND, CHECKPOINT, ENGINE, PARALLEL, ENV, SAMPLING, QUANTIZATION, INPUTS)
+            + (SERVING_UNKNOWN, LATENCY, LOADGEN_OTHER, MEASUREMENTS, OFFLINE_TARGET, RUN_LENGTH, MODEL_MAPPING),
+        ),
+        ("environment", (SOFTWARE, LOCK, HOST)),
+        ("hardware", (SYSTEM,)),
+        ("code", (SERVING_FILES, CODE)),
+        ("names", (NAMES, COMPLIANCE)),
+    )
+    for label, _ in categories
+}
+
 # Keys whose category is not their prefix's.
 KEY_CATEGORIES = {
     "serving.backend": SERVING_BACKEND,
@@ -150,6 +168,12 @@ class Cause:
     weight: int
     evidence: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (key, reference, partner)
     note: str = ""
+
+    @property
+    def kind(self) -> str:
+        """What sort of difference it is for a partner: configuration (what the config or harness
+        sets), environment (software, host, a lock override), hardware (the description), code."""
+        return KINDS.get(self.category, "other")
 
     def describe(self) -> str:
         parts = [f"{key}: {_show(a)} -> {_show(b)}" for key, a, b in self.evidence]

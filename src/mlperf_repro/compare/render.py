@@ -148,12 +148,22 @@ def to_markdown(comparison: Comparison) -> str:
                 for k, a, b in evidence
             )
             lines.append(
-                f"{rank}. **{cause.name}** ({cause.category}): {shown}"
+                f"{rank}. **{cause.name}** ({cause.kind}: {cause.category}): {shown}"
                 + (f"; and {more} more" if more else "")
                 + (f" - {cause.note}" if cause.note else "")
             )
         lines += cosmetic if row.cosmetic else []
-        lines += ["", serving_summary(row), f"Identical: {row.identical_settings} settings and files."]
+        kinds: dict[str, int] = {}
+        for cause in row.causes:
+            kinds[cause.kind] = kinds.get(cause.kind, 0) + 1
+        lines += [
+            "",
+            "Differences by kind: "
+            + ", ".join(f"{kind} {count}" for kind, count in kinds.items())
+            + "; the rest of the gap is measured.",
+            serving_summary(row),
+            f"Identical: {row.identical_settings} settings and files.",
+        ]
     if comparison.unmatched:
         lines += [
             "",
