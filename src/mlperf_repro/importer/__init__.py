@@ -85,7 +85,7 @@ def _scenarios_of(system, benchmarks: list[str] | None, report: ImportReport) ->
         chosen = list(benchmarks)
     imported: list[tuple[str, Any, list[ImportedScenario]]] = []
     for folder in chosen:
-        official = rules.mlperf_benchmark(folder)
+        official = rules.mlperf_benchmark(folder, system.model_mapping)
         if official not in rules.benchmark_names:
             report.note(f"{folder}: not a {rules.name} benchmark; left out")
             continue

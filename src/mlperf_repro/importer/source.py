@@ -67,6 +67,8 @@ class PublishedSystem:
     description: dict[str, Any]
     rules: Round
     results: dict[str, dict[str, ScenarioResult]]  # benchmark folder -> scenario -> result
+    # The submitter's model_mapping.json (open division: a results folder -> the benchmark it stands for).
+    model_mapping: dict[str, str] = field(default_factory=dict)
 
     def relative(self, path: Path) -> str:
         """A path as the source names it (<division>/<submitter>/...), for the config's comments."""
@@ -143,4 +145,9 @@ def find_system(root: Path, submitter: str, system_id: str) -> PublishedSystem:
         )
     version = next((r.detail.get("loadgen_version") for s in results.values() for r in s.values() if r.detail), None)
     rules = round_of(version, f"{division}/{base.name}/results/{system_id}")
-    return PublishedSystem(root, base, division, base.name, system_id, description, rules, results)
+    mapping_path = base / "model_mapping.json"
+    try:
+        mapping = json.loads(mapping_path.read_text()) if mapping_path.is_file() else {}
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{mapping_path}: not JSON ({exc})") from None
+    return PublishedSystem(root, base, division, base.name, system_id, description, rules, results, mapping)
