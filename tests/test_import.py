@@ -14,8 +14,6 @@ import yaml
 from conftest import REPO
 from published_tree import SYSTEM, write_published
 
-REPO_CONFIG_EXAMPLES = REPO / "config" / "examples"
-
 from mlperf_repro.check.preflight import preflight
 from mlperf_repro.cli import DEFAULT_SCHEMA
 from mlperf_repro.config import validate_config
@@ -27,6 +25,8 @@ from mlperf_repro.launch import LAUNCHERS
 from mlperf_repro.plan import Plan
 from mlperf_repro.published.loadgen_conf import effective, read_conf
 from mlperf_repro.published.serving import capture_sizes
+
+REPO_CONFIG_EXAMPLES = REPO / "config" / "examples"
 
 
 def _import(root: Path, tmp_path: Path, **kwargs):
