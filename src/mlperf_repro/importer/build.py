@@ -489,9 +489,10 @@ def model_sections(
                 _exclude(recipe.args["--exclude_layers"]), f"{where}: --exclude_layers"
             )
     else:
-        report.note(
-            f"{benchmark}: no quantization recipe or published checkpoint matches {checkpoint}; served as acquired"
+        what = (
+            f"the checkpoint the engine loads ({checkpoint})" if checkpoint else "a checkpoint (the setup names none)"
         )
+        report.note(f"{benchmark}: no quantization recipe or published download writes {what}; served as acquired")
     return {
         "models": models,
         "datasets": _dataset_entries(facts, datasets),
