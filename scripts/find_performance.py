@@ -23,7 +23,7 @@ def main(smk):
         search=smk.params.search,
         offline_result=optional_input(smk, "offline"),
         out_json=smk.output.result,
-        runs_dir=smk.output.runs,
+        runs_dir=smk.params.runs_dir,
     )
 
 

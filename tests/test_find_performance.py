@@ -404,39 +404,50 @@ def test_plan_view_says_plainly_what_it_cannot_price(default_config):
 @pytest.mark.slow
 def test_the_real_pass_through_snakemake(tmp_path, default_config):
     """Offline and Server auto on the tiny demo model: real LoadGen runs on vLLM's CPU backend,
-    the JSON they leave and the user.conf files that read it."""
+    the JSON they leave and the user.conf files that read it. The Server verdict depends on how
+    loaded this machine is (its TPOT at 10 queries/s): either outcome is checked."""
     config = default_config
     scenarios(config)["Offline"] = {"target_qps": "auto", "start_qps": 200}
-    # Low enough that its one short run is valid on any machine that runs the demo at all.
     scenarios(config)["Server"] = {"target_qps": "auto", "start_qps": 10}
     config["find_performance"] = {"min_duration_ms": 5000, "max_steps": 1}
     work = make_workdir(tmp_path)
     (work / "auto.yaml").write_text(yaml.safe_dump(config))
     confs = [f"results/runs/{SYSTEM}/{BENCH}/{s}/user.conf" for s in ("Offline", "Server")]
-    result = run_snakemake(work, "--cores", "2", "--configfile", "auto.yaml", "--", *confs, timeout=1500)
-    if result.returncode != 0:
-        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
-        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
-    for scenario in ("Offline", "Server"):
-        found = json.loads((work / f"results/find_performance/{SYSTEM}/{BENCH}/{scenario}.json").read_text())
-        assert found["scenario"] == scenario and found["host"]["hostname"] == platform.node()
-        assert found["margin"] == 0.1 and found["measured_qps"] > 0
-        assert len(found["runs"]) == 1
-        step = found["runs"][0]
+    result = run_snakemake(
+        work, "--cores", "2", "--keep-going", "--configfile", "auto.yaml", "--", *confs, timeout=1500
+    )
+    logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
+    offline_json = work / f"results/find_performance/{SYSTEM}/{BENCH}/Offline.json"
+    assert offline_json.is_file(), f"{result.stderr[-5000:]}\n{logs}"
+    offline = json.loads(offline_json.read_text())
+    assert offline["scenario"] == "Offline" and offline["host"]["hostname"] == platform.node()
+    assert offline["margin"] == 0.1 and offline["measured_qps"] > 0
+    # The last short run lasted its min_duration, so it measured the machine; the target is above it.
+    assert offline["runs"][-1]["min_duration_met"] is True
+    assert offline["target_qps"] == pytest.approx(offline["measured_qps"] * 1.1, rel=1e-3)
+    for step in offline["runs"]:
         assert (work / step["run_dir"] / "mlperf_log_detail.txt").is_file()
         assert (work / step["run_dir"] / "provenance.json").is_file()
-        assert "min_duration = 5000" in (work / step["user_conf"]).read_text()
-        conf = (work / f"results/runs/{SYSTEM}/{BENCH}/{scenario}/user.conf").read_text()
-        target = float(conf.split(f"llama2-70b.{scenario}.target_qps = ")[1].split()[0])
-        assert target == pytest.approx(found["target_qps"])
-        assert f"llama2-70b.{scenario}.min_duration = 10000" in conf  # the test scale's own duration
-    offline = json.loads((work / f"results/find_performance/{SYSTEM}/{BENCH}/Offline.json").read_text())
-    # The short run lasted its min_duration, so it measured the machine; the target is above it.
-    assert offline["runs"][0]["min_duration_met"] is True
-    assert offline["target_qps"] == pytest.approx(offline["measured_qps"] * 1.1, rel=1e-3)
-    server = json.loads((work / f"results/find_performance/{SYSTEM}/{BENCH}/Server.json").read_text())
-    assert server["runs"][0]["valid_for_search"] is True and server["runs"][0]["ttft_limit_ms"] == 2000
-    assert server["measured_qps"] == 10.0 and server["target_qps"] == pytest.approx(9.0)
-    # Nothing left to do: the passes are not rerun.
-    again = run_snakemake(work, "-n", "--cores", "2", "--configfile", "auto.yaml", "--", *confs)
-    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+        assert "llama2-70b.Offline.min_duration = 5000" in (work / step["user_conf"]).read_text()
+    conf = (work / confs[0]).read_text()
+    assert float(conf.split("llama2-70b.Offline.target_qps = ")[1].split()[0]) == offline["target_qps"]
+    assert "llama2-70b.Offline.min_duration = 10000" in conf  # the test scale's own duration
+    assert "chosen by the find-performance pass" in conf
+
+    server_json = work / f"results/find_performance/{SYSTEM}/{BENCH}/Server.json"
+    step_dir = work / f"results/find_performance/{SYSTEM}/{BENCH}/Server/step1"
+    assert (step_dir / "mlperf_log_detail.txt").is_file()  # kept whatever the verdict
+    server_log = (work / f"logs/find_performance/{SYSTEM}/{BENCH}/Server.log").read_text()
+    if server_json.is_file():
+        server = json.loads(server_json.read_text())
+        assert server["runs"][0]["valid_for_search"] is True and server["runs"][0]["ttft_limit_ms"] == 2000
+        assert server["measured_qps"] == 10.0 and server["target_qps"] == pytest.approx(9.0)
+        assert "llama2-70b.Server.target_qps = 9\n" in (work / confs[1]).read_text()
+        assert result.returncode == 0, f"{result.stderr[-5000:]}\n{logs}"
+        again = run_snakemake(work, "-n", "--cores", "2", "--configfile", "auto.yaml", "--", *confs)
+        assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    else:
+        # Too loaded for 10 queries/s within the limits: one line naming the key and what to do.
+        assert result.returncode != 0 and not (work / confs[1]).exists()
+        assert f"{WHERE}.Server.target_qps auto: no short run was valid down to target_qps 10" in server_log
+        assert '"valid_for_search": false' in server_log

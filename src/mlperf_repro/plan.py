@@ -368,6 +368,10 @@ class Plan:
     def find_performance_path(system: str, benchmark: str, scenario: str) -> str:
         return path("find_performance", system=system, benchmark=benchmark, scenario=scenario)
 
+    @staticmethod
+    def find_performance_runs_dir(system: str, benchmark: str, scenario: str) -> str:
+        return path("find_performance_runs", system=system, benchmark=benchmark, scenario=scenario)
+
     def find_performance_input(self, system: str, benchmark: str, scenario: str) -> list[str]:
         """The find-performance result a user.conf reads: the scenario's own with target_qps auto."""
         if self.target_is_auto(system, benchmark, scenario):

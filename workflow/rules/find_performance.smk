@@ -12,7 +12,6 @@ rule find_performance:
         offline=offline_pass_of,
     output:
         result=PATHS["find_performance"],
-        runs=directory(PATHS["find_performance_runs"]),
     log:
         "logs/find_performance/{system}/{benchmark}/{scenario}.log",
     container:
@@ -33,6 +32,8 @@ rule find_performance:
         mpi=lambda wc: "srun" if PLAN.server_tasks(wc.system) else None,
         tasks_per_gpu=lambda wc: 0 if PLAN.server_tasks(wc.system) else None,
     params:
+        # The short runs' folders: not an output, so that a failed search keeps them to be read.
+        runs_dir=lambda wc: PLAN.find_performance_runs_dir(wc.system, wc.benchmark, wc.scenario),
         # What the short runs measure with: the scenario's settings, the search's settings
         # (find_performance section, start_qps), the latency limits. Editing one reruns the pass.
         search=lambda wc: PLAN.find_performance_request(wc.system, wc.benchmark, wc.scenario),
