@@ -368,10 +368,14 @@ def test_bad_find_performance_section(default_config):
 def test_plan_view_counts_the_passes_and_prices_auto_at_start_qps(default_config):
     scenarios(default_config)["Offline"] = {"target_qps": "auto", "start_qps": 200}
     scenarios(default_config)["Server"] = {"target_qps": "auto", "start_qps": 25}
+    scenarios(default_config)["Interactive"] = {"target_qps": "auto"}
     est = estimate_plan(validate_config(default_config, SCHEMA))
     row = next(r for r in est.rows if r.stage == "find performance")
-    assert row.jobs == {"find_performance": 2}
-    offline, server = row.details
+    assert row.jobs == {"find_performance": 3}
+    offline, server, interactive = row.details
+    # Interactive starts from the Offline pass, priced at its start_qps: max(10 s, 500 / 200) per run.
+    assert interactive["start_qps"] == 200 and interactive["start_from"] == "the Offline find-performance pass"
+    assert interactive["wall_s"] == pytest.approx(6 * (10 + 30))
     # Offline: one short run asking 1.5 x 200/s for 1.1 x 10 s (test scale) at 200/s = 16.5 s, + 30 s.
     assert offline["loadgen_runs"] == 1 and offline["wall_s"] == pytest.approx(1.1 * 1.5 * 10 + 30)
     # Server: at most max_steps (6) runs of max(10 s, 500 queries / 25 qps = 20 s), + 30 s each.

@@ -402,7 +402,8 @@ class Estimator:
             request = plan.find_performance_request(job.system, job.benchmark, job.scenario)
             short_s = request["min_duration_ms"] / 1000
             start = request["start_qps"]
-            if start is None and request["start_from"] == "the Offline find-performance pass":
+            if start is None and plan.search_start(job.system, job.benchmark, job.scenario)[2]:
+                # It starts from the Offline pass's measurement: that pass's own start stands in.
                 start = self.expected_rate(job.system, job.benchmark, "Offline")
             if job.scenario in THROUGHPUT_SCENARIOS:
                 runs = 1 if request["start_qps"] else request["max_steps"]
@@ -424,7 +425,7 @@ class Estimator:
                 loadgen_runs_are="expected" if runs == 1 else "at most",
                 short_run_seconds=round(per_run, 3),
                 start_qps=start,
-                start_from=request["start_from"] if start else "none: climbs from a low rate",
+                start_from=request["start_from"],
                 nodes=plan.server_nodes(job.system),
             )
         return row
