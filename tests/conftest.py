@@ -28,6 +28,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "test_endpoints_vllm",
         "test_dispatcher",
         "test_plan_userconf",
+        "test_find_performance",
         "test_allocation_launch",
         "test_extending_launcher",
         "test_kubernetes",

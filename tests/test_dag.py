@@ -29,6 +29,7 @@ def test_default_config_plan(tmp_path):
         "acquire_dataset": 2,
         "quantize": 2,  # tiny-llama to MXFP4, tiny-wan's transformers to FP8
         "reference_accuracy": 1,  # one system x one benchmark with a measured target
+        "find_performance": 1,  # llama2 Offline: target_qps auto
         "user_conf": 5,  # llama2: Offline, Server, Interactive; wan-2.2: Offline, SingleStream
         "loadgen_run": 10,  # x performance, accuracy
         "accuracy_eval": 5,
@@ -71,6 +72,7 @@ def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
     assert counts["compliance_run"] == counts["compliance_verify"] == scenarios
     assert counts["quantize"] == 1  # shared by both systems
     assert counts["reference_accuracy"] == 2  # per system, only for the measured-target benchmark
+    assert counts["find_performance"] == 1  # the first system's Offline is target_qps auto
     assert counts["acquire_model"] == 1 and counts["acquire_dataset"] == 1
 
 

@@ -40,25 +40,30 @@ def test_default_config_by_hand(tmp_path):
     # package_bytes_per_result 600000, quantize_mb_per_s 50.
     # test_scale: min_duration 10 s, min_query_count Offline 256 / Server 500 / Interactive 500;
     # the builtin dataset has 256 samples.
+    # Offline is target_qps auto from start_qps 200 (margin 0.1): its pass is one short run asking
+    # 1.5 x 200/s for 1.1 x 10 s (the test scale's duration) at 200/s = 16.5 s, + 30 s.
+    find = stage(est, "find performance")
+    assert find.jobs == {"find_performance": 1} and find.wall_s == pytest.approx(16.5 + 30)
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
-    # Offline: max(256, int(1.1 x 10 x 400) = 4400) = 4400 samples at 400/s = 11 s, + 30 s.
-    assert runs["run: Offline performance"].wall_s == pytest.approx(11 + 30)
-    # Accuracy: 256 samples at 400/s = 0.64 s, + 30 s.
-    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 400 + 30)
+    # Offline at the target the pass would choose, 200 x 1.1 = 220: max(256, int(1.1 x 10 x 220)
+    # = 2420) samples at 200/s = 12.1 s, + 30 s.
+    assert runs["run: Offline performance"].wall_s == pytest.approx(12.1 + 30)
+    # Accuracy: 256 samples at 200/s = 1.28 s, + 30 s.
+    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 200 + 30)
     # Server: max(10 s, 500 queries / 30 qps = 16.667 s) + 30 s = 46.667 s.
     assert runs["run: Server performance"].wall_s == pytest.approx(500 / 30 + 30)
     assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 30)  # 38.533 s
     # Interactive: max(10 s, 500 / 20 = 25 s) + 30 s = 55 s.
     assert runs["run: Interactive performance"].wall_s == pytest.approx(55)
     assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 30)  # 42.8 s
-    # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 400,
+    # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 200,
     # Server 100 / 30, Interactive 100 / 20, each + 30 s; three verifications at 5 s.
     compliance = stage(est, "compliance")
     assert compliance.jobs == {"compliance_run": 3, "compliance_verify": 3}
-    assert compliance.wall_s == pytest.approx(100 / 400 + 100 / 30 + 100 / 20 + 3 * 30 + 3 * 5)  # 113.583 s
-    # Reference accuracy (measured target): 256 samples at the Offline 400/s + 30 s; three
+    assert compliance.wall_s == pytest.approx(100 / 200 + 100 / 30 + 100 / 20 + 3 * 30 + 3 * 5)  # 113.833 s
+    # Reference accuracy (measured target): 256 samples at the Offline 200/s + 30 s; three
     # evaluations of 5 s + 256 / 100 samples/s.
-    assert stage(est, "accuracy").wall_s == pytest.approx(256 / 400 + 30 + 3 * (5 + 2.56))  # 53.32 s
+    assert stage(est, "accuracy").wall_s == pytest.approx(256 / 200 + 30 + 3 * (5 + 2.56))  # 53.96 s
     assert stage(est, "acquire").wall_s == pytest.approx(50 + 5)
     assert stage(est, "package, check, report").wall_s == pytest.approx(5 * 5)
 
@@ -76,14 +81,15 @@ def test_default_config_by_hand(tmp_path):
     assert compliance.disk_bytes == pytest.approx(3 * (100_000 + 100 * 2463.6))
 
     total = est.total
-    assert total["jobs"] == 27
+    assert total["jobs"] == 28
     assert total["gpu_hours"] == 0  # a CPU system
     expected_wall = (
         55
         + 3_443_328 / 50e6
         + 3 * 5  # acquire, quantize, user.conf
-        + 41
-        + 256 / 400
+        + 46.5  # find performance
+        + 42.1
+        + 256 / 200
         + 30
         + 500 / 30
         + 30
@@ -91,17 +97,18 @@ def test_default_config_by_hand(tmp_path):
         + 30
         + 55
         + 256 / 20
-        + 30  # runs: 254.64
-        + 53.32
-        + 113.58333
+        + 30  # runs: 256.74
+        + 53.96
+        + 113.83333
         + 25
     )  # accuracy, compliance, package
-    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~516.6 s
+    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~569.6 s
     expected_disk = (
         3_443_328
         + 4_194_304
         + 1_494_144
         + 3_443_328
+        + 100_000  # the find-performance run's logs
         + 3 * 100_000
         + 3 * (100_000 + 630_681.6)
         + 3 * (100_000 + 246_360)
@@ -211,7 +218,9 @@ def test_gpu_hours_follow_nodes_and_screening(default_config):
     system["gpu_screening"] = {"enabled": True}
     est = estimate_plan(validate_config(config, SCHEMA))
     offline = next(r for r in est.rows if r.stage == "run: Offline performance")
-    assert offline.gpu_hours == pytest.approx(41 * 8 / 3600)
+    assert offline.gpu_hours == pytest.approx(42.1 * 8 / 3600)  # 12.1 s at the auto target + 30 s
+    # The find-performance pass occupies them as well: 16.5 s + 30 s.
+    assert stage(est, "find performance").gpu_hours == pytest.approx(46.5 * 8 / 3600)
     screen = stage(est, "screen GPUs")
     assert screen.jobs == {"screen_gpus": 1}
     assert screen.gpu_hours == pytest.approx(60 * 8 / 3600)

@@ -27,7 +27,7 @@ CONFIGS = [
     "config/config.yaml",
     *sorted(f"config/examples/{p.name}" for p in (REPO / "config/examples").glob("*.yaml")),
 ]
-GPU_RULES = {"loadgen_run", "compliance_run", "reference_accuracy", "scaling_run", "screen_gpus"}
+GPU_RULES = {"loadgen_run", "find_performance", "compliance_run", "reference_accuracy", "scaling_run", "screen_gpus"}
 IMAGE_RULES = GPU_RULES | {"quantize"}
 CUDA = "docker://vllm/vllm-openai@sha256:" + "b2" * 32
 

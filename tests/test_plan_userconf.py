@@ -20,6 +20,8 @@ def parse_conf(text: str) -> dict[str, str]:
 
 
 def test_user_conf_uses_loadgen_names_and_test_scale(default_config):
+    # The default's Offline is target_qps auto (tests/test_find_performance.py); a number here.
+    default_config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"] = {"target_qps": 400}
     plan = plan_of(default_config)
     offline = parse_conf(plan.user_conf_text(SYSTEM, BENCH, "Offline"))
     assert offline == {
@@ -37,7 +39,7 @@ def test_user_conf_uses_loadgen_names_and_test_scale(default_config):
 
 def test_full_scale_user_conf_keeps_round_durations(default_config):
     default_config["test_scale"]["enabled"] = False
-    default_config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"]["min_query_count"] = 30000
+    default_config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"] = {"target_qps": 400, "min_query_count": 30000}
     plan = plan_of(default_config)
     offline = parse_conf(plan.user_conf_text(SYSTEM, BENCH, "Offline"))
     assert "llama2-70b.Offline.min_duration" not in offline  # mlperf.conf's 600000 applies

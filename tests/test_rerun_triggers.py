@@ -41,7 +41,16 @@ def scenario_runs(scenario: str) -> set[str]:
 
 ALL_RUNS = set().union(*(scenario_runs(s) for s in SCENARIOS))
 USER_CONFS = {f"user_conf:{s}" for s in SCENARIOS}
-EVERYTHING = {"acquire_model", "acquire_dataset", "quantize", "reference_accuracy"} | USER_CONFS | ALL_RUNS | PACKAGE
+# The default's Offline is target_qps auto: its find-performance pass measures with the engine,
+# model and dataset of the runs, and its user.conf reads what the pass chose.
+AUTO_OFFLINE = {"find_performance", "user_conf:Offline"}
+EVERYTHING = (
+    {"acquire_model", "acquire_dataset", "quantize", "reference_accuracy"}
+    | USER_CONFS
+    | AUTO_OFFLINE
+    | ALL_RUNS
+    | PACKAGE
+)
 
 
 def baseline() -> dict:
@@ -100,31 +109,54 @@ EDITS = [
         setter(f"systems.{SYSTEM}.benchmarks.{BENCH}.Interactive.target_qps", 15),
         {"user_conf:Interactive"} | scenario_runs("Interactive") | PACKAGE,
     ),
-    # The engine serves every run of the system, the unquantized reference included.
+    # target_qps auto: the pass measures again, and only its scenario's runs follow.
+    (
+        "Offline.start_qps",
+        setter(f"systems.{SYSTEM}.benchmarks.{BENCH}.Offline.start_qps", 150),
+        AUTO_OFFLINE | scenario_runs("Offline") | PACKAGE,
+    ),
+    (
+        "find_performance.margin",
+        setter("find_performance", {"margin": 0.2}),
+        AUTO_OFFLINE | scenario_runs("Offline") | PACKAGE,
+    ),
+    # The engine serves every run of the system, the unquantized reference and the pass included.
     (
         "engine_args.max_model_len",
         setter(f"{ENGINE}.engine_args.max_model_len", 1024),
-        ALL_RUNS | {"reference_accuracy"} | PACKAGE,
+        ALL_RUNS | AUTO_OFFLINE | {"reference_accuracy"} | PACKAGE,
     ),
-    ("engine.env", setter(f"{ENGINE}.env.VLLM_CPU_KVCACHE_SPACE", "2"), ALL_RUNS | {"reference_accuracy"} | PACKAGE),
+    (
+        "engine.env",
+        setter(f"{ENGINE}.env.VLLM_CPU_KVCACHE_SPACE", "2"),
+        ALL_RUNS | AUTO_OFFLINE | {"reference_accuracy"} | PACKAGE,
+    ),
     # A new FP4 checkpoint: every run that serves it; the reference serves the unquantized model.
-    ("quantization.exclude", setter("quantization.mxfp4-w4a16.exclude", []), {"quantize"} | ALL_RUNS | PACKAGE),
+    (
+        "quantization.exclude",
+        setter("quantization.mxfp4-w4a16.exclude", []),
+        {"quantize"} | ALL_RUNS | AUTO_OFFLINE | PACKAGE,
+    ),
     (
         "quantization.scale_mode",
         setter("quantization.mxfp4-w4a16.scale_mode", "floor"),
-        {"quantize"} | ALL_RUNS | PACKAGE,
+        {"quantize"} | ALL_RUNS | AUTO_OFFLINE | PACKAGE,
     ),
     # A new dataset: every run and user.conf (performance_sample_count follows its size), not the model.
     (
         "dataset samples",
         setter("datasets.openorca-synthetic.builtin.samples", 200),
-        {"acquire_dataset", "reference_accuracy"} | USER_CONFS | ALL_RUNS | PACKAGE,
+        {"acquire_dataset", "reference_accuracy"} | USER_CONFS | AUTO_OFFLINE | ALL_RUNS | PACKAGE,
     ),
-    ("test_scale.min_duration_ms", setter("test_scale.min_duration_ms", 12000), USER_CONFS | ALL_RUNS | PACKAGE),
+    (
+        "test_scale.min_duration_ms",
+        setter("test_scale.min_duration_ms", 12000),
+        USER_CONFS | AUTO_OFFLINE | ALL_RUNS | PACKAGE,
+    ),
     (
         "test_scale.performance_sample_count",
         setter("test_scale.performance_sample_count", 128),
-        USER_CONFS | ALL_RUNS | PACKAGE,
+        USER_CONFS | AUTO_OFFLINE | ALL_RUNS | PACKAGE,
     ),
     # Judged again against a new fraction of the same measured reference; nothing is rerun.
     (
@@ -136,8 +168,13 @@ EDITS = [
     ("compare.tolerance", setter("compare.tolerance", 0.02), {"compare"}),
     # The plan view is not part of `all`.
     ("estimate.run_overhead_s", setter("estimate.run_overhead_s", 45), set()),
-    # A new model: everything but the user.confs, whose text does not depend on it.
-    ("model train_steps", setter("models.tiny-llama.builtin.train_steps", 200), EVERYTHING - USER_CONFS),
+    # A new model: everything but the user.confs whose text does not depend on it (the auto
+    # Offline's does: its pass measures the new model).
+    (
+        "model train_steps",
+        setter("models.tiny-llama.builtin.train_steps", 200),
+        EVERYTHING - (USER_CONFS - AUTO_OFFLINE),
+    ),
     # A scenario fewer: its results leave the tree; nothing is measured again.
     ("drop Interactive", drop_interactive, PACKAGE),
 ]

@@ -63,7 +63,9 @@ def _option(schema: dict, root: dict) -> str:
     if "const" in schema:
         return repr(schema["const"])
     if "$ref" in schema:
-        return "a positive integer" if schema["$ref"].endswith("positive_integer") else "a value as documented"
+        if schema["$ref"].endswith("positive_integer"):
+            return "a positive integer"
+        return "a number > 0" if schema["$ref"].endswith("positive_number") else "a value as documented"
     if "enum" in schema:
         return "one of " + ", ".join(map(repr, schema["enum"]))
     kind = schema.get("type", "value")
@@ -122,9 +124,16 @@ def _describe(error) -> str:
     if kind == "pattern":
         suffix = f" ({hint})" if hint else ""
         return f"{where}: {value!r} does not have the expected form{suffix}"
+    if kind == "oneOf" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        # A number that fails its numeric alternative (a rate of 0): say what is wrong with it.
+        numeric = [e for e in error.context or [] if e.validator not in ("const", "type", "enum")]
+        if numeric:
+            return _describe(numeric[0])
     if kind == "oneOf":
         options = " or ".join(_option(o, error.schema) for o in error.validator_value)
-        suffix = f" ({hint})" if hint else ""
+        hint = " ".join((hint or "").split())
+        # The options say what is allowed; a long description would bury them.
+        suffix = f" ({hint})" if hint and len(hint) <= 120 else ""
         return f"{where}: {value!r} is not allowed; expected {options}{suffix}"
     return f"{where}: {error.message}"
 
@@ -347,6 +356,8 @@ def check_references(config: dict) -> list[str]:
                         f"{where}.{scenario}: {bench['mlperf_benchmark']} has no {scenario} scenario; "
                         f"allowed: {', '.join(facts.scenarios)}"
                     )
+                else:
+                    problems += _auto_target_problems(f"{where}.{scenario}", scenario, scenarios, facts)
             if closed:
                 missing = [s for s in facts.required_scenarios if s not in scenarios]
                 if missing:
@@ -381,6 +392,33 @@ def check_references(config: dict) -> list[str]:
             )
     problems += _scaling_problems(config)
     return problems
+
+
+def _auto_target_problems(where: str, scenario: str, scenarios: dict, facts) -> list[str]:
+    """target_qps: auto needs a search that can work (mlperf_repro.find_performance)."""
+    from .find_performance import AUTO, LATENCY_SCENARIOS, SCENARIOS
+
+    settings = scenarios[scenario]
+    if settings["target_qps"] != AUTO:
+        if "start_qps" in settings:
+            return [f"{where}.start_qps: only used with target_qps: auto (the search's starting rate); remove it"]
+        return []
+    if scenario not in SCENARIOS:
+        return [f"{where}.target_qps: auto is implemented for {', '.join(SCENARIOS)}, not {scenario}; give a number"]
+    if scenario not in LATENCY_SCENARIOS:
+        return []
+    limits = facts.latency_limits_ms(scenario) or {}
+    if not ({"ttft", "tpot"} & set(limits)):
+        return [
+            f"{where}.target_qps: auto searches the highest rate within the round's TTFT/TPOT limits, and the "
+            f"rules table gives none for {facts.name} {scenario}; give a number"
+        ]
+    if "start_qps" not in settings and "Offline" not in scenarios:
+        return [
+            f"{where}.start_qps: a {scenario} search with target_qps auto starts from start_qps or from the "
+            f"Offline scenario of the same system and benchmark, and there is none; set start_qps"
+        ]
+    return []
 
 
 def _scaling_problems(config: dict) -> list[str]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UserError
-from .plan import MODES, Plan
+from .find_performance import AUTO, OFFLINE_SLACK, PROBE_HEADROOM, THROUGHPUT_SCENARIOS, chosen_target
+from .plan import MODES, Job, Plan
 from .quant.formats import FORMATS, format_for
 from .quant.memory import DEFAULT_MEM_MB
 
@@ -27,9 +28,6 @@ ACCURACY_LOG_HEX_PER_TOKEN = 8
 ACCURACY_LOG_ENTRY_OVERHEAD = 100
 # Quantized weights take their format's bytes_per_param (mlperf_repro.quant.formats).
 BF16_BYTES_PER_PARAM = 2
-# Offline issues 1.1 x min_duration x target_qps samples (LoadGen's slack over min_duration).
-OFFLINE_SLACK = 1.1
-
 # config key under `estimate` -> (unit, what it stands for)
 ASSUMPTIONS = {
     "run_overhead_s": ("s", "per LoadGen process: engine start, model load and warm-up"),
@@ -312,9 +310,16 @@ class Estimator:
 
     # -- run lengths (LoadGen rules) ------------------------------------------------------
     def performance_run(
-        self, settings: dict[str, Any], scenario: str, benchmark: str, audit: dict[str, Any] | None = None
+        self,
+        settings: dict[str, Any],
+        scenario: str,
+        benchmark: str,
+        audit: dict[str, Any] | None = None,
+        rate: float | None = None,
     ) -> dict[str, float]:
-        """Queries (samples, for Offline) and seconds of one performance run."""
+        """Queries (samples, for Offline) and seconds of one performance run; ``rate``: the
+        samples/s the machine runs Offline and SingleStream at, where it is not target_qps
+        (target_qps auto: the pass's target lies a margin above the measured rate)."""
         rules = self.plan.rules
         settings = dict(settings)
         if audit:
@@ -345,7 +350,7 @@ class Estimator:
             queries = max(minimum, duration_s * qps)
         if settings.get("max_query_count"):
             queries = min(queries, float(settings["max_query_count"]))
-        seconds = queries / qps
+        seconds = queries / (rate if rate and scenario in THROUGHPUT_SCENARIOS else qps)
         if settings.get("max_duration"):
             seconds = min(seconds, float(settings["max_duration"]) / 1000)
         return {
@@ -355,6 +360,98 @@ class Estimator:
             "min_duration_s": duration_s,
             "min_query_count": minimum,
         }
+
+    # -- target_qps: auto ---------------------------------------------------------------------
+    def expected_rate(self, system: str, benchmark: str, scenario: str) -> float | None:
+        """The rate a scenario is planned at: its target_qps, or with target_qps auto its
+        start_qps (what the pass is expected to measure); None where neither is known."""
+        target = self.plan.scenario_cfg(system, benchmark, scenario)["target_qps"]
+        if target != AUTO:
+            return float(target)
+        start = self.plan.scenario_cfg(system, benchmark, scenario).get("start_qps")
+        return float(start) if start else None
+
+    def planned_run(
+        self, job: Job, settings: dict[str, Any], audit: dict[str, Any] | None = None, share: float = 1.0
+    ) -> dict[str, float | None]:
+        """A performance run of a scenario, its target_qps auto included: at the target the
+        pass would choose from start_qps, else (no rate known) the length min_duration alone
+        fixes, queries unknown. ``share``: a scaling study's n of N endpoints (a number target
+        in ``settings`` is scaled already)."""
+        if settings["target_qps"] != AUTO:
+            return self.performance_run(settings, job.scenario, job.benchmark, audit)
+        rate = self.expected_rate(job.system, job.benchmark, job.scenario)
+        margin = float(self.plan.find_performance_settings["margin"])
+        if rate is not None:
+            target = chosen_target(job.scenario, rate, margin) * share
+            settings = {**settings, "target_qps": target}
+            return self.performance_run(settings, job.scenario, job.benchmark, audit, rate * share)
+        settings = {**settings, **{k: audit[k] for k in ("min_duration", "min_query_count") if k in (audit or {})}}
+        duration_s = float(settings.get("min_duration", self.plan.rules.min_duration_ms)) / 1000
+        # A target a margin above the machine's rate: Offline issues 1.1 x min_duration x target.
+        stretch = {"Offline": OFFLINE_SLACK * (1 + margin), "SingleStream": 1 + margin}.get(job.scenario, 1.0)
+        return {"queries": None, "seconds": stretch * duration_s, "target_qps": None, "min_duration_s": duration_s}
+
+    def find_performance(self) -> Row:
+        """The find-performance passes of the target_qps auto scenarios: Offline and SingleStream
+        one short run from start_qps (asking PROBE_HEADROOM x it), up to max_steps climbing from
+        a low rate without one; Server and Interactive up to max_steps (the bisection's bound)."""
+        plan = self.plan
+        row = Row("find performance")
+        for job in plan.find_performance_jobs:
+            request = plan.find_performance_request(job.system, job.benchmark, job.scenario)
+            short_s = request["min_duration_ms"] / 1000
+            start = request["start_qps"]
+            if start is None and plan.search_start(job.system, job.benchmark, job.scenario)[2]:
+                # It starts from the Offline pass's measurement: that pass's own start stands in.
+                start = self.expected_rate(job.system, job.benchmark, "Offline")
+            if job.scenario in THROUGHPUT_SCENARIOS:
+                runs = 1 if request["start_qps"] else request["max_steps"]
+                slack = OFFLINE_SLACK if job.scenario == "Offline" else 1.0
+                # It asks PROBE_HEADROOM x start; the machine runs at start.
+                per_run = slack * PROBE_HEADROOM * short_s if request["start_qps"] else short_s
+            else:
+                runs = request["max_steps"]
+                per_run = max(short_s, request["min_query_count"] / start) if start else short_s
+            row.add(
+                "find_performance",
+                runs * (per_run + self.assume.run_overhead_s),
+                self.plan.system_accelerators(job.system),
+                runs * self.assume.log_bytes_per_run,
+                system=job.system,
+                benchmark=job.benchmark,
+                scenario=job.scenario,
+                loadgen_runs=runs,
+                loadgen_runs_are="expected" if runs == 1 else "at most",
+                short_run_seconds=round(per_run, 3),
+                start_qps=start,
+                start_from=request["start_from"],
+                nodes=plan.server_nodes(job.system),
+            )
+        return row
+
+    def auto_target_notes(self) -> list[str]:
+        """What the plan view cannot know of target_qps auto, said plainly."""
+        notes = []
+        priced, unknown = [], []
+        for job in self.plan.find_performance_jobs:
+            where = f"systems.{job.system}.benchmarks.{job.benchmark}.{job.scenario}"
+            (priced if self.expected_rate(job.system, job.benchmark, job.scenario) else unknown).append(where)
+        margin = self.plan.find_performance_settings["margin"]
+        if priced:
+            notes.append(
+                "target_qps auto is unknown until measured; priced at start_qps as the rate the pass finds, "
+                f"target start_qps x (1 + {margin}) for Offline/SingleStream, x (1 - {margin}) for "
+                f"Server/Interactive: {', '.join(priced)}"
+            )
+        if unknown:
+            notes.append(
+                "target_qps auto without start_qps: no rate is known until measured, so the performance "
+                "and compliance runs are priced at the length min_duration alone fixes (Offline "
+                f"1.1 x (1 + {margin}) x min_duration), and the accuracy runs' time and the min_query_count "
+                f"bounds are not counted; set start_qps to price them: {', '.join(unknown)}"
+            )
+        return notes
 
     # -- stages ----------------------------------------------------------------------------
     def acquire(self) -> Row:
@@ -460,12 +557,12 @@ class Estimator:
                 row = rows.setdefault((job.scenario, mode), Row(f"run: {job.scenario} {mode}"))
                 where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "mode": mode}
                 if mode == "performance":
-                    run = self.performance_run(settings, job.scenario, job.benchmark)
+                    run = self.planned_run(job, settings)
                     logs = self.assume.log_bytes_per_run
                 else:
                     samples = plan.accuracy_samples(job.benchmark)
-                    qps = float(settings["target_qps"])
-                    run = {"queries": samples, "seconds": samples / qps, "target_qps": qps}
+                    qps = self.expected_rate(job.system, job.benchmark, job.scenario)
+                    run = {"queries": samples, "seconds": samples / qps if qps else 0.0, "target_qps": qps}
                     logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
                 row.add(
                     "loadgen_run",
@@ -473,8 +570,7 @@ class Estimator:
                     accelerators,
                     logs,
                     **where,
-                    queries=round(run["queries"], 3),
-                    test_seconds=round(run["seconds"], 3),
+                    **_run_details(run),
                     nodes=plan.server_nodes(job.system),
                 )
         return [confs] + [
@@ -488,11 +584,11 @@ class Estimator:
             if plan.needs_reference_accuracy(benchmark):
                 scenarios = plan.system_cfg(system)["benchmarks"][benchmark]
                 scenario = "Offline" if "Offline" in scenarios else next(iter(scenarios))
-                qps = float(scenarios[scenario]["target_qps"])
+                qps = self.expected_rate(system, benchmark, scenario)
                 samples = plan.accuracy_samples(benchmark)
                 row.add(
                     "reference_accuracy",
-                    samples / qps + self.assume.run_overhead_s,
+                    (samples / qps if qps else 0.0) + self.assume.run_overhead_s,
                     self.plan.system_accelerators(system),
                     system=system,
                     benchmark=benchmark,
@@ -517,8 +613,11 @@ class Estimator:
         for job, test in plan.compliance_jobs:
             audit = plan.compliance_test(test, job.benchmark)["audit_config"]
             settings = plan.user_conf_settings(job.system, job.benchmark, job.scenario)
-            run = self.performance_run(settings, job.scenario, job.benchmark, audit)
-            logged = min(run["queries"], float(audit.get("accuracy_log_sampling_target", 0)))
+            run = self.planned_run(job, settings, audit)
+            logged = min(
+                run["queries"] if run["queries"] is not None else float("inf"),
+                float(audit.get("accuracy_log_sampling_target", 0)),
+            )
             logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, logged, "performance")
             where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "test": test}
             row.add(
@@ -527,8 +626,7 @@ class Estimator:
                 self.plan.system_accelerators(job.system),
                 logs,
                 **where,
-                queries=round(run["queries"], 3),
-                test_seconds=round(run["seconds"], 3),
+                **_run_details(run),
                 nodes=plan.server_nodes(job.system),
             )
             row.add("compliance_verify", self.assume.light_job_s, **where)
@@ -558,7 +656,8 @@ class Estimator:
         system, benchmark = study["system"], study["benchmark"]
         for scenario, count in plan.scaling_jobs():
             settings = plan.scaling_user_conf_settings(system, benchmark, scenario, count)
-            run = self.performance_run(settings, scenario, benchmark)
+            # target_qps auto: the found target scaled to n of N endpoints, as scaling_user_conf writes it.
+            run = self.planned_run(Job(system, benchmark, scenario), settings, share=plan.scaling_share(system, count))
             where = {"system": system, "benchmark": benchmark, "scenario": scenario, "endpoints": count}
             row.add("scaling_user_conf", self.assume.light_job_s, **where)
             row.add(
@@ -567,8 +666,7 @@ class Estimator:
                 self.plan.endpoint_accelerators(system, count),
                 self.assume.log_bytes_per_run,
                 **where,
-                queries=round(run["queries"], 3),
-                test_seconds=round(run["seconds"], 3),
+                **_run_details(run),
                 nodes=plan.server_nodes(system, count),
             )
         row.add("scaling_report", self.assume.light_job_s, system=system, benchmark=benchmark)
@@ -586,6 +684,7 @@ class Estimator:
             self.acquire(),
             self.quantize(),
             self.screen(),
+            self.find_performance(),
             *self.runs(),
             self.accuracy(),
             self.compliance(),
@@ -610,7 +709,17 @@ class Estimator:
         ]
         if self.plan.test_scale:
             notes.append("test_scale is enabled: run lengths use its shortened minimums")
+        notes += self.auto_target_notes()
         return Estimate(rows, self.assumptions, notes)
+
+
+def _run_details(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's queries and test seconds for the details (queries None: unknown until measured)."""
+    queries = run["queries"]
+    return {
+        "queries": round(queries, 3) if queries is not None else None,
+        "test_seconds": round(run["seconds"], 3),
+    }
 
 
 def estimate_plan(config: dict[str, Any], set_keys: set[str] | None = None) -> Estimate:

@@ -20,7 +20,9 @@ PATHS: dict[str, str] = {
     "emulated": "results/models/{model}-{recipe}-emulated",
     # GPU screening.
     "screen": "results/screen/{system}.json",
-    # Stage 3: LoadGen runs.
+    # Stage 3: LoadGen runs; target_qps auto measures the machine first (its short runs beside).
+    "find_performance": "results/find_performance/{system}/{benchmark}/{scenario}.json",
+    "find_performance_runs": "results/find_performance/{system}/{benchmark}/{scenario}",
     "user_conf": "results/runs/{system}/{benchmark}/{scenario}/user.conf",
     "run": "results/runs/{system}/{benchmark}/{scenario}/{mode}",
     "reference_accuracy": "results/reference/{system}/{benchmark}/accuracy.json",

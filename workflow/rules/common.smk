@@ -116,6 +116,17 @@ def screen_of(wildcards):
     return PLAN.screen_input(wildcards.system)
 
 
+def find_performance_of(wildcards):
+    """The find-performance result a target_qps: auto scenario's user.conf reads; nothing otherwise."""
+    return PLAN.find_performance_input(wildcards.system, wildcards.benchmark, wildcards.scenario)
+
+
+def offline_pass_of(wildcards):
+    """The Offline find-performance result a Server/Interactive search starts from (no start_qps)."""
+    _, _, offline = PLAN.search_start(wildcards.system, wildcards.benchmark, wildcards.scenario)
+    return [offline] if offline else []
+
+
 def serving_dir(wildcards):
     return PLAN.serving_dir(wildcards.system, wildcards.benchmark)
 

@@ -3,6 +3,9 @@
 
 
 rule user_conf:
+    input:
+        # target_qps: auto: the target its find-performance pass chose (nothing otherwise).
+        find_performance=find_performance_of,
     output:
         PATHS["user_conf"],
     log:
@@ -11,11 +14,11 @@ rule user_conf:
     conda:
         WORKFLOW_ENV
     params:
-        # The text itself is the param: changing a setting in the config reruns exactly
+        # The settings themselves are the param: changing one in the config reruns exactly
         # the affected scenario.
-        text=lambda wc: PLAN.user_conf_text(wc.system, wc.benchmark, wc.scenario),
+        request=lambda wc: PLAN.user_conf_request(wc.system, wc.benchmark, wc.scenario),
     script:
-        f"{SCRIPTS}/write_text.py"
+        f"{SCRIPTS}/user_conf.py"
 
 
 rule loadgen_run:

@@ -3,6 +3,9 @@
 
 
 rule scaling_user_conf:
+    input:
+        # target_qps: auto: the scenario's find-performance result, scaled to n of N endpoints.
+        find_performance=find_performance_of,
     output:
         PATHS["scaling_user_conf"],
     log:
@@ -11,9 +14,9 @@ rule scaling_user_conf:
     conda:
         WORKFLOW_ENV
     params:
-        text=lambda wc: PLAN.scaling_user_conf_text(wc.system, wc.benchmark, wc.scenario, int(wc.n_endpoints)),
+        request=lambda wc: PLAN.scaling_user_conf_request(wc.system, wc.benchmark, wc.scenario, int(wc.n_endpoints)),
     script:
-        f"{SCRIPTS}/write_text.py"
+        f"{SCRIPTS}/user_conf.py"
 
 
 rule scaling_run:

@@ -534,7 +534,8 @@ def _invalid_message(detail: dict) -> str:
             f": its {detail.get('generated_samples_per_query', '?')} samples ran at {float(rate):.1f}/s and "
             f"took less than min_duration; set this Offline scenario's target_qps "
             f"(systems.<system>.benchmarks.<benchmark>.Offline.target_qps) to at least {float(rate):.0f} "
-            f"(a higher value only makes the run longer) and rerun it"
+            f"(a higher value only makes the run longer), or to auto (the find-performance pass measures it), "
+            f"and rerun it"
         )
     return message
 
