@@ -244,3 +244,13 @@ def test_stand_in_without_a_matching_benchmark_is_named(tmp_path):
     stand_in = _stand_in(str(REPO_CONFIG_EXAMPLES / "gpt-oss-demo.yaml"))
     with pytest.raises(UserError, match="it has no stand-in for llama2-70b-99"):
         build_import(tmp_path / "pub", "Vendor", SYSTEM, stand_in=stand_in)
+
+
+def test_auto_qps_measures_from_the_submitters_rate(tmp_path):
+    write_published(tmp_path / "pub")
+    imported, config, text = _import(tmp_path / "pub", tmp_path, auto_qps=True)
+    offline = config["systems"][SYSTEM]["benchmarks"]["llama2-70b-99"]["Offline"]
+    assert offline["target_qps"] == "auto" and offline["start_qps"] == 370
+    assert "measured on this machine first" in text
+    estimate = estimate_plan(validate_config(copy.deepcopy(config), DEFAULT_SCHEMA, launchers=LAUNCHERS), set())
+    assert any(row.stage == "find performance" for row in estimate.rows)

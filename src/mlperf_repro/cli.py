@@ -125,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         "--source-name", help="how the config names the source (default: SOURCE as given), e.g. a repository's name"
     )
     import_parser.add_argument(
+        "--auto-qps",
+        action="store_true",
+        help="write target_qps: auto with the submitter's rate as start_qps: each scenario's target is measured on "
+        "this machine first (find_performance)",
+    )
+    import_parser.add_argument(
         "--stand-in",
         nargs="?",
         const=str(DEFAULT_CONFIG),
@@ -227,8 +233,13 @@ def run_import(args: argparse.Namespace) -> int:
         args.system,
         args.benchmarks,
         source_name=args.source_name,
-        command=" ".join(command + (["--stand-in", args.stand_in] if args.stand_in else [])),
+        command=" ".join(
+            command
+            + (["--auto-qps"] if args.auto_qps else [])
+            + (["--stand-in", args.stand_in] if args.stand_in else [])
+        ),
         stand_in=_stand_in(args.stand_in),
+        auto_qps=args.auto_qps,
     )
     path = write_import(imported, args.out, args.schema)
     print(f"wrote {path}")

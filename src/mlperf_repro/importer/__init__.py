@@ -25,6 +25,7 @@ from .build import (
     description_section,
     engine_section,
     harness_record,
+    measure_instead,
     model_sections,
     result_value,
     sampling_differences,
@@ -52,6 +53,7 @@ def build_import(
     source_name: str | None = None,
     command: str | None = None,
     stand_in: tuple[str, dict] | None = None,
+    auto_qps: bool = False,
 ) -> Imported:
     """One config for one or more systems of the submitter (say its single-node and its
     multi-node result of the same benchmarks)."""
@@ -59,7 +61,9 @@ def build_import(
     with tempfile.TemporaryDirectory(prefix="mlperf-import-") as tmp:
         root = open_source(source, Path(scratch or tmp))
         systems = [find_system(root, submitter, system_id) for system_id in ids]
-        return _build(systems, source_name or str(source), benchmarks, today or date.today(), command, stand_in)
+        return _build(
+            systems, source_name or str(source), benchmarks, today or date.today(), command, stand_in, auto_qps
+        )
 
 
 @dataclass
@@ -70,7 +74,9 @@ class _SystemPart:
     container: Noted | None
 
 
-def _scenarios_of(system, benchmarks: list[str] | None, report: ImportReport) -> list[tuple[str, Any, list]]:
+def _scenarios_of(
+    system, benchmarks: list[str] | None, report: ImportReport, auto_qps: bool = False
+) -> list[tuple[str, Any, list]]:
     from ..published.serving import read_serving_setup
 
     rules = system.rules
@@ -100,6 +106,8 @@ def _scenarios_of(system, benchmarks: list[str] | None, report: ImportReport) ->
                 report.note(f"{system.relative(result.folder)}: {official} has no scenario {scenario}; left out")
                 continue
             settings, unmapped = scenario_settings(system, facts, result, report)
+            if auto_qps:
+                settings = measure_instead(settings)
             setup = read_serving_setup(system.code_roots, result.folder)
             scenarios.append(ImportedScenario(result, settings, setup, unmapped))
         if scenarios:
@@ -174,6 +182,7 @@ def _build(
     today: date,
     command: str | None = None,
     stand_in: tuple[str, dict] | None = None,
+    auto_qps: bool = False,
 ) -> Imported:
     report = ImportReport()
     first = systems[0]
@@ -187,7 +196,7 @@ def _build(
     parts: dict[str, _SystemPart] = {}
     versions = []
     for system in systems:
-        imported = _scenarios_of(system, benchmarks, report)
+        imported = _scenarios_of(system, benchmarks, report, auto_qps)
         sections: dict[str, dict] = {}
         for folder, facts, scenarios in imported:
             versions += [s.result.detail.get("loadgen_version") for s in scenarios]

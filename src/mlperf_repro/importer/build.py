@@ -139,8 +139,19 @@ def scenario_settings(
             f"{system.relative(result.folder)}: neither user.conf nor a performance log states target_qps; "
             f"the result cannot be imported"
         )
-    order = ("target_qps", "min_duration_ms", "max_duration_ms", "min_query_count", "max_query_count")
+    order = ("target_qps", "start_qps", "min_duration_ms", "max_duration_ms", "min_query_count", "max_query_count")
     return {k: settings[k] for k in sorted(settings, key=lambda k: order.index(k) if k in order else 99)}, unmapped
+
+
+def measure_instead(settings: dict[str, Noted]) -> dict[str, Noted]:
+    """``target_qps: auto`` with the submitter's rate as the search's start: a partner's machine
+    is not the submitter's, and a wrong Offline target makes an hour's run INVALID."""
+    published = settings["target_qps"]
+    return {
+        "target_qps": Noted("auto", "measured on this machine first (find_performance), from start_qps"),
+        "start_qps": Noted(published.value, published.note),
+        **{k: v for k, v in settings.items() if k != "target_qps"},
+    }
 
 
 def sampling_differences(sampling: dict[str, Any], generation: dict[str, Any], mode: str = "performance") -> list[str]:
