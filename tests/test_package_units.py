@@ -80,6 +80,25 @@ def test_system_description_fills_auto_and_casts_integers():
         "accelerators_per_node": 0,
         "accelerator_model_name": "N/A",
         "is_network": "false",
+        # The rest of the fields the checker needs meaningful (the package refuses an empty one).
+        **{
+            key: "N/A"
+            for key in (
+                "host_memory_configuration",
+                "host_storage_capacity",
+                "host_storage_type",
+                "host_networking",
+                "host_networking_topology",
+                "accelerator_memory_capacity",
+                "accelerator_host_interconnect",
+                "accelerator_memory_configuration",
+                "accelerator_interconnect",
+                "operating_system",
+                "other_software_stack",
+            )
+        },
+        "host_network_card_count": "0",
+        "cooling": "air",
     }
     rules = load_round("v6.0")
     desc = system_description(

@@ -7,14 +7,16 @@ steer the engine, CPU and memory, and the repository's commit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import platform
 import subprocess
+import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from . import sysfacts
 from .hashing import sha256_file
 
 PACKAGES = (
@@ -45,62 +47,10 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _memory_bytes() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _sockets() -> int:
-    try:
-        ids = {
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("physical id")
-        }
-        return max(1, len(ids))
-    except OSError:
-        return 1
-
-
-def _os_name() -> str:
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                return line.split("=", 1)[1].strip().strip('"') + f" (kernel {platform.release()})"
-    except OSError:
-        pass
-    return f"{platform.system()} {platform.release()}"
-
-
 def host_facts() -> dict[str, Any]:
-    logical = os.cpu_count() or 1
-    sockets = _sockets()
-    return {
-        "hostname": platform.node(),
-        "cpu_model": _cpu_model(),
-        "sockets": sockets,
-        "logical_cpus": logical,
-        "cores_per_socket": max(1, logical // sockets),
-        "memory_bytes": _memory_bytes(),
-        "os": _os_name(),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-    }
+    """The run host's facts (:func:`mlperf_repro.sysfacts.detect`): CPUs, memory, accelerators,
+    OS, kernel, drivers."""
+    return sysfacts.detect()
 
 
 # Names vLLM gives its own per-process objects (random on every start): recording them would
@@ -108,37 +58,53 @@ def host_facts() -> dict[str, Any]:
 PER_PROCESS_NAMES = frozenset({"VLLM_DIST_IDENT", "VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME"})
 
 
+TEMP_PATH = "<temp path>"
+
+
+def _stable_value(value: str) -> str:
+    """A per-run temporary path (tempfile's random names: /tmp/tmpab12cd) as a placeholder."""
+    temp = tempfile.gettempdir().rstrip("/") + "/"
+    return TEMP_PATH if value.startswith(temp) else value
+
+
 def engine_environment() -> dict[str, str]:
     return {
-        k: v
+        k: _stable_value(v)
         for k, v in sorted(os.environ.items())
         if k.startswith(ENV_PREFIXES) and "TOKEN" not in k and k not in PER_PROCESS_NAMES
     }
 
 
-def git_commit(repo: str | Path | None = None) -> str | None:
+# Per server (launch: kubernetes): what a new start changes without meaning (the pod's IP).
+EPHEMERAL_SERVER_KEYS = frozenset({"pod_ip"})
+
+
+def stable_servers(servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in server.items() if k not in EPHEMERAL_SERVER_KEYS} for server in servers]
+
+
+def _git(args: list[str], repo: str | Path | None) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=repo or Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=repo or Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            ["git", *args], cwd=repo or Path(__file__).parent, capture_output=True, text=True, timeout=10, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_commit(repo: str | Path | None = None) -> str | None:
+    """The checkout's commit; None outside a git checkout."""
+    out = _git(["rev-parse", "HEAD"], repo)
+    return out.strip() if out else None
+
+
+def git_changes(repo: str | Path | None = None) -> str | None:
+    """sha256 of the uncommitted changes to tracked files (``git diff HEAD``), None when there
+    are none: two runs of one edited checkout record the same digest, a further edit a new one
+    (a bare "-dirty" said only that something differed, not whether it was the same thing)."""
+    diff = _git(["diff", "HEAD", "--no-color", "--no-ext-diff"], repo)
+    return hashlib.sha256(diff.encode()).hexdigest() if diff and diff.strip() else None
 
 
 # Apptainer (and Singularity) set these inside a container; outside one they are unset.
@@ -163,6 +129,7 @@ def collect(container_image: str | None = None, **extra: Any) -> dict[str, Any]:
         "environment": engine_environment(),
         "container": container(container_image),
         "git_commit": git_commit(),
+        "git_changes": git_changes(),
         **extra,
     }
 

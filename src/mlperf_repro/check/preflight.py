@@ -21,6 +21,7 @@ from ..config import PLACEHOLDER
 from ..errors import UserError
 from ..plan import Plan
 from ..quant.formats import format_for
+from ..sysfacts import AUTO_FIELDS
 from ..tasks import task_for  # the benchmark tasks the workflow serves (rules table: task)
 from .findings import Finding
 
@@ -162,6 +163,15 @@ def _systems(plan: Plan) -> list[Finding]:
     findings = []
     for system in plan.systems:
         desc = plan.system_cfg(system)["description"]
+        for key, value in desc.items():
+            if value == "auto" and key not in AUTO_FIELDS:
+                findings.append(
+                    Finding(
+                        "system-description",
+                        f"systems.{system}.description.{key}",
+                        f'"auto" cannot be detected for this field (it fills {", ".join(AUTO_FIELDS)}); give the value',
+                    )
+                )
         for key in fields["meaningful"]:
             if key in filled_by_us:
                 continue

@@ -95,6 +95,10 @@ KEY_CATEGORIES = {
     "system.framework": SOFTWARE,
     "system.other_software_stack": SOFTWARE,
     "loadgen.version": SOFTWARE,
+    "host.os": SOFTWARE,
+    "host.kernel": SOFTWARE,
+    "git_changes": CODE,
+    "git_commit": CODE,
     "system.submitter": NAMES,
     "system.system_name": NAMES,
     "loadgen.sut_name": NAMES,
@@ -110,6 +114,7 @@ PREFIX_CATEGORIES = (
     ("lock.", LOCK),
     ("measurements.", MEASUREMENTS),
     ("system.", SYSTEM),
+    ("host.drivers.", SOFTWARE),
     ("host.", HOST),
     ("model_mapping", MODEL_MAPPING),
     ("compliance.", COMPLIANCE),
@@ -184,6 +189,14 @@ class Ranking(NamedTuple):
     causes: list[Cause]
     identical: int  # settings and code files the two share
     cosmetic: list[tuple[str, str | None, str | None]]  # (key, reference, partner) differing in spelling only
+    # (key, reference, partner): values each side measured (target_qps: auto), timings, not causes
+    measured: list[tuple[str, str | None, str | None]] = []
+
+
+# The user.conf comment a find-performance pass leaves (userconf.user_conf_from_request): the
+# target_qps below it was measured on the run host, so two runs differ in it as in any timing.
+MEASURED_TARGET = "loadgen.target_qps_chosen_by"
+MEASURED_KEYS = ("target_qps", "samples_per_query")  # the target and what LoadGen derives from it
 
 
 def _show(value: str | None) -> str:
@@ -239,9 +252,16 @@ def rank_causes(reference: Record, partner: Record) -> Ranking:
     cosmetic = []
     one_sided_serving = []
     serving_known_once = _has_serving(reference) != _has_serving(partner)
+    both_measured = (
+        reference.settings.get(MEASURED_TARGET) == partner.settings.get(MEASURED_TARGET) == "find-performance"
+    )
+    measured = []
     for key, (a, b) in differences.items():
         if key.startswith(COSMETIC_PREFIXES) and differs_only_cosmetically(a, b):
             cosmetic.append((key, a, b))
+            continue
+        if both_measured and key.startswith(LOADGEN_PREFIXES) and cause_name(key) in MEASURED_KEYS:
+            measured.append((key, a, b))
             continue
         if serving_known_once and key.startswith("serving.") and key != "serving.serve_quantized_as":
             one_sided_serving.append(key)
@@ -271,7 +291,7 @@ def rank_causes(reference: Record, partner: Record) -> Ranking:
     identical = sum(1 for k in shared if reference.settings[k] == partner.settings[k])
     identical += sum(1 for p in set(reference.code) & set(partner.code) if reference.code[p] == partner.code[p])
     ranked = sorted(causes.values(), key=lambda c: (-c.weight, c.name))
-    return Ranking(ranked, identical, cosmetic)
+    return Ranking(ranked, identical, cosmetic, measured)
 
 
 def _code_causes(reference: Record, partner: Record, causes: dict[str, Cause], one_sided: bool) -> dict[str, Cause]:

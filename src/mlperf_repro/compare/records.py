@@ -122,6 +122,12 @@ class Record:
         return None if self.metric is None else self.metric / max(1, self.accelerators)
 
 
+# The comment a find-performance pass writes into user.conf (userconf.user_conf_from_request).
+FIND_PERFORMANCE_MARK = "target_qps auto:"
+# Host-fact keys that are explanations, not facts.
+HOST_PROSE = frozenset({"unknown"})
+
+
 def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
     if isinstance(value, dict):
         for key, inner in value.items():
@@ -399,6 +405,10 @@ def _settings(
         values = _conf(measure_dir / name)
         for key, value in (applicable_conf(values, *conf_scope) if conf_scope else values).items():
             settings[f"{name}.{key}"] = value
+    user_conf = measure_dir / "user.conf"
+    if user_conf.is_file() and FIND_PERFORMANCE_MARK in user_conf.read_text(errors="replace"):
+        # target_qps: auto - the rate was measured on the run host (compare.diff.MEASURED_TARGET).
+        settings["loadgen.target_qps_chosen_by"] = "find-performance"
     _flatten("measurements", {k: v for k, v in measurements.items()}, settings)
     _flatten("system", desc, settings)
     provenance_path = scenario_dir / "provenance.json"
@@ -410,7 +420,11 @@ def _settings(
         # The inference image (apptainer runs): its digest is the whole software stack.
         if (perf.get("container") or {}).get("image"):
             settings["software.container_image"] = str(perf["container"]["image"])
-        _flatten("host", {k: v for k, v in (perf.get("host") or {}).items()}, settings)
+        # Host facts, less the reasons a fact is unknown (prose); a launch: slurm run's server nodes too.
+        _flatten("host", {k: v for k, v in (perf.get("host") or {}).items() if k not in HOST_PROSE}, settings)
+        for node in (perf.get("nodes") or {}).get("nodes") or []:
+            facts = {k: v for k, v in node.items() if k not in HOST_PROSE and k != "hostname"}
+            _flatten(f"host.nodes.{node.get('hostname', '?')}", facts, settings)
         # The lock check at the run's start: a run that went ahead with an override says so, and why.
         lock = perf.get("lock") or {}
         if lock.get("sha256"):

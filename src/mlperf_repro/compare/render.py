@@ -11,6 +11,8 @@ import json
 from .report import Comparison, Row
 
 MAX_EVIDENCE = 6  # evidence lines shown per cause (the rest is counted)
+# What a result pair with no cause says: two runs of one config on one machine.
+SAME_EXCEPT_TIMINGS = "same except timings"
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -133,13 +135,25 @@ def to_markdown(comparison: Comparison) -> str:
             "Cosmetic differences (spelling only, not causes): "
             + "; ".join(f"`{k}`: {_absent(a)} / {_absent(b)}" for k, a, b in row.cosmetic),
         ]
+        measured = (
+            [
+                "",
+                "Measured on each side, not causes (target_qps: auto, chosen by a find-performance pass): "
+                + "; ".join(f"`{k}`: {_absent(a)} / {_absent(b)}" for k, a, b in row.measured),
+            ]
+            if row.measured
+            else []
+        )
         if not row.causes:
             lines.append(
-                f"No setting, system, software or code differs{' but in spelling' if row.cosmetic else ''} "
-                f"({row.identical_settings} compared); only the measured numbers (timing) differ."
+                f"**{SAME_EXCEPT_TIMINGS}**: no setting, system, software or code differs"
+                f"{' but in spelling' if row.cosmetic else ''} ({row.identical_settings} compared); only the "
+                "measured numbers differ."
             )
-            lines += cosmetic if row.cosmetic else []
+            lines += (cosmetic if row.cosmetic else []) + measured
             continue
+        first = row.causes[0]
+        lines += [f"First real difference: **{first.name}** ({first.kind}: {first.category}).", ""]
         for rank, cause in enumerate(row.causes, 1):
             evidence = cause.evidence[:MAX_EVIDENCE]
             more = len(cause.evidence) - len(evidence)
@@ -152,7 +166,7 @@ def to_markdown(comparison: Comparison) -> str:
                 + (f"; and {more} more" if more else "")
                 + (f" - {cause.note}" if cause.note else "")
             )
-        lines += cosmetic if row.cosmetic else []
+        lines += (cosmetic if row.cosmetic else []) + measured
         kinds: dict[str, int] = {}
         for cause in row.causes:
             kinds[cause.kind] = kinds.get(cause.kind, 0) + 1
@@ -289,7 +303,7 @@ def to_html(comparison: Comparison) -> str:
                 f"<li><b>{html.escape(c.name)}</b> <i>({html.escape(c.category)})</i>: {html.escape(c.describe())}</li>"
                 for c in row.causes
             )
-            or "<li>only timing differs</li>"
+            or f"<li>{SAME_EXCEPT_TIMINGS}</li>"
         )
         table_rows.append(
             f"<tr class='{'ok' if row.within_tolerance else 'bad'}'><td>{html.escape(row.partner.mlperf_benchmark)}</td>"

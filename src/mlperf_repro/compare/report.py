@@ -38,6 +38,8 @@ class Row:
     identical_settings: int
     # (key, reference, partner): hand-written values that differ only in spelling, not causes
     cosmetic: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    # (key, reference, partner): values both sides measured (target_qps: auto), timings, not causes
+    measured: list[tuple[str, str | None, str | None]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -135,9 +137,22 @@ def compare_inputs(reference: Input, partner: Input, tolerance: float) -> Compar
             per_acc = ratio * ref.accelerators / max(1, other.accelerators)
             within = abs(ratio - 1.0) <= tolerance
             noise = ref_summary.n > 1 and other_summary.n > 1 and overlaps(ref_summary, other_summary)
-        causes, identical, cosmetic = rank_causes(ref, other)
+        ranking = rank_causes(ref, other)
         rows.append(
-            Row(ref, other, ref_summary, other_summary, ratio, per_acc, within, noise, causes, identical, cosmetic)
+            Row(
+                ref,
+                other,
+                ref_summary,
+                other_summary,
+                ratio,
+                per_acc,
+                within,
+                noise,
+                ranking.causes,
+                ranking.identical,
+                ranking.cosmetic,
+                ranking.measured,
+            )
         )
     matched = {id(p) for _, p in pairs}
     unmatched = [r for r in partner.records if id(r) not in matched]

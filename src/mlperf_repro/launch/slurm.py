@@ -6,8 +6,10 @@ steps with it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -238,6 +240,51 @@ def screen_and_place(
     )
 
 
+NODE_FACTS_TIMEOUT_S = 120
+
+
+def parse_node_facts(stdout: str) -> list[dict[str, Any]]:
+    """The JSON lines ``python -m mlperf_repro.sysfacts`` printed, one per node, by host name."""
+    found = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                found.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return sorted(found, key=lambda facts: str(facts.get("hostname", "")))
+
+
+def allocation_node_facts(job_id: str, hosts: Sequence[str]) -> dict[str, Any]:
+    """Every server node's facts (:mod:`mlperf_repro.sysfacts`, one srun task per node), for
+    the system description's ``auto`` fields; {"nodes": [...]} or {"unknown": why}. A node
+    that cannot answer does not stop the run: the description then says what is unknown."""
+    command = [
+        "srun",
+        f"--jobid={job_id}",
+        "--overlap",
+        f"--nodes={len(hosts)}",
+        f"--nodelist={','.join(hosts)}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=0",
+        sys.executable,
+        "-m",
+        "mlperf_repro.sysfacts",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=NODE_FACTS_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"unknown": f"srun on the allocation's nodes failed: {exc}"}
+    nodes = parse_node_facts(done.stdout)
+    if len(nodes) < len(hosts):
+        tail = " | ".join((done.stderr or "").strip().splitlines()[-3:])
+        return {
+            "nodes": nodes,
+            "unknown": f"{len(nodes)} of {len(hosts)} nodes reported (exit {done.returncode}) {tail}",
+        }
+    return {"nodes": nodes}
+
+
 @register_launcher("slurm")
 @contextmanager
 def launch_slurm(
@@ -260,6 +307,9 @@ def launch_slurm(
         system=(screening or {}).get("system", "<system>"),
     ) as (placed, screened):
         run_engine = dict(engine, endpoints=dict(endpoints, list=placed))
+        run_engine["node_facts"] = allocation_node_facts(
+            os.environ["SLURM_JOB_ID"], list(dict.fromkeys(e["host"] for e in placed))
+        )
         if screened is not None:
             run_engine["gpu_screening"] = screened
         yield run_engine

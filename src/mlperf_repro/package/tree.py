@@ -222,6 +222,8 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
             provenance=_system_provenance(plan, system),
             test_scale=not plan.submittable,
             endpoints=((system_cfg["engine"].get("endpoints") or {}).get("list")),
+            system=system,
+            launch=(system_cfg["engine"].get("endpoints") or {}).get("launch"),
         )
         _json(base / "systems" / f"{system}.json", desc)
 

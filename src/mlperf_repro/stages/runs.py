@@ -88,8 +88,10 @@ def loadgen_job(
         lock=provenance.read_lock_check(lock_check),
     )
     prov["gpu_screening"] = serving_engine.get("gpu_screening") or screened
+    if serving_engine.get("node_facts"):  # launch: slurm: every server node's own facts
+        prov["nodes"] = serving_engine["node_facts"]
     if serving_engine.get("servers"):  # launch: kubernetes: the server image (digest) and pod -> node
-        prov["servers"] = serving_engine["servers"]
+        prov["servers"] = provenance.stable_servers(serving_engine["servers"])
     (Path(out_dir) / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
     return record
 
