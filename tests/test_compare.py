@@ -46,7 +46,7 @@ def test_two_runs_of_the_same_setup_differ_only_in_timing(reference, other_runs,
     for row in comparison.rows:
         assert row.causes == [] and row.identical_settings > 50
         assert row.ratio is not None
-    assert "only the measured numbers (timing) differ" in to_markdown(comparison)
+    assert "**same except timings**: no setting, system, software or code differs" in to_markdown(comparison)
 
 
 def test_changed_target_qps_and_engine_setting_rank_first(reference, runs, tmp_path):
