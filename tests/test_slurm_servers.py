@@ -5,6 +5,7 @@ the in-process engine's (accuracy mode, greedy)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -80,6 +81,10 @@ def test_run_job_starts_its_servers_in_the_allocation(slurm_cluster, e2e_workdir
     endpoints = record["backend_stats"]["endpoints"]
     assert sorted(e["host"].rsplit(":", 1)[1] for e in endpoints.values()) == ["18600", "18601"]
     assert all(e["completed"] > 0 for e in endpoints.values()), endpoints
+    # The server node's own facts (one srun task per node ran mlperf_repro.sysfacts).
+    facts = json.loads((work / TARGET / "provenance.json").read_text())["nodes"]
+    assert "unknown" not in facts and len(facts["nodes"]) == 1, facts
+    assert facts["nodes"][0]["cpu_model"] and facts["nodes"][0]["cores_per_socket"] >= 1
     # Same answers as vLLM's engine inside the LoadGen process.
     ours = token_lists(work / TARGET / "mlperf_log_accuracy.json")
     reference = token_lists(e2e_workdir / TARGET / "mlperf_log_accuracy.json")
