@@ -42,7 +42,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "compliance": ("test_compliance",),
     "check": ("test_check", "test_round_", "test_preflight", "test_lock"),
     "package": ("test_package_units", "test_package_sysfacts"),
-    "compare": ("test_compare", "test_scaling"),
+    "compare": ("test_compare", "test_scaling", "test_import"),
     "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),
     "workflow": ("test_e2e", "test_gpt_oss_demo", "test_docs", "test_lint", "test_layers"),
 }
