@@ -221,19 +221,7 @@ class Progress:
         """Check the counters now: a plain line when the interval is over, a stall line when
         nothing moved for stall_after_s. Returns the lines written."""
         now = self.clock()
-        written: list[str] = []
-        seen = (self._read_done(), self.phase_text)
-        if seen != self._last_seen:
-            if self._last_stall_line is not None:
-                written.append(
-                    self._write(
-                        f"{PROGRESS_PREFIX}{self.label}: resumed after {format_duration(now - self._last_progress)} "
-                        "without progress"
-                    )
-                )
-                self._last_stall_line = None
-            self._last_seen = seen
-            self._last_progress = now
+        written = self._observe(now)
         stall_after = self.settings.stall_after_s
         if stall_after > 0 and now - self._last_progress >= stall_after:
             if self._last_stall_line is None or now - self._last_stall_line >= stall_after:
@@ -245,6 +233,20 @@ class Progress:
             written.append(self._write(f"{PROGRESS_PREFIX}{self.label}: {self.status(now)}"))
             self._last_line = now
             self._line_mark = (now, self._read_done(), self._read_rates())
+        return written
+
+    def _observe(self, now: float) -> list[str]:
+        """Note progress since the last look; after a stall, say it resumed."""
+        seen = (self._read_done(), self.phase_text)
+        if seen == self._last_seen:
+            return []
+        written = []
+        if self._last_stall_line is not None:
+            without = format_duration(now - self._last_progress)
+            written.append(self._write(f"{PROGRESS_PREFIX}{self.label}: resumed after {without} without progress"))
+            self._last_stall_line = None
+        self._last_seen = seen
+        self._last_progress = now
         return written
 
     def _stall_line(self, now: float) -> str:
@@ -324,6 +326,7 @@ class Progress:
         if self in _active:
             _active.remove(self)
         now = self.clock()
+        self._observe(now)
         if self._bar is not None:
             try:
                 self._bar.close()
