@@ -81,14 +81,16 @@ def score_log(
         total=len(entries),
         unit="samples",
         waiting_for=f"the {evaluator} evaluator (decoding or scoring; it reports samples as it finishes them)",
-    ):
+    ) as reporter:
         if extras_dir is not None:
             Path(extras_dir).mkdir(parents=True, exist_ok=True)
             if found.write_extras is not None:
                 found.write_extras(entries, dataset_file, accuracy_rules, Path(extras_dir))
-        return score_entries(
+        scored = score_entries(
             evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir), accuracy_rules
         )
+        reporter.update(len(entries))  # every sample, also from evaluators that report none on the way
+    return scored
 
 
 def accuracy_job(
