@@ -6,7 +6,10 @@ short delay with tokens derived from its prompt, first token first.
 
 With ``fail`` the engine raises after answering a few requests, as a crashed engine would.
 Environment: HARNESS_MODEL (LoadGen model name, default llama2-70b), HARNESS_CONF (extra
-user.conf lines), HARNESS_AUDIT (audit.config text: a compliance run).
+user.conf lines), HARNESS_AUDIT (audit.config text: a compliance run). HARNESS_LOG (a path):
+run as a workflow job does, through ``mlperf_repro.stage.run`` with its output in that log and
+the config's ``progress`` section from HARNESS_PROGRESS (JSON). HARNESS_ENDPOINT (a port):
+serve through the endpoints backend (a SIMULATED endpoint on that port) instead.
 """
 
 from __future__ import annotations
@@ -66,7 +69,23 @@ class ScriptedBackend:
         pass
 
 
-def main() -> None:
+def endpoint_backend(sut, port: int, stream: bool):
+    from mlperf_repro.backends import GenerationSettings
+    from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointSpec
+    from mlperf_repro.backends.endpoints import EndpointBackend
+
+    return EndpointBackend(
+        endpoints=[EndpointSpec("ep0", "127.0.0.1", port)],
+        # Long timeouts: a hanging endpoint is waited for (the progress watchdog's case).
+        dispatch=DispatchSettings(model="sim", stall_timeout_s=300, down_grace_s=300, warm_connections=4),
+        generation=GenerationSettings(max_new_tokens=8),
+        stream=stream,
+        on_first_token=sut.first_token if stream else None,
+        on_complete=sut.complete,
+    )
+
+
+def main(_smk=None) -> None:
     out_dir, scenario, mode, answer_tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     fail = sys.argv[5:] == ["fail"]
     model = os.environ.get("HARNESS_MODEL", "llama2-70b")
@@ -86,10 +105,13 @@ def main() -> None:
         performance_sample_count=32,
         audit_config=os.environ.get("HARNESS_AUDIT"),
     )
+    port = os.environ.get("HARNESS_ENDPOINT")
+    if port:
+        factory = lambda sut: endpoint_backend(sut, int(port), scenario != "Offline")  # noqa: E731
+    else:
+        factory = lambda sut: ScriptedBackend(sut, answer_tokens, scenario != "Offline", fail)  # noqa: E731
     try:
-        record = run_loadgen_test(
-            test, dataset, lambda sut: ScriptedBackend(sut, answer_tokens, scenario != "Offline", fail)
-        )
+        record = run_loadgen_test(test, dataset, factory)
     except EngineCrashed as exc:
         print(f"CRASHED {exc}")
         return
@@ -97,4 +119,16 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if os.environ.get("HARNESS_LOG"):
+        from types import SimpleNamespace
+
+        from mlperf_repro.stage import run
+
+        job = SimpleNamespace(
+            log=[os.environ["HARNESS_LOG"]],
+            rule="loadgen_run",
+            config={"progress": json.loads(os.environ.get("HARNESS_PROGRESS", "{}"))},
+        )
+        run(job, main)
+    else:
+        main()

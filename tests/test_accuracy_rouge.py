@@ -359,3 +359,16 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_scoring_reports_samples_done_to_the_step_progress_reporter(workers):
+    import io
+
+    from mlperf_repro.accuracy.rouge import per_sample_scores
+    from mlperf_repro.progress import Progress
+
+    reporter = Progress("rouge", total=300, unit="samples", stream=io.StringIO(), live=False)
+    with reporter:
+        per_sample_scores(["the cat sat"] * 300, ["the cat ran"] * 300, workers=workers)
+    assert reporter.done == 300

@@ -1,7 +1,9 @@
 """An edited config reruns exactly the jobs it affects, and nothing upstream of them.
 
 Every job receives what it reads through its rule (``input:`` and ``params:``), so Snakemake's
-own rerun triggers (params, input, code, software-env, mtime) are complete. The finished state
+own rerun triggers (params, input, code, software-env, mtime) are complete; the one exception is
+the ``progress`` section (how often jobs log), which changes no output and is read from
+Snakemake's config on purpose. The finished state
 is made with ``snakemake --touch`` on placeholder outputs: it records the same metadata a real
 run does (params, code, software), without the minutes of LoadGen runs; each single-key edit is
 then judged by ``snakemake -n``, the command a user runs to see what an edit will redo.
@@ -166,6 +168,9 @@ EDITS = [
     ),
     ("package.failed_results", setter("package", {"failed_results": "keep"}), PACKAGE),
     ("compare.tolerance", setter("compare.tolerance", 0.02), {"compare"}),
+    # How often jobs log their progress changes no result: the jobs read it from Snakemake's
+    # config (mlperf_repro.stage.run), not from a param, so nothing reruns.
+    ("progress", setter("progress", {"interval_s": 30, "stall_after_s": 600}), set()),
     # The plan view is not part of `all`.
     ("estimate.run_overhead_s", setter("estimate.run_overhead_s", 45), set()),
     # A new model: everything but the user.confs whose text does not depend on it (the auto

@@ -15,6 +15,7 @@ from typing import Any
 
 
 def run(snakemake: Any, function: Callable[..., Any], **kwargs: Any) -> None:
+    from . import progress
     from .errors import UserError
 
     log_path = snakemake.log[0] if len(snakemake.log) else None
@@ -28,6 +29,14 @@ def run(snakemake: Any, function: Callable[..., Any], **kwargs: Any) -> None:
         # Child processes and C libraries (LoadGen, torch) write to fds 1 and 2.
         os.dup2(log_file.fileno(), 1)
         os.dup2(log_file.fileno(), 2)
+    # The config's progress section, from Snakemake's config rather than a rule's params: a
+    # different interval changes no result, so it must not rerun jobs. Stall lines are also
+    # echoed to the terminal, where the user is looking.
+    progress.configure(
+        progress.settings_from_config(getattr(snakemake, "config", None)),
+        terminal=terminal if log_path else None,
+        terminal_note=f" (rule {snakemake.rule}, log: {log_path})" if log_path else "",
+    )
     try:
         function(snakemake, **kwargs)
     except UserError as exc:

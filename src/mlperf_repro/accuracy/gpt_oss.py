@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import progress
 from ..errors import UserError
 
 __all__ = [
@@ -268,6 +269,7 @@ def evaluate_gpt_oss(
         entry["total"] += 1
         entry["correct"] += int(correct)
         output_tokens += len(tokens)
+        progress.advance()
     score = sum(s["correct"] / repeats.get(n, 1) for n, s in stats.items())
     maximum = sum(s["total"] / repeats.get(n, 1) for n, s in stats.items())
     samples = sum(s["total"] for s in stats.values())

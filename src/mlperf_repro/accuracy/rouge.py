@@ -42,6 +42,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import progress
+
 __all__ = [
     "ROUGE_TYPES",
     "Score",
@@ -60,6 +62,7 @@ _VALID_TOKEN_RE = re.compile(r"^[a-z0-9]+$")
 
 # Below this many samples a pool costs more than it saves.
 _MIN_SAMPLES_FOR_POOL = 64
+_SERIAL_CHUNK = 256
 
 
 class Score(NamedTuple):
@@ -335,17 +338,26 @@ def _run_chunks(
         raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
     n = len(predictions)
     workers = default_workers() if workers is None else max(1, int(workers))
+    scores: list[tuple[float, float, float, float]] = []
+    lengths: list[int] = []
     if workers == 1 or n < _MIN_SAMPLES_FOR_POOL:
-        return _chunk_worker((list(predictions), list(references), postprocess))
+        # In pieces, so the step's progress reporter (mlperf_repro.progress) sees samples done.
+        for i in range(0, n, _SERIAL_CHUNK):
+            chunk_scores, chunk_lengths = _chunk_worker(
+                (list(predictions[i : i + _SERIAL_CHUNK]), list(references[i : i + _SERIAL_CHUNK]), postprocess)
+            )
+            scores.extend(chunk_scores)
+            lengths.extend(chunk_lengths)
+            progress.advance(len(chunk_scores))
+        return scores, lengths
     # Several chunks per worker so a slow chunk does not idle the others.
     size = max(1, math.ceil(n / (workers * 8)))
     chunks = [(list(predictions[i : i + size]), list(references[i : i + size]), postprocess) for i in range(0, n, size)]
-    scores: list[tuple[float, float, float, float]] = []
-    lengths: list[int] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context()) as pool:
         for chunk_scores, chunk_lengths in pool.map(_chunk_worker, chunks):
             scores.extend(chunk_scores)
             lengths.extend(chunk_lengths)
+            progress.advance(len(chunk_scores))
     return scores, lengths
 
 

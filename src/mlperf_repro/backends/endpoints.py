@@ -109,6 +109,17 @@ class EndpointBackend:
         self.startup_problems: list[str] = []
         self.gc_valve_collections = 0
 
+    def describe(self) -> str:
+        """What a stalled run waits for (mlperf_repro.progress): the servers holding queries."""
+        endpoints = self.dispatcher.endpoints
+        busy = [e for e in endpoints if e.in_flight] or endpoints
+        named = ", ".join(
+            f"{e.spec.name} at http://{e.spec.host}:{e.spec.port} ({len(e.in_flight)} in flight"
+            f"{'' if e.healthy else ', marked down'})"
+            for e in busy
+        )
+        return f"the server{'s' if len(busy) > 1 else ''} {named}"
+
     def start(self) -> None:
         """Probe every endpoint (before LoadGen's clock starts)."""
         self.startup_problems = self.loop.run_until_complete(self.dispatcher.check_endpoints())

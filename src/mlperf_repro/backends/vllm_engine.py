@@ -64,6 +64,10 @@ class VllmEngineBackend:
         self._incoming: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self.stats = {"requests": 0, "generated_tokens": 0, "steps": 0}
 
+    def describe(self) -> str:
+        """What a stalled run waits for (mlperf_repro.progress)."""
+        return f"the vLLM engine in this process (model {self.model_path})"
+
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         """Load the model (before LoadGen's clock starts)."""

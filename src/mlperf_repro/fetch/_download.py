@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
+from .. import progress
 from ..errors import UserError
 from ._sources import COMMIT_RE, Source, redact_url
 
@@ -40,12 +41,17 @@ def fetch_local(src: Source, files_dir: Path) -> None:
         ]
     else:
         raise UserError(f"source {src.display} does not exist (looked for {path.resolve()}); check the path.")
-    for file, target in jobs:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.copyfile(file, target)  # follows symlinks: we want content, not links
-        except OSError as exc:
-            raise UserError(f"cannot copy {file} from {src.display}: {exc.strerror or exc}.") from None
+    total = sum(file.stat().st_size for file, _ in jobs)
+    with progress.Progress(
+        f"copy {src.display}", total=total, unit="B", waiting_for=f"the file system (copying from {path})"
+    ) as reporter:
+        for file, target in jobs:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.copyfile(file, target)  # follows symlinks: we want content, not links
+            except OSError as exc:
+                raise UserError(f"cannot copy {file} from {src.display}: {exc.strerror or exc}.") from None
+            reporter.advance(target.stat().st_size)
 
 
 # --------------------------------------------------------------------------- https://
@@ -131,7 +137,15 @@ def _download(
     try:
         with opener.open(request, timeout=timeout) as response, open(part, "wb") as out:
             announced = response.headers.get("Content-Length")
-            shutil.copyfileobj(response, out, _CHUNK)
+            size = int(announced) if announced is not None and announced.isdigit() else None
+            host = urlsplit(url).hostname or "the server"
+            # Bytes, rate and ETA every interval; a stall names the server it waits for.
+            with progress.Progress(
+                f"download {shown}", total=size, unit="B", waiting_for=f"{host} to send more of {shown}"
+            ) as reporter:
+                while chunk := response.read(_CHUNK):
+                    out.write(chunk)
+                    reporter.advance(len(chunk))
             received = out.tell()
     except urllib.error.HTTPError as exc:
         exc.close()

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import progress
 from ..errors import UserError
+from ..find_performance import OFFLINE_SLACK
 from ..loadgen_logs import read_detail, result_is_valid
 from .dataset import TokenDataset
 from .sut import LlmSut
@@ -84,8 +86,6 @@ def run_loadgen_test(
     """Run one test; return a record of what ran (validity, counters, wall time).
     ``make_sut(dataset, report_first_token=...)`` is the benchmark task's system under test
     (mlperf_repro.tasks; the LLM SUT by default)."""
-    import mlperf_loadgen as lg
-
     if test.mode not in MODES:
         raise UserError(f"mode '{test.mode}' is not one of {sorted(MODES)}")
     test.out_dir = test.out_dir.resolve()
@@ -102,9 +102,87 @@ def run_loadgen_test(
     sut = make_sut(dataset, report_first_token=stream)
     backend = backend_factory(sut)
     sut.attach(backend)
+    reporter, loaded_model = run_progress(test, settings, len(dataset), sut, backend)
+    with reporter:
+        return _run(test, settings, dataset, sut, backend, loaded_model)
+
+
+def expected_queries(test: LoadgenTest, settings, dataset_size: int) -> int | None:
+    """About how many query samples the test will complete (LoadGen's rules: an accuracy run
+    issues every sample once; a performance run lasts until min_duration and min_query_count
+    are both met, Offline in one query of max(min_query_count, 1.1 x min_duration x target))."""
+    if test.mode == "accuracy":
+        return dataset_size
+    seconds = settings.min_duration_ms / 1000.0
+    scenario = test.loadgen_scenario
+    if scenario == "Offline":
+        count = max(settings.min_query_count, int(OFFLINE_SLACK * seconds * settings.offline_expected_qps))
+    elif scenario == "Server":
+        count = max(settings.min_query_count, int(seconds * settings.server_target_qps))
+    elif scenario == "SingleStream" and settings.single_stream_expected_latency_ns > 0:
+        count = max(settings.min_query_count, int(seconds * 1e9 / settings.single_stream_expected_latency_ns))
+    else:
+        return None
+    if settings.max_query_count > 0:
+        count = min(count, settings.max_query_count)
+    return count or None
+
+
+def run_progress(
+    test: LoadgenTest, settings, dataset_size: int, sut, backend
+) -> tuple[progress.Progress, Callable[[], None]]:
+    """The run's reporter: queries completed of expected, tokens/s (LLM SUTs), elapsed against
+    min_duration once LoadGen's clock runs; on a stall it names the backend holding the
+    outstanding queries, or LoadGen's issue_queries callback when none is outstanding. The
+    callable marks the end of the model load (the start of LoadGen's test)."""
+    min_duration_s = settings.min_duration_ms / 1000.0
+    clock: dict[str, float] = {}
+
+    def details(_elapsed: float) -> list[str]:
+        if "loadgen" not in clock:
+            return []
+        ran = progress.format_duration(time.monotonic() - clock["loadgen"])
+        if test.mode == "performance":
+            return [f"LoadGen {ran} of min_duration {progress.format_duration(min_duration_s)}"]
+        return [f"LoadGen {ran}"]
+
+    def engine() -> str:
+        describe = getattr(backend, "describe", None)
+        return describe() if callable(describe) else f"the engine ({type(backend).__name__})"
+
+    def waiting_for() -> str:
+        name = engine()
+        outstanding = sut.outstanding
+        if outstanding:
+            return f"{name} to answer {outstanding} outstanding queries"
+        return "LoadGen to issue queries (its issue_queries callback) - none is outstanding"
+
+    rates = {"tokens/s": lambda: sut.generated_tokens} if hasattr(sut, "generated_tokens") else {}
+    reporter = progress.Progress(
+        f"loadgen {test.loadgen_model} {test.loadgen_scenario} {test.mode}",
+        total=expected_queries(test, settings, dataset_size),
+        unit="queries",
+        count=lambda: sut.completed,
+        rates=rates,
+        details=details,
+        waiting_for=waiting_for,
+    )
+    reporter.phase("loading the model", waiting_for=f"{engine()} to load the model and start")
+
+    def loaded_model() -> None:
+        clock["loadgen"] = time.monotonic()
+        reporter.phase(None, waiting_for=waiting_for)
+
+    return reporter, loaded_model
+
+
+def _run(test: LoadgenTest, settings, dataset, sut, backend, loaded_model: Callable[[], None]) -> dict[str, Any]:
+    import mlperf_loadgen as lg
+
     started = time.time()
     backend.start()  # loads the model; LoadGen's clock starts only in StartTest
     loaded = time.time()
+    loaded_model()
 
     log_output = lg.LogOutputSettings()
     log_output.outdir = str(test.out_dir)

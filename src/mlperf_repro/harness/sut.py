@@ -41,6 +41,11 @@ class SutBase:
     def attach(self, backend) -> None:
         self.backend = backend
 
+    @property
+    def outstanding(self) -> int:
+        """Queries LoadGen issued that are not answered yet (the progress watchdog asks)."""
+        return len(self._outstanding)
+
     def request(self, query_sample):
         """The backend request of one LoadGen query sample."""
         raise NotImplementedError

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from mlperf_repro import progress
 from mlperf_repro.errors import UserError
 from mlperf_repro.fetch._manifest import RECORD_NAME, WORKFLOW_MARKERS
 from mlperf_repro.hashing import sha256_tree
@@ -576,7 +577,13 @@ def write_quantized_files(
     q_total = e_total = 0
     src_quantized_bytes = q_quantized_bytes = 0
     n_out_files = 0
-    for f in files:
+    reporter = progress.Progress(
+        f"quantize {qdir.name}",
+        total=sum(len(refs_by_file[f]) for f in files),
+        unit="tensors",
+        waiting_for="the tensor being quantized (reading, encoding and writing it)",
+    )
+    for f in reporter.watch(files):
         q_entries: list[_OutTensor] = []
         e_entries: list[_OutTensor] = []
         scalars: dict[str, torch.Tensor] = {}
@@ -623,6 +630,7 @@ def write_quantized_files(
                             q_of[ref.name].write(ref.name, start * ref.row_bytes, block)
                             e_of[ref.name].write(ref.name, start * ref.row_bytes, block)
                             del block
+                    reporter.advance()
             finally:
                 os.close(fd)
         finally:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import progress
 from ..accuracy.loadgen_log import read_accuracy_log
 from ..errors import UserError
 from ..tasks import find_evaluator
@@ -74,13 +75,22 @@ def score_log(
     if not log.is_file():
         raise UserError(f"{log} is missing: the run did not write its accuracy log")
     entries = read_accuracy_log(log, task.accuracy_log_dtype, first_per_sample=found.first_per_sample)
-    if extras_dir is not None:
-        Path(extras_dir).mkdir(parents=True, exist_ok=True)
-        if found.write_extras is not None:
-            found.write_extras(entries, dataset_file, accuracy_rules, Path(extras_dir))
-    return score_entries(
-        evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir), accuracy_rules
-    )
+    # Samples scored of the log's, as the evaluator reports them (progress.advance).
+    with progress.Progress(
+        f"accuracy {evaluator} {log.parent.parent.name}",
+        total=len(entries),
+        unit="samples",
+        waiting_for=f"the {evaluator} evaluator (decoding or scoring; it reports samples as it finishes them)",
+    ) as reporter:
+        if extras_dir is not None:
+            Path(extras_dir).mkdir(parents=True, exist_ok=True)
+            if found.write_extras is not None:
+                found.write_extras(entries, dataset_file, accuracy_rules, Path(extras_dir))
+        scored = score_entries(
+            evaluator, entries, dataset_file, evaluator_tokenizer(evaluator, tokenizer_dir), accuracy_rules
+        )
+        reporter.update(len(entries))  # every sample, also from evaluators that report none on the way
+    return scored
 
 
 def accuracy_job(
