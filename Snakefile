@@ -40,9 +40,10 @@ rule all:
         PATHS["check_txt"],
         PATHS["summary_md"],
         PATHS["official_summary_csv"],
+        report_outputs(),
         compare_outputs(config),
         PLAN.scaling_outputs(),
 
 
 onsuccess:
-    print_summary(PATHS["summary_md"])
+    print_summary(PATHS["summary_md"], report_outputs())

@@ -84,6 +84,17 @@ if [ "$want_tests" = 1 ]; then
         fi
         rm -rf "$npm_tmp"
     fi
+    # A real browser for tests/test_report_html.py (renders snakemake --report headless):
+    # Debian's chromium through apt, once. Without apt (or as non-root) the browser test skips.
+    if ! command -v chromium >/dev/null 2>&1; then
+        if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+            { apt-get install -y -qq chromium >/dev/null 2>&1 \
+                || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }; } \
+                || echo "install.sh: apt could not install chromium; the HTML report's browser test will skip" >&2
+        else
+            echo "install.sh: no apt-get (or not root) to install chromium; the HTML report's browser test will skip" >&2
+        fi
+    fi
 fi
 
 # AMD Quark in its own environment (envs/quark.txt explains why it is kept apart). Its own

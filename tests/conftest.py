@@ -44,7 +44,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "package": ("test_package_units", "test_package_sysfacts"),
     "compare": ("test_compare", "test_scaling", "test_import"),
     "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),
-    "workflow": ("test_e2e", "test_gpt_oss_demo", "test_docs", "test_lint", "test_layers"),
+    "workflow": ("test_e2e", "test_gpt_oss_demo", "test_docs", "test_lint", "test_layers", "test_report_html"),
 }
 
 

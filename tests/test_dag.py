@@ -41,6 +41,7 @@ def test_default_config_plan(tmp_path):
         "check_submission": 1,
         "summary": 1,
         "official_summary": 1,
+        "report_plots": 1,  # the HTML report's plots and pages
         "all": 1,
     }
 

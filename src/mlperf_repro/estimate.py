@@ -641,7 +641,7 @@ class Estimator:
             disk_bytes=results * self.assume.package_bytes_per_result,
             results=results,
         )
-        for rule in ("tarball", "check_submission", "summary", "official_summary"):
+        for rule in ("tarball", "check_submission", "summary", "official_summary", "report_plots"):
             row.add(rule, self.assume.light_job_s)
         if self.config.get("compare"):
             row.add("compare", self.assume.light_job_s)

@@ -1,6 +1,7 @@
 # Shared by every stage file: config validation, the plan, wildcard constraints, helpers.
 import functools
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from mlperf_repro.lock import check_environment
 from mlperf_repro.paths import PATHS, path
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
 from mlperf_repro.quant.memory import quantize_job_mem_mb
+from mlperf_repro.report.items import report_items
 
 try:
     validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml", launchers=LAUNCHERS)
@@ -160,10 +162,20 @@ def record_lock_check(record, out_json):
     Path(out_json).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def print_summary(path):
+# The HTML report's items (rule report_plots; `snakemake --report`).
+def report_outputs():
+    return [item.path for item in report_items(PLAN)]
+
+
+def print_summary(path, report_files=()):
     summary = Path(path)
     if summary.is_file():
         print(f"\n{summary.read_text()}")
+    if report_files and all(Path(f).is_file() for f in report_files):
+        # The HTML report (plots, summary, compliance, provenance) is assembled on request.
+        configfiles = [f"--configfile {os.path.relpath(f)}" for f in workflow.overwrite_configfiles]
+        command = " ".join(["snakemake", *configfiles, "--report", "report.html"])
+        print(f"HTML report with plots: {command}")
 
 
 # The plan view (rule plan_view).

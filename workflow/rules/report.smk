@@ -1,4 +1,8 @@
-# Stage 7: the summary table (CSV + Markdown), printed when the workflow finishes.
+# Stage 7: the summary table (CSV + Markdown), printed when the workflow finishes, and the
+# plots and pages of the HTML report (`snakemake --report report.html`).
+
+
+report: "../report/workflow.rst"
 
 
 rule summary:
@@ -38,3 +42,35 @@ rule official_summary:
         round=config["round"],
     script:
         f"{SCRIPTS}/official_summary.py"
+
+
+rule report_plots:
+    # Every plot and page of the HTML report, marked for `snakemake --report` (categories,
+    # captions: workflow/report/*.rst; items: mlperf_repro.report.items).
+    input:
+        summary=PATHS["summary_csv"],
+        check=PATHS["check_json"],
+        accuracy=PLAN.accuracy_outputs(),
+        runs=PLAN.run_outputs(),
+        compliance=PLAN.compliance_outputs(),
+        quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
+    output:
+        *[
+            report(
+                item.path,
+                caption=f"../report/{item.caption}",
+                category=item.category,
+                subcategory=item.subcategory,
+                labels=item.labels,
+            )
+            for item in report_items(PLAN)
+        ],
+    log:
+        "logs/report/report_plots.log",
+    localrule: True
+    conda:
+        WORKFLOW_ENV
+    params:
+        config=PLAN.submission_config(),
+    script:
+        f"{SCRIPTS}/report_plots.py"

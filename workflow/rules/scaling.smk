@@ -68,7 +68,12 @@ rule scaling_report:
     output:
         csv=PATHS["scaling_csv"],
         md=PATHS["scaling_md"],
-        svg=PATHS["scaling_svg"],
+        svg=report(
+            PATHS["scaling_svg"],
+            caption="../report/scaling.rst",
+            category="5. Scaling study",
+            labels={"system": "{system}", "benchmark": "{benchmark}"},
+        ),
     log:
         "logs/scaling/{system}/{benchmark}/report.log",
     localrule: True
