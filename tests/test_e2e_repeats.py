@@ -26,7 +26,9 @@ def test_offline_twice_shows_its_spread(tmp_path):
     }
     work = run_config(tmp_path, "repeats", config)
 
-    details = [read_detail(work / RUNS / name / "mlperf_log_detail.txt") for name in ("performance", "performance_run_2")]
+    details = [
+        read_detail(work / RUNS / name / "mlperf_log_detail.txt") for name in ("performance", "performance_run_2")
+    ]
     results = [float(d["result_tokens_per_second"]) for d in details]
     assert all(d["result_validity"] == "VALID" for d in details) and all(r > 0 for r in results)
     # two LoadGen processes, two measurements (the same queries: the same user.conf and seeds)
