@@ -34,6 +34,7 @@ rule all:
         # The per-scenario runs are targets too: deleting one scenario's outputs reruns
         # exactly that scenario and what depends on it.
         PLAN.run_outputs(),
+        PLAN.repeat_outputs(),
         PLAN.accuracy_outputs(),
         PLAN.compliance_outputs(),
         PATHS["tarball"],

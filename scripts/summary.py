@@ -1,4 +1,4 @@
-"""Write the summary table (results/report/summary.{csv,md})."""
+"""Write the summary table (results/report/summary.{csv,md,json})."""
 
 from mlperf_repro.plan import Plan
 from mlperf_repro.report.summary import summary_job
@@ -6,7 +6,7 @@ from mlperf_repro.stage import run
 
 
 def main(smk):
-    summary_job(Plan(smk.params.config), smk.input.check, smk.output.csv, smk.output.md)
+    summary_job(Plan(smk.params.config), smk.input.check, smk.output.csv, smk.output.md, smk.output.json)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,10 @@ def drop_interactive(config: dict) -> None:
     del system(config)["benchmarks"][BENCH]["Interactive"]
 
 
+def package_repeat_2(config: dict) -> None:
+    system(config)["benchmarks"][BENCH]["Server"].update(repeats=2, packaged_repeat=2)
+
+
 DESC = f"systems.{SYSTEM}.description"
 ENGINE = f"systems.{SYSTEM}.engine"
 # (id, edit, the jobs it must rerun). Where the answer is a choice, the comment says why.
@@ -182,6 +186,14 @@ EDITS = [
     ),
     # A scenario fewer: its results leave the tree; nothing is measured again.
     ("drop Interactive", drop_interactive, PACKAGE),
+    # repeats is no LoadGen setting: only the new repeats run, user.conf and run 1 stay.
+    (
+        "Server.repeats",
+        setter(f"systems.{SYSTEM}.benchmarks.{BENCH}.Server.repeats", 3),
+        {"loadgen_repeat:Server/performance_run_2", "loadgen_repeat:Server/performance_run_3"} | PACKAGE,
+    ),
+    # Packaging repeat 2 instead of run 1 measures nothing again but that repeat.
+    ("Server.packaged_repeat", package_repeat_2, {"loadgen_repeat:Server/performance_run_2"} | PACKAGE),
 ]
 
 

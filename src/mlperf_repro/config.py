@@ -358,6 +358,7 @@ def check_references(config: dict) -> list[str]:
                     )
                 else:
                     problems += _auto_target_problems(f"{where}.{scenario}", scenario, scenarios, facts)
+                    problems += _repeat_problems(f"{where}.{scenario}", scenarios[scenario])
             if closed:
                 missing = [s for s in facts.required_scenarios if s not in scenarios]
                 if missing:
@@ -417,6 +418,17 @@ def _auto_target_problems(where: str, scenario: str, scenarios: dict, facts) -> 
         return [
             f"{where}.start_qps: a {scenario} search with target_qps auto starts from start_qps or from the "
             f"Offline scenario of the same system and benchmark, and there is none; set start_qps"
+        ]
+    return []
+
+
+def _repeat_problems(where: str, settings: dict) -> list[str]:
+    """packaged_repeat names one of the scenario's repeats."""
+    repeats, packaged = int(settings.get("repeats", 1)), settings.get("packaged_repeat")
+    if packaged is not None and int(packaged) > repeats:
+        return [
+            f"{where}.packaged_repeat: {packaged} is not one of the scenario's repeats "
+            f"(repeats: {repeats}); give 1 to {repeats}"
         ]
     return []
 

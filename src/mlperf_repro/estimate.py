@@ -573,6 +573,19 @@ class Estimator:
                     **_run_details(run),
                     nodes=plan.server_nodes(job.system),
                 )
+                if mode == "performance":
+                    # repeats: N - the performance test N - 1 more times, each its own process.
+                    for repeat in range(2, plan.repeats(job.system, job.benchmark, job.scenario) + 1):
+                        row.add(
+                            "loadgen_repeat",
+                            run["seconds"] + self.assume.run_overhead_s,
+                            accelerators,
+                            logs,
+                            **where,
+                            repeat=repeat,
+                            **_run_details(run),
+                            nodes=plan.server_nodes(job.system),
+                        )
         return [confs] + [
             rows[key] for key in sorted(rows, key=lambda k: (plan.scenarios.index(k[0]), MODES.index(k[1])))
         ]
@@ -709,6 +722,12 @@ class Estimator:
         ]
         if self.plan.test_scale:
             notes.append("test_scale is enabled: run lengths use its shortened minimums")
+        repeated = self.plan.repeat_jobs
+        if repeated:
+            notes.append(
+                f"repeats: {len(repeated)} extra performance run(s) (rule loadgen_repeat), each as long as "
+                "its scenario's performance run, in the run rows"
+            )
         notes += self.auto_target_notes()
         return Estimate(rows, self.assumptions, notes)
 

@@ -25,6 +25,8 @@ PATHS: dict[str, str] = {
     "find_performance_runs": "results/find_performance/{system}/{benchmark}/{scenario}",
     "user_conf": "results/runs/{system}/{benchmark}/{scenario}/user.conf",
     "run": "results/runs/{system}/{benchmark}/{scenario}/{mode}",
+    # repeats: N - the performance test's repeats 2..N beside it (the performance run is repeat 1).
+    "repeat_run": "results/runs/{system}/{benchmark}/{scenario}/performance_run_{repeat}",
     "reference_accuracy": "results/reference/{system}/{benchmark}/accuracy.json",
     # Stage 4: accuracy.
     "accuracy": "results/accuracy/{system}/{benchmark}/{scenario}",
@@ -48,6 +50,8 @@ PATHS: dict[str, str] = {
     # Stage 7: reports.
     "summary_csv": "results/report/summary.csv",
     "summary_md": "results/report/summary.md",
+    # The summary's rows and each repeated scenario's run-to-run spread, for scripts and plots.
+    "summary_json": "results/report/summary.json",
     "official_summary_csv": "results/report/summary_official.csv",
     "final_report_xlsx": "results/report/final_report.xlsx",
     # Scaling study.

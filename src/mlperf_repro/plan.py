@@ -172,6 +172,14 @@ class Plan:
         return path("run", system=system, benchmark=benchmark, scenario=scenario, mode=mode)
 
     @staticmethod
+    def repeat_run_dir(system: str, benchmark: str, scenario: str, repeat: int) -> str:
+        """Repeat ``repeat`` (1-based) of a scenario's performance test: repeat 1 is the
+        performance run itself, the others lie beside it (``repeats: N``)."""
+        if repeat == 1:
+            return path("run", system=system, benchmark=benchmark, scenario=scenario, mode="performance")
+        return path("repeat_run", system=system, benchmark=benchmark, scenario=scenario, repeat=repeat)
+
+    @staticmethod
     def compliance_run_dir(system: str, benchmark: str, scenario: str, test: str) -> str:
         return path("compliance_run", system=system, benchmark=benchmark, scenario=scenario, test=test)
 
@@ -313,6 +321,33 @@ class Plan:
 
     def scenario_cfg(self, system: str, benchmark: str, scenario: str) -> dict[str, Any]:
         return self.system_cfg(system)["benchmarks"][benchmark][scenario]
+
+    # -- repeats: N ---------------------------------------------------------------------
+    def repeats(self, system: str, benchmark: str, scenario: str) -> int:
+        """How often the scenario's performance test runs (``repeats``, default 1)."""
+        return int(self.scenario_cfg(system, benchmark, scenario).get("repeats", 1))
+
+    def packaged_repeat(self, system: str, benchmark: str, scenario: str) -> int:
+        """The repeat whose logs become the tree's ``performance/run_1`` (``packaged_repeat``,
+        default 1; config validation keeps it within ``repeats``)."""
+        return int(self.scenario_cfg(system, benchmark, scenario).get("packaged_repeat", 1))
+
+    def performance_run_dirs(self, system: str, benchmark: str, scenario: str) -> list[str]:
+        """Every repeat's run folder, repeat 1 (the performance run) first."""
+        n = self.repeats(system, benchmark, scenario)
+        return [self.repeat_run_dir(system, benchmark, scenario, k) for k in range(1, n + 1)]
+
+    def packaged_run_dir(self, system: str, benchmark: str, scenario: str) -> str:
+        """The performance run the package, the summary's result and the compliance tests that
+        compare with the performance run read."""
+        return self.repeat_run_dir(system, benchmark, scenario, self.packaged_repeat(system, benchmark, scenario))
+
+    @cached_property
+    def repeat_jobs(self) -> list[tuple[Job, int]]:
+        """(scenario, repeat) of the extra performance runs, repeat 2..N (rule loadgen_repeat)."""
+        return [
+            (job, k) for job in self.jobs for k in range(2, self.repeats(job.system, job.benchmark, job.scenario) + 1)
+        ]
 
     def user_conf_settings(self, system: str, benchmark: str, scenario: str) -> dict[str, Any]:
         """The scenario's LoadGen settings; target_qps may be ``auto`` (see :meth:`target_is_auto`)."""
@@ -770,6 +805,18 @@ class Plan:
     # -- targets ------------------------------------------------------------------------
     def run_outputs(self) -> list[str]:
         return [self.run_dir(j.system, j.benchmark, j.scenario, m) for j in self.jobs for m in MODES]
+
+    def repeat_outputs(self) -> list[str]:
+        """The extra performance runs of the scenarios with ``repeats`` above 1."""
+        return [self.repeat_run_dir(j.system, j.benchmark, j.scenario, k) for j, k in self.repeat_jobs]
+
+    def packaged_repeat_outputs(self) -> list[str]:
+        """The repeats a ``packaged_repeat`` above 1 puts into the tree instead of the performance run."""
+        return [
+            self.packaged_run_dir(j.system, j.benchmark, j.scenario)
+            for j in self.jobs
+            if self.packaged_repeat(j.system, j.benchmark, j.scenario) > 1
+        ]
 
     def accuracy_outputs(self) -> list[str]:
         return [path("accuracy_json", system=j.system, benchmark=j.benchmark, scenario=j.scenario) for j in self.jobs]

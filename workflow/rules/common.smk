@@ -59,6 +59,8 @@ wildcard_constraints:
     dataset=alternatives(PLAN.datasets),
     recipe=alternatives(config.get("quantization") or {}),
     n_endpoints=r"\d+",
+    # repeats: N - the extra performance runs are repeats 2..N (repeat 1 is the performance run).
+    repeat=r"[2-9]|[1-9]\d+",
 
 
 def machine_threads(cluster_cpus):
@@ -127,6 +129,11 @@ def offline_pass_of(wildcards):
     """The Offline find-performance result a Server/Interactive search starts from (no start_qps)."""
     _, _, offline = PLAN.search_start(wildcards.system, wildcards.benchmark, wildcards.scenario)
     return [offline] if offline else []
+
+
+def run_mode(wildcards):
+    """A LoadGen job's mode: its {mode} wildcard; a repeat (loadgen_repeat) is a performance run."""
+    return wildcards.get("mode", "performance")
 
 
 def serving_dir(wildcards):

@@ -6,6 +6,8 @@
 rule package:
     input:
         runs=PLAN.run_outputs(),
+        # repeats: N with packaged_repeat k > 1: that repeat becomes performance/run_1.
+        packaged=PLAN.packaged_repeat_outputs(),
         user_confs=[PLAN.user_conf_path(j.system, j.benchmark, j.scenario) for j in PLAN.jobs],
         accuracy=PLAN.accuracy_outputs(),
         compliance=PLAN.compliance_outputs(),

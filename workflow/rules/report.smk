@@ -9,12 +9,15 @@ rule summary:
     input:
         accuracy=PLAN.accuracy_outputs(),
         runs=PLAN.run_outputs(),
+        # repeats: N - every repeat of a scenario's performance test (the spread).
+        repeats=PLAN.repeat_outputs(),
         check=PATHS["check_json"],
         acquired=[PLAN.acquire_record_path("models", m) for m in PLAN.models],
         quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
     output:
         csv=PATHS["summary_csv"],
         md=PATHS["summary_md"],
+        json=PATHS["summary_json"],
     log:
         "logs/report/summary.log",
     localrule: True

@@ -1,5 +1,6 @@
 # Stage 3: LoadGen runs, one test per process. Each system x benchmark x scenario gets a
-# generated user.conf and a performance and an accuracy run.
+# generated user.conf and a performance and an accuracy run; a scenario with repeats: N
+# runs its performance test N - 1 more times (rule loadgen_repeat).
 
 
 rule user_conf:
@@ -54,16 +55,25 @@ rule loadgen_run:
         # The image (provenance) and the GPU screen the job applies.
         container_image=system_container,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
-        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.mode),
+        dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, run_mode(wc)),
         # gpt-oss: the harmony reasoning effort the file's prompts must ask for.
-        prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark, wc.mode),
+        prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark, run_mode(wc)),
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),
         performance_sample_count=lambda wc: PLAN.performance_sample_count(wc.benchmark),
-        generation=lambda wc: PLAN.generation_params(wc.benchmark, wc.mode),
+        generation=lambda wc: PLAN.generation_params(wc.benchmark, run_mode(wc)),
         engine=lambda wc: PLAN.run_engine(wc.system, wc.benchmark, wc.scenario),
     script:
         f"{SCRIPTS}/loadgen_run.py"
+
+
+# repeats: N - repeat k (2..N) of a scenario's performance test: the same job, user.conf and
+# engine in a fresh LoadGen process, beside the performance run (which is repeat 1).
+use rule loadgen_run as loadgen_repeat with:
+    output:
+        run=directory(PATHS["repeat_run"]),
+    log:
+        "logs/runs/{system}/{benchmark}/{scenario}/performance_run_{repeat}.log",
 
 
 rule reference_accuracy:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from ..archive import ARCHIVE_SUFFIXES, Limits, extract
 from ..errors import UserError
+from ..stats import Summary, overlaps, summarize
 from .diff import Cause, pair_records, rank_causes, timing_only
 from .records import Record, read_submission
-from .stats import Summary, overlaps, summarize
 
 
 @dataclass

@@ -91,7 +91,7 @@ def measurements(plan: Plan, benchmark: str) -> dict[str, Any]:
 def _system_provenance(plan: Plan, system: str) -> dict[str, Any]:
     for job in plan.jobs:
         if job.system == system:
-            path = Path(plan.run_dir(system, job.benchmark, job.scenario, "performance")) / "provenance.json"
+            path = Path(plan.packaged_run_dir(system, job.benchmark, job.scenario)) / "provenance.json"
             if path.is_file():
                 return json.loads(path.read_text())
     return {}
@@ -236,7 +236,8 @@ def build_submission(plan: Plan, out_dir: str | Path, code_root: str | Path) -> 
 
     for job in plan.jobs:
         scenario_dir = base / "results" / job.system / job.benchmark / job.scenario
-        perf = Path(plan.run_dir(job.system, job.benchmark, job.scenario, "performance"))
+        # repeats: N - the repeat packaged_repeat names (1, the performance run, by default).
+        perf = Path(plan.packaged_run_dir(job.system, job.benchmark, job.scenario))
         acc = Path(plan.run_dir(job.system, job.benchmark, job.scenario, "accuracy"))
         acc_eval = Path(plan.accuracy_dir(job.system, job.benchmark, job.scenario))
         _copy(Path(plan.user_conf_path(job.system, job.benchmark, job.scenario)), scenario_dir / "user.conf")
@@ -284,6 +285,12 @@ def _scenario_provenance(plan: Plan, job, perf: Path, acc: Path) -> dict[str, An
     for mode, run_dir in (("performance", perf), ("accuracy", acc)):
         path = run_dir / "provenance.json"
         record[mode] = json.loads(path.read_text()) if path.is_file() else None
+    repeats = plan.repeats(job.system, job.benchmark, job.scenario)
+    if repeats > 1:  # which of the scenario's repeated performance runs this tree holds
+        record["performance_repeat"] = {
+            "packaged": plan.packaged_repeat(job.system, job.benchmark, job.scenario),
+            "of": repeats,
+        }
     recipe = bench.get("quantization")
     if recipe:
         manifest_path = Path(plan.quantized_dir(bench["model"], recipe)) / "quant_manifest.json"

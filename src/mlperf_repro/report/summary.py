@@ -2,7 +2,10 @@
 
 One row per system x benchmark x scenario: the result metric, TTFT/TPOT p99 against their
 limits where they apply, LoadGen validity, accuracy against its target, and whether the
-row is submittable.
+row is submittable. A scenario with ``repeats: N`` also gets its run-to-run spread: the
+mean of its N performance results, min-max, relative standard deviation and the mean's
+95% interval (Student t, :mod:`mlperf_repro.stats`), in the CSV's ``repeat_*`` columns,
+a Markdown table and ``summary.json`` (for plots).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..loadgen_logs import read_detail
-from ..plan import Plan
+from ..plan import Job, Plan
+from ..stats import summarize
 
 COLUMNS = (
     "system",
@@ -33,6 +37,15 @@ COLUMNS = (
     "accuracy_passed",
     "packaged",
     "submittable",
+    # repeats: N (empty for a scenario that runs once): the N performance results' statistics.
+    "repeats",
+    "packaged_repeat",
+    "repeat_mean",
+    "repeat_min",
+    "repeat_max",
+    "repeat_rel_std_pct",
+    "repeat_ci95_low",
+    "repeat_ci95_high",
 )
 
 
@@ -48,13 +61,94 @@ def _packaging(plan: Plan) -> tuple[str, dict[str, list[str]]]:
     return data["policy"], data["failed"]
 
 
-def summary_rows(plan: Plan) -> list[dict[str, str]]:
+def _number(value: float | None, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if value is not None else ""
+
+
+def repeat_spread(plan: Plan, job: Job) -> dict[str, Any] | None:
+    """The run-to-run spread of a scenario with ``repeats`` above 1 (None otherwise): each
+    repeat's result, validity and TTFT/TPOT p99, and over the results the mean, standard
+    deviation, min-max, relative standard deviation and spread, and the mean's 95% interval."""
+    repeats = plan.repeats(job.system, job.benchmark, job.scenario)
+    if repeats < 2:
+        return None
+    facts = plan.facts(job.benchmark)
+    limits = facts.latency_limits_ms(job.scenario) or {}
+    runs = []
+    for k, run_dir in enumerate(plan.performance_run_dirs(job.system, job.benchmark, job.scenario), start=1):
+        detail = read_detail(Path(run_dir) / "mlperf_log_detail.txt")
+        ttft = detail.get("result_first_token_99.00_percentile_latency_ns") if limits else None
+        tpot = detail.get("result_time_per_output_token_99.00_percentile_ns") if limits else None
+        runs.append(
+            {
+                "repeat": k,
+                "run_dir": run_dir,
+                "result": facts.result_value(job.scenario, detail.get(facts.result_field(job.scenario))),
+                "loadgen_validity": str(detail.get("result_validity", "missing")),
+                "ttft_p99_ms": float(ttft) / 1e6 if ttft not in (None, "") else None,
+                "tpot_p99_ms": float(tpot) / 1e6 if tpot not in (None, "") else None,
+            }
+        )
+    stats = summarize([r["result"] for r in runs])
+    entry: dict[str, Any] = {
+        "system": job.system,
+        "benchmark": job.benchmark,
+        "scenario": job.scenario,
+        "unit": facts.result_unit(job.scenario),
+        "repeats": repeats,
+        "packaged_repeat": plan.packaged_repeat(job.system, job.benchmark, job.scenario),
+        "valid_runs": sum(r["loadgen_validity"] == "VALID" for r in runs),
+        "runs": runs,
+        "n": 0,
+    }
+    if stats is None:  # no run logged a result
+        return entry
+    nearest = min((r for r in runs if r["result"] is not None), key=lambda r: abs(r["result"] - stats.mean))
+    return {
+        **entry,
+        "n": stats.n,
+        "mean": stats.mean,
+        "stdev": stats.stdev,
+        "min": stats.minimum,
+        "max": stats.maximum,
+        "relative_std": stats.stdev / stats.mean if stats.mean else 0.0,
+        "relative_spread": stats.relative_spread,
+        "ci95_low": stats.low,
+        "ci95_high": stats.high,
+        "ci95_method": "Student t, two-sided, n-1 degrees of freedom",
+        # The repeat a packaged_repeat that wants a representative result would name.
+        "nearest_mean_repeat": nearest["repeat"],
+    }
+
+
+def _repeat_columns(spread: dict[str, Any] | None) -> dict[str, str]:
+    if spread is None:
+        return {"repeats": "1", "packaged_repeat": "1"} | {c: "" for c in COLUMNS if c.startswith("repeat_")}
+    has = spread["n"] > 0
+    return {
+        "repeats": str(spread["repeats"]),
+        "packaged_repeat": str(spread["packaged_repeat"]),
+        "repeat_mean": _number(spread.get("mean")),
+        "repeat_min": _number(spread.get("min")),
+        "repeat_max": _number(spread.get("max")),
+        "repeat_rel_std_pct": _number(100 * spread["relative_std"]) if has else "",
+        "repeat_ci95_low": _number(spread.get("ci95_low")),
+        "repeat_ci95_high": _number(spread.get("ci95_high")),
+    }
+
+
+def summary_rows(plan: Plan, spreads: dict[Job, dict[str, Any] | None] | None = None) -> list[dict[str, str]]:
+    """One row per scenario; ``spreads`` (from :func:`repeat_spread`) fills the repeat columns,
+    computed here when not given."""
     policy, failed = _packaging(plan)
+    if spreads is None:
+        spreads = {job: repeat_spread(plan, job) for job in plan.jobs}
     rows = []
     for job in plan.jobs:
         facts = plan.facts(job.benchmark)
+        # The packaged repeat's result: the one the tree holds.
         detail = read_detail(
-            Path(plan.run_dir(job.system, job.benchmark, job.scenario, "performance")) / "mlperf_log_detail.txt"
+            Path(plan.packaged_run_dir(job.system, job.benchmark, job.scenario)) / "mlperf_log_detail.txt"
         )
         accuracy = json.loads(
             (Path(plan.accuracy_dir(job.system, job.benchmark, job.scenario)) / "accuracy.json").read_text()
@@ -84,6 +178,7 @@ def summary_rows(plan: Plan) -> list[dict[str, str]]:
                 "accuracy_passed": "yes" if accuracy["verdict"]["passed"] else "NO",
                 "packaged": _packaged(plan, job, policy, failed),
                 "submittable": "yes" if plan.submittable else "NO (test scale)",
+                **_repeat_columns(spreads.get(job)),
             }
         )
     return rows
@@ -190,7 +285,41 @@ def quantization_lines(plan: Plan) -> list[str]:
     ]
 
 
-def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan) -> str:
+def spread_lines(spreads: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table of the repeated scenarios' run-to-run spread (none without repeats)."""
+    if not spreads:
+        return []
+    lines = [
+        "Run-to-run spread of the repeated performance runs (`repeats`; 95% interval of the mean, Student t): "
+        "a gap to another result inside the interval is within this machine's run-to-run noise.",
+        "",
+        "| system | benchmark | scenario | unit | results (run 1..N) | mean | min-max (spread) | rel. std "
+        "| 95% interval | valid | packaged |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in spreads:
+        results = ", ".join(_number(r["result"]) or "-" for r in s["runs"])
+        if s["n"]:
+            cells = [
+                _number(s["mean"]),
+                f"{_number(s['min'])}-{_number(s['max'])} ({100 * s['relative_spread']:.2f}%)",
+                f"{100 * s['relative_std']:.2f}%",
+                f"{_number(s['ci95_low'])}-{_number(s['ci95_high'])}",
+            ]
+        else:
+            cells = ["-"] * 4
+        packaged = f"run {s['packaged_repeat']} (nearest the mean: run {s.get('nearest_mean_repeat', '-')})"
+        lines.append(
+            f"| {s['system']} | {s['benchmark']} | {s['scenario']} | {s['unit']} | {results} | "
+            + " | ".join(cells)
+            + f" | {s['valid_runs']}/{s['repeats']} | {packaged} |"
+        )
+    return lines
+
+
+def to_markdown(
+    rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan, spreads: list[dict[str, Any]] | None = None
+) -> str:
     shown = (
         "system",
         "benchmark",
@@ -216,6 +345,9 @@ def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: 
     if check is not None:
         errors = [f for f in check["findings"] if f["severity"] == "error"]
         lines += ["", f"Submission check: **{check['status']}** ({len(errors)} error(s)); see results/check/report.txt"]
+    spread = spread_lines(spreads or [])
+    if spread:
+        lines += [""] + spread
     quantization = quantization_lines(plan)
     if quantization:
         lines += [""] + quantization
@@ -226,11 +358,28 @@ def to_markdown(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: 
     return "\n".join(lines)
 
 
-def summary_job(plan: Plan, check_json: str | None, out_csv: str, out_md: str) -> str:
-    rows = summary_rows(plan)
+def summary_json(plan: Plan, rows: list[dict[str, str]], spreads: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary for scripts and plots: the CSV's rows, and per repeated scenario its runs and
+    statistics as numbers (``repeats``)."""
+    return {
+        "round": plan.rules.name,
+        "division": plan.division,
+        "submitter": plan.submitter,
+        "submittable": plan.submittable,
+        "rows": rows,
+        "repeats": spreads,
+    }
+
+
+def summary_job(plan: Plan, check_json: str | None, out_csv: str, out_md: str, out_json: str | None = None) -> str:
+    by_job = {job: repeat_spread(plan, job) for job in plan.jobs}
+    spreads = [s for s in by_job.values() if s is not None]
+    rows = summary_rows(plan, by_job)
     check = json.loads(Path(check_json).read_text()) if check_json else None
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     Path(out_csv).write_text(to_csv(rows))
-    markdown = to_markdown(rows, check, plan)
+    markdown = to_markdown(rows, check, plan, spreads)
     Path(out_md).write_text(markdown)
+    if out_json:
+        Path(out_json).write_text(json.dumps(summary_json(plan, rows, spreads), indent=2) + "\n")
     return markdown

@@ -1,4 +1,5 @@
-"""Repeat-run statistics: is a gap real or run-to-run noise?"""
+"""Repeat-run statistics: is a gap real or run-to-run noise? (`compare` judges gaps between
+trees with it, the summary the spread of a scenario's repeated performance runs.)"""
 
 from __future__ import annotations
 
