@@ -23,11 +23,11 @@ from conftest import DEFAULT_CONFIG, llama2_part, make_workdir, run_snakemake, s
 SYSTEM = "cpu-2c-vllm"
 BENCH = "tiny-llama-mxfp4"
 SCENARIOS = ("Offline", "Server", "Interactive")
-OUTPUT_SUFFIXES = (".json", ".txt", ".conf", ".md", ".csv", ".html", ".gz", ".xlsx", ".svg")
+OUTPUT_SUFFIXES = (".json", ".txt", ".conf", ".md", ".csv", ".html", ".gz", ".xlsx", ".svg", ".png")
 
-# What follows the package: the tarball, both checks and reports, and the comparison of the
+# What follows the package: the tarball, both checks and reports (with the HTML report's plots), and the comparison of the
 # tree with itself that the baseline config configures.
-PACKAGE = {"package", "tarball", "check_submission", "summary", "official_summary", "compare"}
+PACKAGE = {"package", "tarball", "check_submission", "summary", "official_summary", "report_plots", "compare"}
 
 
 def scenario_runs(scenario: str) -> set[str]:
