@@ -4,6 +4,7 @@ report rendered in a real browser (Debian's chromium, headless)."""
 from __future__ import annotations
 
 import base64
+import copy
 import io
 import re
 import shutil
@@ -72,6 +73,23 @@ def test_latency_quantiles_from_the_detail_log():
     assert plots.latency_quantiles({"result_validity": "VALID"}, "tpot") == {}
 
 
+# A scenario's repeats as report.summary.repeat_spread gives them (three runs, the second not VALID).
+SPREAD = {
+    "unit": "Tokens/s",
+    "packaged_repeat": 1,
+    "runs": [
+        {"repeat": 1, "result": 812.0, "loadgen_validity": "VALID"},
+        {"repeat": 2, "result": 790.5, "loadgen_validity": "INVALID"},
+        {"repeat": 3, "result": 826.1, "loadgen_validity": "VALID"},
+    ],
+    "n": 3,
+    "mean": 809.53,
+    "relative_std": 0.022,
+    "ci95_low": 765.0,
+    "ci95_high": 854.1,
+}
+
+
 def test_plots_are_real_images(tmp_path):
     record = {"test_seconds": 15.1}
     accuracy = {
@@ -108,6 +126,7 @@ def test_plots_are_real_images(tmp_path):
         plots.plot_accuracy(accuracy, tmp_path / "accuracy.png", "accuracy"),
         plots.plot_quantization(layers, tmp_path / "layers.png", "per layer"),
         plots.plot_quantization(logits, tmp_path / "logits.png", "logits"),
+        plots.plot_spread(SPREAD, tmp_path / "spread.png", "sys / bench / Offline: run-to-run spread"),
     ]
     for path in written:
         assert_real_plot(path.read_bytes(), path.name)
@@ -175,6 +194,15 @@ def test_pages_hold_their_tables():
         ]
     )
     assert "git_commit" in provenance and "host.cpu_model" in provenance and "EPYC" in provenance
+
+
+def test_a_repeated_scenario_gets_its_spread_plot(default_config):
+    config = copy.deepcopy(default_config)
+    system = next(iter(config["systems"].values()))
+    benchmark = next(iter(system["benchmarks"].values()))
+    benchmark["Offline"]["repeats"] = 3
+    items = [i for i in report_items(Plan(config)) if i.kind == "spread"]
+    assert [(i.where["scenario"], i.labels["figure"]) for i in items] == [("Offline", "run-to-run spread")]
 
 
 def test_report_items_of_the_default_config(default_config):

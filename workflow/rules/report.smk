@@ -55,6 +55,8 @@ rule report_plots:
         check=PATHS["check_json"],
         accuracy=PLAN.accuracy_outputs(),
         runs=PLAN.run_outputs(),
+        # repeats: N - the spread plot reads every repeat.
+        repeats=PLAN.repeat_outputs(),
         compliance=PLAN.compliance_outputs(),
         quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],
     output:

@@ -35,6 +35,13 @@ def build_item(plan: Plan, item: Item) -> Path:
         if item.kind == "latency":
             return plots.plot_latency(detail, out, title, limits.get("latency"))
         return plots.plot_token_latency(detail, out, title, limits)
+    if item.kind == "spread":
+        from .summary import repeat_spread
+
+        job = next(
+            j for j in plan.jobs if (j.system, j.benchmark, j.scenario) == (w["system"], w["benchmark"], w["scenario"])
+        )
+        return plots.plot_spread(repeat_spread(plan, job) or {}, out, f"{_title(w)}: run-to-run spread")
     if item.kind == "accuracy":
         record = _json(Path(plan.accuracy_dir(w["system"], w["benchmark"], w["scenario"])) / "accuracy.json")
         return plots.plot_accuracy(record, out, f"{_title(w)}: accuracy")

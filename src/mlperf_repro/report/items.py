@@ -22,7 +22,7 @@ CATEGORIES = (SUMMARY, PERFORMANCE, ACCURACY, QUANTIZATION, SCALING, COMPLIANCE,
 
 @dataclass(frozen=True)
 class Item:
-    kind: str  # throughput, latency, token_latency, accuracy, quantization, summary, compliance, provenance
+    kind: str  # throughput, latency, token_latency, spread, accuracy, quantization, summary, compliance, provenance
     path: str
     category: str
     subcategory: str | None = None
@@ -49,7 +49,14 @@ def report_items(plan: Plan) -> list[Item]:
         facts = plan.facts(job.benchmark)
         if facts.is_llm and facts.latency_limits_ms(job.scenario):
             kinds.append("token_latency")
-        figures = {"throughput": "throughput", "latency": "query latency", "token_latency": "TTFT and TPOT"}
+        if plan.repeats(job.system, job.benchmark, job.scenario) > 1:
+            kinds.append("spread")
+        figures = {
+            "throughput": "throughput",
+            "latency": "query latency",
+            "token_latency": "TTFT and TPOT",
+            "spread": "run-to-run spread",
+        }
         for kind in kinds:
             labels = {"system": job.system, "figure": figures[kind]}
             items.append(Item(kind, f"{folder}/{kind}.png", PERFORMANCE, sub, labels, where))

@@ -175,6 +175,53 @@ def plot_throughput(detail: dict[str, Any], record: dict[str, Any], out: str | P
     return _save(fig, out)
 
 
+def plot_spread(spread: dict[str, Any], out: str | Path, title: str) -> Path:
+    """Each repeat's result (the packaged one marked), their mean and the mean's 95% interval
+    (Student t): how much a rerun of the same setup moves the number."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    runs = [r for r in spread.get("runs", []) if r.get("result") is not None]
+    unit = spread.get("unit", "")
+    if runs:
+        xs = [r["repeat"] for r in runs]
+        ys = [float(r["result"]) for r in runs]
+        colors = ["#1f77b4" if r.get("loadgen_validity") == "VALID" else "#d62728" for r in runs]
+        ax.scatter(xs, ys, c=colors, s=60, zorder=3, label="repeat (red: not VALID)")
+        packaged = spread.get("packaged_repeat")
+        for r, y in zip(runs, ys):
+            if r["repeat"] == packaged:
+                ax.scatter(
+                    [r["repeat"]],
+                    [y],
+                    s=180,
+                    facecolors="none",
+                    edgecolors="black",
+                    zorder=4,
+                    label="packaged into the tree",
+                )
+        if spread.get("mean") is not None:
+            ax.axhline(spread["mean"], color="#2ca02c", label=f"mean {spread['mean']:.4g}")
+            if spread.get("ci95_low") is not None and spread.get("n", 0) > 1:
+                ax.axhspan(
+                    spread["ci95_low"],
+                    spread["ci95_high"],
+                    color="#2ca02c",
+                    alpha=0.15,
+                    label=f"95% interval {spread['ci95_low']:.4g}-{spread['ci95_high']:.4g}",
+                )
+        ax.set_xticks(xs)
+        ax.legend(fontsize=7, loc="best")
+        rel = spread.get("relative_std")
+        note = f"n={spread.get('n', len(runs))}" + (f", relative std {100 * rel:.2f}%" if rel is not None else "")
+        ax.set_title(f"{title}\n{note}", fontsize=10)
+    else:
+        ax.text(0.5, 0.5, "no repeat logged a result", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title, fontsize=10)
+    ax.set_xlabel("repeat")
+    ax.set_ylabel(unit or "result")
+    ax.grid(True, alpha=0.3)
+    return _save(fig, out)
+
+
 def _duration_panel(ax, detail: dict[str, Any], record: dict[str, Any]) -> None:
     seconds = record.get("test_seconds")
     minimum = detail.get("effective_min_duration_ms")
