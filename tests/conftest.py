@@ -223,6 +223,28 @@ def run_config(tmp_path: Path, name: str, config: dict, timeout: int = 1500) -> 
 
 
 E2E_CONFIG = REPO / "tests" / "configs" / "e2e.yaml"
+# What a run of a config made of tests/configs/e2e.yaml's parts can take over from the session's
+# end-to-end run: the acquired and quantized model, the dataset and the reference accuracy (same
+# config entries, same outputs), so only the runs and what follows them are made again.
+E2E_REUSABLE = ("resources", "results/acquire", "results/models", "results/reference")
+
+
+def run_reusing_e2e(e2e_workdir: Path, tmp_path: Path, name: str, config: dict, timeout: int = 1500) -> Path:
+    """A fresh workdir that ran ``config`` (written as ``<name>.yaml``) after copying the
+    end-to-end run's reusable outputs; the test fails with the jobs' logs if the workflow does."""
+    import yaml
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    work = make_workdir(tmp_path)
+    for folder in E2E_REUSABLE:
+        if (e2e_workdir / folder).is_dir():
+            shutil.copytree(e2e_workdir / folder, work / folder, copy_function=shutil.copy2)
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = run_snakemake(work, "--cores", "2", "--configfile", f"{name}.yaml", timeout=timeout)
+    if result.returncode != 0:
+        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
+        pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
+    return work
 
 
 @pytest.fixture(scope="session")

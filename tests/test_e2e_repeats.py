@@ -1,5 +1,7 @@
 """repeats: N for real (issue 19): the demo at test scale, one scenario (Offline) run twice with
-the second run packaged; the summary shows the spread of the two real LoadGen results."""
+the second run packaged (reusing the end-to-end run's model); the summary and the report show
+the spread of the two real LoadGen results, and the two runs' provenance differs only in
+timings, which compare says."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import statistics
 
 import pytest
 import yaml
-from conftest import REPO, run_config
+from conftest import REPO, run_reusing_e2e
 
 from mlperf_repro.loadgen_logs import read_detail
 
@@ -18,13 +20,13 @@ SYSTEM, BENCH, SUBMITTER = "cpu-2c-vllm", "tiny-llama-mxfp4", "E2ETest"
 RUNS = f"results/runs/{SYSTEM}/{BENCH}/Offline"
 
 
-def test_offline_twice_shows_its_spread(tmp_path):
+def test_offline_twice_shows_its_spread(e2e_workdir, tmp_path):
     config = yaml.safe_load((REPO / "tests/configs/e2e.yaml").read_text())
     scenarios = config["systems"][SYSTEM]["benchmarks"][BENCH]
     config["systems"][SYSTEM]["benchmarks"][BENCH] = {
         "Offline": {**scenarios["Offline"], "repeats": 2, "packaged_repeat": 2}
     }
-    work = run_config(tmp_path, "repeats", config)
+    work = run_reusing_e2e(e2e_workdir, tmp_path / "run", "repeats", config)
 
     details = [
         read_detail(work / RUNS / name / "mlperf_log_detail.txt") for name in ("performance", "performance_run_2")
@@ -62,3 +64,27 @@ def test_offline_twice_shows_its_spread(tmp_path):
     provenance = json.loads((packaged / "provenance.json").read_text())
     assert provenance["performance_repeat"] == {"packaged": 2, "of": 2}
     assert "result: PASS" in (work / "results/check/report.txt").read_text()
+
+    # The report's spread plot is a real image.
+    from test_report_html import assert_real_plot
+
+    assert_real_plot((work / f"results/report/html/{SYSTEM}/{BENCH}/Offline/spread.png").read_bytes(), "spread")
+
+    # Two runs of the same config on the same machine: a copy of the tree holding the other repeat
+    # (its logs and its own provenance record) compares as the same except timings.
+    import shutil
+
+    from mlperf_repro.compare.render import to_markdown
+    from mlperf_repro.compare.report import compare_paths
+
+    other = tmp_path / "other"
+    shutil.copytree(work / "results/package", other)
+    scenario = other / f"submission/open/{SUBMITTER}/results/{SYSTEM}/{BENCH}/Offline"
+    for name in ("mlperf_log_detail.txt", "mlperf_log_summary.txt"):
+        shutil.copy2(work / RUNS / "performance" / name, scenario / "performance/run_1" / name)
+    record = json.loads((scenario / "provenance.json").read_text())
+    record["performance"] = json.loads((work / RUNS / "performance/provenance.json").read_text())
+    (scenario / "provenance.json").write_text(json.dumps(record, indent=2))
+    (comparison,) = compare_paths(str(work / "results/package"), [str(other)])
+    assert [c.describe() for row in comparison.rows for c in row.causes] == []
+    assert "same except timings" in to_markdown(comparison)

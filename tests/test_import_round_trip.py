@@ -11,11 +11,9 @@ quantized model) serves both comparisons.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import yaml
-from conftest import E2E_CONFIG, SCHEMA, make_workdir, run_snakemake
+from conftest import E2E_CONFIG, SCHEMA, run_reusing_e2e
 from published_tree import SYSTEM, write_published
 
 from mlperf_repro.cli import _stand_in
@@ -80,14 +78,7 @@ def test_import_run_with_stand_ins_and_compare(e2e_workdir, tmp_path):
     validate_config(yaml.safe_load(yaml.safe_dump(own_config)), SCHEMA)
 
     # Run it, reusing the end-to-end run's acquired and quantized model (same config, same outputs).
-    (tmp_path / "run").mkdir()
-    work = make_workdir(tmp_path / "run")
-    for folder in ("resources", "results/acquire", "results/models", "results/reference"):
-        if (e2e_workdir / folder).is_dir():
-            shutil.copytree(e2e_workdir / folder, work / folder, copy_function=shutil.copy2)
-    (work / "imported.yaml").write_text(yaml.safe_dump(own_config, sort_keys=False))
-    result = run_snakemake(work, "--cores", "2", "--configfile", "imported.yaml", timeout=1500)
-    assert result.returncode == 0, result.stderr[-4000:]
+    work = run_reusing_e2e(e2e_workdir, tmp_path / "run", "imported", own_config)
     run_tree = work / "results" / "package"
 
     # 1. Our own tree: the stand-in is what made it, so no setting differs, only the measured numbers.
