@@ -224,6 +224,7 @@ def test_an_engine_setting_change_reruns_every_run_and_nothing_upstream(workdir)
         "check_submission": 1,
         "summary": 1,
         "official_summary": 1,
+        "report_plots": 1,
         "all": 1,
     }
 
@@ -245,5 +246,6 @@ def test_rerun_does_nothing_and_one_scenario_reruns_alone(workdir):
         "check_submission": 1,
         "summary": 1,
         "official_summary": 1,
+        "report_plots": 1,
         "all": 1,
     }
