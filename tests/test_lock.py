@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -288,7 +290,15 @@ def test_snakemake_refuses_a_differing_lock_and_runs_with_an_override(tmp_path):
     difference; with lock_override the run goes ahead and its start records what it accepted."""
     work = make_workdir(tmp_path)
     configfile = default_copy(work)
-    assert lock_cli(configfile) == 0
+    # As a user runs it: its own process, whose sys.path is the workflow's (the test process's may
+    # hold other tests' distributions, which the workflow's processes would then lack).
+    locked = subprocess.run(
+        [sys.executable, "-m", "mlperf_repro", "lock", "--configfile", str(configfile), "--offline"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert locked.returncode == 0, locked.stderr
     edit_lock(configfile, lambda lock: lock["packages"]["workflow"].update(torch="2.12.0"))
     refused = run_snakemake(work, "-n", "--configfile", "my.yaml", timeout=300)
     output = refused.stdout + refused.stderr
