@@ -6,6 +6,9 @@ Fault injection: with KILL_PGID and KILL_AFTER set, the server process group KIL
 gets SIGKILL once KILL_AFTER answers have reached LoadGen, at the moment the dispatcher
 next sends queries to endpoint KILL_ENDPOINT (default srv1): mid-run and with queries in
 flight on that server, however fast the run goes and whatever the scenario's arrival gaps.
+With KILL_PORT, the loop goes on only once that port refuses connections: a killed vLLM
+server takes seconds to die on a slow machine, and in that window its port still takes
+connections that nobody answers (a slow server, not a dead one, to the dispatcher).
 
 Prints ``RECORD <json>`` with the run record; ``ERROR <message>`` when the run stops.
 """
@@ -15,14 +18,29 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
+import time
 
 from mlperf_repro.backends.dispatcher import Dispatcher, EndpointsLost
 from mlperf_repro.harness import sut as sut_module
 from mlperf_repro.stages.runs import loadgen_job
 
 
-def inject_kill(pgid: int, after: int, endpoint_name: str) -> None:
+def wait_until_refused(port: int, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"port {port} still takes connections {timeout_s:g} s after SIGKILL")
+
+
+def inject_kill(pgid: int, after: int, endpoint_name: str, port: int | None) -> None:
     complete, start = sut_module.LlmSut.complete, Dispatcher._start
     state = {"armed": False, "killed": False}
 
@@ -36,6 +54,8 @@ def inject_kill(pgid: int, after: int, endpoint_name: str) -> None:
         if state["armed"] and not state["killed"] and endpoint.name == endpoint_name:
             state["killed"] = True
             os.killpg(pgid, signal.SIGKILL)
+            if port is not None:
+                wait_until_refused(port)
 
     sut_module.LlmSut.complete = complete_and_count
     Dispatcher._start = start_then_kill
@@ -44,7 +64,10 @@ def inject_kill(pgid: int, after: int, endpoint_name: str) -> None:
 if __name__ == "__main__":
     if os.environ.get("KILL_PGID"):
         inject_kill(
-            int(os.environ["KILL_PGID"]), int(os.environ["KILL_AFTER"]), os.environ.get("KILL_ENDPOINT", "srv1")
+            int(os.environ["KILL_PGID"]),
+            int(os.environ["KILL_AFTER"]),
+            os.environ.get("KILL_ENDPOINT", "srv1"),
+            int(os.environ["KILL_PORT"]) if os.environ.get("KILL_PORT") else None,
         )
     kwargs = json.loads(open(sys.argv[1]).read())
     try:
