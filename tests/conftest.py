@@ -37,6 +37,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "test_software",
         "test_wan_",
         "test_harmony",
+        "test_shared_",
     ),
     "accuracy": ("test_accuracy_", "test_sentence_split", "test_extending_task"),
     "compliance": ("test_compliance",),
@@ -123,6 +124,16 @@ def default_config() -> dict:
     from mlperf_repro.config import load_yaml
 
     return llama2_part(copy.deepcopy(load_yaml(DEFAULT_CONFIG)))
+
+
+def model_load_per_run(config: dict) -> dict:
+    """The config with every launch: shared system's runs loading the model themselves
+    (backend vllm, in-process): the plan view then prices each LoadGen process alike."""
+    for system in config["systems"].values():
+        if (system["engine"].get("endpoints") or {}).get("launch") == "shared":
+            system["engine"]["backend"] = "vllm"
+            del system["engine"]["endpoints"]
+    return config
 
 
 def llm_benchmarks(config: dict) -> list[dict]:

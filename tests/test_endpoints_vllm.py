@@ -64,6 +64,8 @@ def run_child(
     env=None,
     dispatch=None,
     endpoints=None,
+    engine=None,
+    cwd=None,
 ) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp / f"{scenario}-{mode}"
     user_conf = tmp / f"{scenario}-{mode}.user.conf"
@@ -72,7 +74,7 @@ def run_child(
         {"name": f"srv{i}", "host": "127.0.0.1", "port": p, "max_concurrency": 32}
         for i, p in enumerate(servers["ports"])
     ]
-    engine = {
+    engine = engine or {
         "backend": "endpoints",
         "env": {},
         "endpoints": {"launch": "external", "served_model_name": SERVED, "list": endpoints},
@@ -97,7 +99,7 @@ def run_child(
         [sys.executable, str(CHILD), str(args_file)],
         capture_output=True,
         text=True,
-        cwd=tmp,
+        cwd=cwd or tmp,
         env=dict(os.environ, **(env or {})),
         timeout=900,
     )

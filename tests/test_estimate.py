@@ -8,7 +8,16 @@ import json
 
 import pytest
 import yaml
-from conftest import DEFAULT_CONFIG, REPO, SCHEMA, llama2_part, make_workdir, run_snakemake, slow_after
+from conftest import (
+    DEFAULT_CONFIG,
+    REPO,
+    SCHEMA,
+    llama2_part,
+    make_workdir,
+    model_load_per_run,
+    run_snakemake,
+    slow_after,
+)
 from test_dag import job_counts
 
 from mlperf_repro.cli import main as cli_main
@@ -40,28 +49,35 @@ def test_default_config_by_hand(tmp_path):
     # package_bytes_per_result 600000, quantize_mb_per_s 50.
     # test_scale: min_duration 10 s, min_query_count Offline 256 / Server 500 / Interactive 500;
     # the builtin dataset has 256 samples.
+    # The system shares one server (launch: shared): the first LoadGen process starts it (+ 30 s),
+    # every later one attaches (+ 5 s, attach_overhead_s).
     # Offline is target_qps auto from start_qps 200 (margin 0.1): its pass is one short run asking
     # 1.5 x 200/s for 1.1 x 10 s (the test scale's duration) at 200/s = 16.5 s, + 30 s.
     find = stage(est, "find performance")
     assert find.jobs == {"find_performance": 1} and find.wall_s == pytest.approx(16.5 + 30)
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
     # Offline at the target the pass would choose, 200 x 1.1 = 220: max(256, int(1.1 x 10 x 220)
-    # = 2420) samples at 200/s = 12.1 s, + 30 s.
-    assert runs["run: Offline performance"].wall_s == pytest.approx(12.1 + 30)
-    # Accuracy: 256 samples at 200/s = 1.28 s, + 30 s.
-    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 200 + 30)
-    # Server: max(10 s, 500 queries / 30 qps = 16.667 s) + 30 s = 46.667 s.
-    assert runs["run: Server performance"].wall_s == pytest.approx(500 / 30 + 30)
-    assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 30)  # 38.533 s
-    # Interactive: max(10 s, 500 / 20 = 25 s) + 30 s = 55 s.
-    assert runs["run: Interactive performance"].wall_s == pytest.approx(55)
-    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 30)  # 42.8 s
+    # = 2420) samples at 200/s = 12.1 s, + 5 s.
+    assert runs["run: Offline performance"].wall_s == pytest.approx(12.1 + 5)
+    # Accuracy: 256 samples at 200/s = 1.28 s, + 5 s.
+    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 200 + 5)
+    # Server: max(10 s, 500 queries / 30 qps = 16.667 s) + 5 s.
+    assert runs["run: Server performance"].wall_s == pytest.approx(500 / 30 + 5)
+    assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 5)
+    # Interactive: max(10 s, 500 / 20 = 25 s) + 5 s = 30 s.
+    assert runs["run: Interactive performance"].wall_s == pytest.approx(30)
+    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 5)
     # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 200,
-    # Server 100 / 30, Interactive 100 / 20, each + 30 s; three verifications at 5 s.
+    # Server 100 / 30, Interactive 100 / 20, each + 5 s; three verifications at 5 s.
     compliance = stage(est, "compliance")
     assert compliance.jobs == {"compliance_run": 3, "compliance_verify": 3}
-    assert compliance.wall_s == pytest.approx(100 / 200 + 100 / 30 + 100 / 20 + 3 * 30 + 3 * 5)  # 113.833 s
-    # Reference accuracy (measured target): 256 samples at the Offline 200/s + 30 s; three
+    assert compliance.wall_s == pytest.approx(100 / 200 + 100 / 30 + 100 / 20 + 3 * 5 + 3 * 5)
+    # 10 LoadGen processes (a find-performance run, 6 runs, 3 compliance runs), one model load: 9 x (30 - 5) s saved.
+    assert any(
+        "model loads of cpu-2c-vllm: 1 for its 10 LoadGen processes (launch: shared); saves 0:03:45" in n
+        for n in est.notes
+    )
+    # Reference accuracy (measured target), in the job's own vLLM: 256 samples at the Offline 200/s + 30 s; three
     # evaluations of 5 s + 256 / 100 samples/s.
     assert stage(est, "accuracy").wall_s == pytest.approx(256 / 200 + 30 + 3 * (5 + 2.56))  # 53.96 s
     assert stage(est, "acquire").wall_s == pytest.approx(50 + 5)
@@ -88,22 +104,22 @@ def test_default_config_by_hand(tmp_path):
         55
         + 3_443_328 / 50e6
         + 3 * 5  # acquire, quantize, user.conf
-        + 46.5  # find performance
-        + 42.1
+        + 46.5  # find performance (it starts the shared server)
+        + 17.1
         + 256 / 200
-        + 30
+        + 5
         + 500 / 30
-        + 30
+        + 5
         + 256 / 30
+        + 5
         + 30
-        + 55
         + 256 / 20
-        + 30  # runs: 256.74
+        + 5  # runs: 106.74
         + 53.96
-        + 113.83333
+        + 38.83333
         + 30
     )  # accuracy, compliance, package (with the report's plots)
-    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~569.6 s
+    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~345 s
     expected_disk = (
         3_443_328
         + 4_194_304
@@ -213,7 +229,7 @@ def test_jobs_match_the_dag(tmp_path, path):
 
 def test_gpu_hours_follow_nodes_and_screening(default_config):
     """Two nodes of 4 GPUs double nothing but the accelerators; screening adds its job."""
-    config = copy.deepcopy(default_config)
+    config = model_load_per_run(copy.deepcopy(default_config))  # vLLM in the run job, on its GPUs
     system = config["systems"]["cpu-2c-vllm"]
     system["description"].update(number_of_nodes=2, accelerators_per_node=4, accelerator_model_name="X")
     system["gpu_screening"] = {"enabled": True}

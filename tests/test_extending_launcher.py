@@ -147,7 +147,8 @@ def test_config_validation_takes_the_registered_launchers(toy_launcher):
 
     validate_config(config_with("external"), SCHEMA, launchers=LAUNCHERS)
     with pytest.raises(
-        UserError, match=r"endpoints.launch: 'slrum' is not allowed; allowed values: external, kubernetes, local, slurm"
+        UserError,
+        match=r"endpoints.launch: 'slrum' is not allowed; allowed values: external, kubernetes, local, shared, slurm",
     ):
         validate_config(config_with("slrum"), SCHEMA, launchers=LAUNCHERS)
     with pytest.raises(UserError, match="endpoints.launch: 'toy-sim'"):

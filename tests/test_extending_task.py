@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from conftest import SCHEMA
+from conftest import SCHEMA, model_load_per_run
 
 from mlperf_repro import benchmarks
 from mlperf_repro.check.preflight import preflight
@@ -116,6 +116,7 @@ def echo_module(tmp_path, monkeypatch):
 
 
 def toy_config(default_config):
+    model_load_per_run(default_config)  # the echo task serves in-process (backend vllm) only
     default_config["round"] = ROUND
     default_config["benchmarks"][BENCH]["mlperf_benchmark"] = TOY
     return validate_config(default_config, SCHEMA)

@@ -10,7 +10,7 @@ import platform
 
 import pytest
 import yaml
-from conftest import SCHEMA, make_workdir, run_snakemake
+from conftest import SCHEMA, make_workdir, model_load_per_run, run_snakemake
 
 from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
@@ -366,6 +366,7 @@ def test_bad_find_performance_section(default_config):
 
 # -- the plan view --------------------------------------------------------------------------
 def test_plan_view_counts_the_passes_and_prices_auto_at_start_qps(default_config):
+    model_load_per_run(default_config)  # every LoadGen process priced with its model load (30 s)
     scenarios(default_config)["Offline"] = {"target_qps": "auto", "start_qps": 200}
     scenarios(default_config)["Server"] = {"target_qps": "auto", "start_qps": 25}
     scenarios(default_config)["Interactive"] = {"target_qps": "auto"}
@@ -390,6 +391,7 @@ def test_plan_view_counts_the_passes_and_prices_auto_at_start_qps(default_config
 
 
 def test_plan_view_says_plainly_what_it_cannot_price(default_config):
+    model_load_per_run(default_config)
     scenarios(default_config)["Offline"] = {"target_qps": "auto"}
     est = estimate_plan(validate_config(default_config, SCHEMA))
     row = next(r for r in est.rows if r.stage == "find performance")

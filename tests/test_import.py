@@ -221,7 +221,8 @@ def test_stand_in_substitutes_what_the_hardware_binds_and_lists_it(tmp_path):
     # The stand-in's benchmark, model and CPU system; the submitter's system id and scenarios.
     assert list(config["benchmarks"]) == ["tiny-llama-mxfp4"] and config["division"] == "open"
     system = config["systems"][SYSTEM]
-    assert system["engine"]["backend"] == "vllm" and not system.get("software")
+    assert system["engine"]["backend"] == "endpoints" and system["engine"]["endpoints"]["launch"] == "shared"
+    assert not system.get("software")
     assert list(system["benchmarks"]["tiny-llama-mxfp4"]) == ["Offline", "Server"]
     # Nothing is left to fill in: the stand-in runs here.
     assert [f for f in preflight(config, tmp_path) if f.rule == "placeholder"] == []

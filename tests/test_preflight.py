@@ -71,7 +71,7 @@ def test_a_benchmark_its_systems_backend_cannot_serve_is_refused_before_running(
     assert set(rules_of(findings)) == {"support"}
     messages = " ".join(f.message for f in findings)
     # The task, its evaluator and TEST04 exist; a vLLM system cannot render videos.
-    assert "backend 'vllm' cannot serve wan-2.2-t2v-a14b (text-to-video benchmarks run on: diffusers)" in messages
+    assert "backend 'endpoints' cannot serve wan-2.2-t2v-a14b (text-to-video benchmarks run on: diffusers)" in messages
 
 
 def test_gpt_oss_evaluator_and_compliance_tests_are_supported(tmp_path, default_config):

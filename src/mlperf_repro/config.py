@@ -530,7 +530,7 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
                 f"their GPUs from the device plugin); disable it, or screen the nodes with "
                 f"python -m mlperf_repro.cluster.screen in the server image"
             ]
-        if launch != "local":
+        if launch not in ("local", "shared"):
             return [
                 f"{where}.enabled: the servers of launch: external run elsewhere, so this run host has no GPUs "
                 f"to screen; screen the nodes where the servers start (python -m mlperf_repro.cluster.screen) "
@@ -668,18 +668,26 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
     entries = endpoints["list"]
     for kind, values in (
         ("name", [e["name"] for e in entries]),
-        ("host:port", [f"{e['host']}:{e['port']}" for e in entries]),
+        ("host:port", [f"{e['host']}:{e['port']}" for e in entries if e["port"]]),
     ):
         duplicates = sorted({v for v in values if values.count(v) > 1})
         if duplicates:
             problems.append(f"{where}.endpoints.list: {kind} {', '.join(duplicates)} appears more than once")
-    if endpoints.get("launch") == "local":
+    if launch in ("local", "shared"):
         remote = [e["name"] for e in entries if e["host"] not in LOCAL_HOSTS]
         if remote:
             problems.append(
-                f"{where}.endpoints.launch: 'local' starts servers on this host, but endpoint(s) "
+                f"{where}.endpoints.launch: '{launch}' starts servers on this host, but endpoint(s) "
                 f"{', '.join(remote)} name another host; use launch: external for those"
             )
+    unset = [e["name"] for e in entries if not e["port"]]
+    if unset and launch != "shared":
+        problems.append(
+            f"{where}.endpoints.list: port 0 (endpoint(s) {', '.join(unset)}) means a free port chosen at start, "
+            f"which only launch: shared does; give the port the server listens on"
+        )
+    if "idle_timeout_s" in endpoints and launch != "shared":
+        problems.append(f"{where}.endpoints.idle_timeout_s: only used with launch: shared (launch is {launch})")
     minimum = (engine.get("dispatch") or {}).get("min_healthy_endpoints", 1)
     if minimum > len(entries):
         problems.append(

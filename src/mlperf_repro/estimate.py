@@ -31,6 +31,7 @@ BF16_BYTES_PER_PARAM = 2
 # config key under `estimate` -> (unit, what it stands for)
 ASSUMPTIONS = {
     "run_overhead_s": ("s", "per LoadGen process: engine start, model load and warm-up"),
+    "attach_overhead_s": ("s", "per LoadGen process attaching to a system's shared servers (launch: shared)"),
     "light_job_s": ("s", "per bookkeeping job (user.conf, verification, packaging, check, report)"),
     "builtin_build_s": ("s", "to build and train a builtin demo model"),
     "download_mb_per_s": ("MB/s", "acquisition bandwidth for models and datasets"),
@@ -48,6 +49,7 @@ class Assumed:
     """The values of the ``estimate`` section (see ASSUMPTIONS)."""
 
     run_overhead_s: float
+    attach_overhead_s: float
     light_job_s: float
     builtin_build_s: float
     download_mb_per_s: float
@@ -202,6 +204,7 @@ class Estimator:
                 "load it through mlperf_repro.config.validate_config"
             )
         self.values = {k: float(section[k]) for k in ASSUMPTIONS}
+        self._servers_started: set[str] = set()  # launch: shared systems whose first run is priced
         self.assume = Assumed(**self.values)
         set_keys = set(section) if set_keys is None else set_keys
         self.assumptions = [
@@ -214,6 +217,46 @@ class Estimator:
             )
             for k, (unit, what) in ASSUMPTIONS.items()
         ]
+
+    def overhead(self, system: str) -> float:
+        """What a LoadGen process of ``system`` costs besides its test: a model load; with
+        launch: shared only the first one loads (it starts the servers), the rest attach."""
+        if not self.plan.shares_servers(system):
+            return self.assume.run_overhead_s
+        if system in self._servers_started:
+            return self.assume.attach_overhead_s
+        self._servers_started.add(system)
+        return self.assume.run_overhead_s
+
+    def model_load_notes(self, rows: list[Row]) -> list[str]:
+        """Per system, the model loads of its LoadGen processes, and what launch: shared saves
+        (or would save: one load per system instead of one per process)."""
+        loading = ("loadgen_run", "loadgen_repeat", "compliance_run", "find_performance")
+        notes = []
+        for system in self.plan.systems:
+            processes = 0
+            for row in rows:
+                for detail in row.details:
+                    if detail["rule"] in loading and detail.get("system") == system:
+                        processes += detail.get("loadgen_runs", 1)
+            if processes < 2:
+                continue
+            saved_s = (processes - 1) * (self.assume.run_overhead_s - self.assume.attach_overhead_s)
+            if saved_s <= 0:
+                continue
+            gpu_h = saved_s * self.plan.system_accelerators(system) / 3600
+            saving = f"{format_duration(saved_s)} and {gpu_h:.2f} GPU-hours"
+            if self.plan.shares_servers(system):
+                notes.append(
+                    f"model loads of {system}: 1 for its {processes} LoadGen processes (launch: shared); "
+                    f"saves {saving} against a load per process"
+                )
+            else:
+                notes.append(
+                    f"model loads of {system}: {processes} (one per LoadGen process); servers started once "
+                    f"per workflow run (launch: shared, on one host) would save {saving}"
+                )
+        return notes
 
     # -- facts ---------------------------------------------------------------------------
     def model_sizes(self, model: str) -> dict[str, float]:
@@ -415,7 +458,7 @@ class Estimator:
                 per_run = max(short_s, request["min_query_count"] / start) if start else short_s
             row.add(
                 "find_performance",
-                runs * (per_run + self.assume.run_overhead_s),
+                runs * (per_run + self.overhead(job.system)),
                 self.plan.system_accelerators(job.system),
                 runs * self.assume.log_bytes_per_run,
                 system=job.system,
@@ -566,7 +609,7 @@ class Estimator:
                     logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
                 row.add(
                     "loadgen_run",
-                    run["seconds"] + self.assume.run_overhead_s,
+                    run["seconds"] + self.overhead(job.system),
                     accelerators,
                     logs,
                     **where,
@@ -578,7 +621,7 @@ class Estimator:
                     for repeat in range(2, plan.repeats(job.system, job.benchmark, job.scenario) + 1):
                         row.add(
                             "loadgen_repeat",
-                            run["seconds"] + self.assume.run_overhead_s,
+                            run["seconds"] + self.overhead(job.system),
                             accelerators,
                             logs,
                             **where,
@@ -635,7 +678,7 @@ class Estimator:
             where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "test": test}
             row.add(
                 "compliance_run",
-                run["seconds"] + self.assume.run_overhead_s,
+                run["seconds"] + self.overhead(job.system),
                 self.plan.system_accelerators(job.system),
                 logs,
                 **where,
@@ -693,6 +736,7 @@ class Estimator:
         return "; ".join(dict.fromkeys(notes))
 
     def estimate(self) -> Estimate:
+        self._servers_started = set()
         rows = [
             self.acquire(),
             self.quantize(),
@@ -729,6 +773,7 @@ class Estimator:
                 "its scenario's performance run, in the run rows"
             )
         notes += self.auto_target_notes()
+        notes += self.model_load_notes(rows)
         return Estimate(rows, self.assumptions, notes)
 
 

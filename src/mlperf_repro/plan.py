@@ -509,7 +509,11 @@ class Plan:
         0 on CPU hosts, and 0 for a head whose servers run outside the job: launch external, or
         launch kubernetes, whose server pods request their own GPUs)."""
         engine = self.engine(system)
-        if engine["backend"] == "endpoints" and engine["endpoints"].get("launch", "external") not in ("local", "slurm"):
+        if engine["backend"] == "endpoints" and engine["endpoints"].get("launch", "external") not in (
+            "local",
+            "shared",
+            "slurm",
+        ):
             return 0
         return self.server_accelerators(system, endpoints)
 
@@ -606,6 +610,16 @@ class Plan:
     def launches_in_allocation(self, system: str) -> bool:
         engine = self.engine(system)
         return engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "slurm"
+
+    def shares_servers(self, system: str | None = None) -> bool:
+        """The system's runs attach to servers started once per workflow run (launch shared);
+        without a system, whether any system's do."""
+        systems = [system] if system else self.systems
+        return any(
+            self.engine(s)["backend"] == "endpoints"
+            and (self.engine(s).get("endpoints") or {}).get("launch") == "shared"
+            for s in systems
+        )
 
     def launches_on_kubernetes(self, system: str) -> bool:
         """The run job creates the server pods itself (launch kubernetes)."""

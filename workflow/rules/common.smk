@@ -40,6 +40,9 @@ def lock_check_or_stop():
 LOCK_CHECK = lock_check_or_stop()
 PLAN = Plan(config)
 SCRIPTS = "../../scripts"
+# launch: shared - a server that died during a run fails that run; its retry finds the
+# server gone and starts it again (one retry, only when a system shares servers).
+RUN_RETRIES = 1 if PLAN.shares_servers() else None
 # The software of the jobs that run in the workflow's own environment (the heavy ones name
 # the system's image instead); used with --software-deployment-method conda.
 WORKFLOW_ENV = "../../envs/conda/workflow.yaml"

@@ -15,6 +15,7 @@ rule compliance_run:
         "logs/runs/{system}/{benchmark}/{scenario}/{test}.log",
     container:
         system_container
+    retries: RUN_RETRIES
     threads: machine_threads(cluster_cpus=16)
     resources:
         cpus_per_task=lambda wc, threads: threads,

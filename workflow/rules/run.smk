@@ -34,6 +34,7 @@ rule loadgen_run:
         "logs/runs/{system}/{benchmark}/{scenario}/{mode}.log",
     container:
         system_container
+    retries: RUN_RETRIES
     # A measurement owns the machine: no other job may share its cores.
     threads: machine_threads(cluster_cpus=16)
     resources:
