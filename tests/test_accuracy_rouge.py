@@ -372,3 +372,32 @@ def test_scoring_reports_samples_done_to_the_step_progress_reporter(workers):
     with reporter:
         per_sample_scores(["the cat sat"] * 300, ["the cat ran"] * 300, workers=workers)
     assert reporter.done == 300
+
+
+def test_default_workers_pool_only_enough_text(monkeypatch):
+    from mlperf_repro.accuracy import rouge
+
+    predictions, references = synthetic_pairs(70, seed=3)
+    single = rouge.per_sample_scores(predictions, references, workers=1)
+
+    class NoPool:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a pool for little text")
+
+    monkeypatch.setattr(rouge, "default_workers", lambda: 2)
+    with monkeypatch.context() as patched:
+        patched.setattr(rouge, "ProcessPoolExecutor", NoPool)
+        patched.setattr(rouge, "_MIN_CHARS_FOR_POOL", 10**9)
+        assert rouge.per_sample_scores(predictions, references) == single
+
+    started = []
+
+    class CountingPool(rouge.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            started.append(kwargs["max_workers"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(rouge, "ProcessPoolExecutor", CountingPool)
+    monkeypatch.setattr(rouge, "_MIN_CHARS_FOR_POOL", 1000)
+    assert rouge.per_sample_scores(predictions, references) == single
+    assert started == [2]
