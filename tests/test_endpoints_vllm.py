@@ -72,7 +72,7 @@ def run_child(
     user_conf.write_text(conf)
     endpoints = endpoints or [
         {"name": f"srv{i}", "host": "127.0.0.1", "port": p, "max_concurrency": 32}
-        for i, p in enumerate(servers["ports"])
+        for i, p in enumerate(servers.get("ports", []))
     ]
     engine = engine or {
         "backend": "endpoints",

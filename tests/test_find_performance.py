@@ -7,10 +7,11 @@ from __future__ import annotations
 import datetime
 import json
 import platform
+import shutil
 
 import pytest
 import yaml
-from conftest import SCHEMA, make_workdir, model_load_per_run, run_snakemake
+from conftest import E2E_REUSABLE, SCHEMA, make_workdir, model_load_per_run, run_snakemake
 
 from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
@@ -408,15 +409,19 @@ def test_plan_view_says_plainly_what_it_cannot_price(default_config):
 
 # -- the real pass ----------------------------------------------------------------------------
 @pytest.mark.slow
-def test_the_real_pass_through_snakemake(tmp_path, default_config):
+def test_the_real_pass_through_snakemake(tmp_path, default_config, e2e_workdir):
     """Offline and Server auto on the tiny demo model: real LoadGen runs on vLLM's CPU backend,
     the JSON they leave and the user.conf files that read it. The Server verdict depends on how
-    loaded this machine is (its TPOT at 10 queries/s): either outcome is checked."""
+    loaded this machine is (its TPOT at 10 queries/s): either outcome is checked. The model and
+    dataset are the end-to-end run's (same config entries, same outputs)."""
     config = default_config
     scenarios(config)["Offline"] = {"target_qps": "auto", "start_qps": 200}
     scenarios(config)["Server"] = {"target_qps": "auto", "start_qps": 10}
     config["find_performance"] = {"min_duration_ms": 5000, "max_steps": 1}
     work = make_workdir(tmp_path)
+    for folder in E2E_REUSABLE:
+        if (e2e_workdir / folder).is_dir():
+            shutil.copytree(e2e_workdir / folder, work / folder, copy_function=shutil.copy2)
     (work / "auto.yaml").write_text(yaml.safe_dump(config))
     confs = [f"results/runs/{SYSTEM}/{BENCH}/{s}/user.conf" for s in ("Offline", "Server")]
     result = run_snakemake(

@@ -16,10 +16,11 @@ from mlperf_repro.loadgen_logs import read_detail
 
 pytestmark = pytest.mark.slow
 ACCURACY_CONF = "llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min_duration = 0\n"
+# As the end-to-end run: enough queries for LoadGen's early-stopping estimate to pass.
 SERVER_CONF = (
-    "llama2-70b.Server.min_query_count = 100\n"
+    "llama2-70b.Server.min_query_count = 500\n"
     "llama2-70b.Server.min_duration = 2000\n"
-    "llama2-70b.Server.target_qps = 10\n"
+    "llama2-70b.Server.target_qps = 30\n"
 )
 
 
