@@ -21,9 +21,15 @@ Experiments (each for the capacity policy and for plain round robin):
                 throughput(N) / (N x throughput(1)), the baseline measured in the same run.
   heterogeneous Offline throughput with endpoints of capacity 1:2:3, as a ratio to
                 6 x the capacity-1 endpoint's throughput measured alone in this run.
+  null          LoadGen's own ceiling: Server at --null-loads with a NULL system under test
+                that answers each query at once from the issue callback, in Python (first
+                token and completion, one token each), same LoadGen settings as the
+                ceiling runs: completed queries/s, validity, CPU per query and LoadGen's
+                TTFT p99. The head's ceiling is reported as a fraction of the highest
+                VALID null load (no endpoints, no dispatcher: what Python + LoadGen cost).
 
     .venv/bin/python bench/dispatch.py [--qps 3600] [--seconds 20] [--repeat 3]
-        [--only ceiling,sweep,scaling,heterogeneous] [--keep DIR]
+        [--only ceiling,sweep,scaling,heterogeneous,null] [--null-loads 5000,10000,20000] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -158,6 +164,90 @@ def child(cfg_path: str) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
+def null_child(cfg_path: str) -> None:
+    """LoadGen at ``qps`` against a system under test that answers every query inside the
+    issue callback: the ceiling of LoadGen and Python alone on this machine."""
+    import array
+
+    import mlperf_loadgen as lg
+
+    from mlperf_repro.loadgen_logs import read_detail
+
+    cfg = json.loads(Path(cfg_path).read_text())
+    out = Path(cfg["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    conf = out.parent / f"{out.name}.user.conf"
+    conf.write_text(
+        f"llama2-70b.Server.target_qps = {cfg['qps']}\n"
+        f"llama2-70b.Server.min_duration = {int(cfg['seconds'] * 1000)}\n"
+        f"llama2-70b.Server.min_query_count = 100\n"
+        f"llama2-70b.Server.performance_sample_count_override = {PROMPTS}\n"
+    )
+    from mlperf_repro.harness.run import LoadgenTest, build_settings
+
+    # The ceiling runs' settings: LoadGen's embedded mlperf.conf, then this user.conf.
+    settings = build_settings(
+        LoadgenTest(
+            user_conf=conf,
+            loadgen_model="llama2-70b",
+            loadgen_scenario="Server",
+            mode="performance",
+            out_dir=out,
+            performance_sample_count=PROMPTS,
+        )
+    )
+    token = array.array("i", [1])
+    pointer = token.buffer_info()[0]
+    completed = [0]
+
+    def issue(queries) -> None:
+        responses = [lg.QuerySampleResponse(q.id, pointer, 4, 1) for q in queries]
+        lg.FirstTokenComplete(responses)
+        lg.QuerySamplesComplete(responses)
+        completed[0] += len(responses)
+
+    log_output = lg.LogOutputSettings()
+    log_output.outdir = str(out)
+    log_output.copy_summary_to_stdout = False
+    log_settings = lg.LogSettings()
+    log_settings.log_output = log_output
+    log_settings.enable_trace = False
+    sut = lg.ConstructSUT(issue, lambda: None)
+    qsl = lg.ConstructQSL(PROMPTS, PROMPTS, lambda _: None, lambda _: None)
+    cpu_before, started = process_cpu_seconds(), time.monotonic()
+    lg.StartTestWithLogSettings(sut, qsl, settings, log_settings)
+    cpu_s, wall_s = process_cpu_seconds() - cpu_before, time.monotonic() - started
+    lg.DestroyQSL(qsl)
+    lg.DestroySUT(sut)
+    detail = read_detail(out / "mlperf_log_detail.txt")
+    result = {
+        "valid": detail.get("result_validity"),
+        "completed_per_s": detail.get("result_completed_samples_per_sec"),
+        "scheduled_per_s": detail.get("result_scheduled_samples_per_sec"),
+        "completed": completed[0],
+        "cpu_us_per_query": round(1e6 * cpu_s / max(completed[0], 1), 1),
+        "cpu_cores_busy": round(cpu_s / wall_s, 2),
+        "loadgen_ttft_p99_ms": round(detail["result_first_token_99.00_percentile_latency_ns"] / 1e6, 3),
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def null_ceiling(workdir: Path, loads: list[float], seconds: float) -> dict:
+    runs = {}
+    for qps in loads:
+        cfg_path = workdir / f"null-{qps:g}.json"
+        cfg_path.write_text(json.dumps({"out": str(workdir / f"null-{qps:g}"), "qps": qps, "seconds": seconds}))
+        proc = subprocess.run(
+            [sys.executable, __file__, "--null-child", str(cfg_path)], capture_output=True, text=True, timeout=900
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"null SUT at {qps:g} q/s failed:\n{proc.stderr[-3000:]}")
+        runs[f"{qps:g}"] = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[7:])
+        print("null", qps, json.dumps(runs[f"{qps:g}"]), flush=True)
+    valid = [float(q) for q, r in runs.items() if r["valid"] == "VALID"]
+    return {"runs": runs, "highest_valid_qps": max(valid) if valid else None}
+
+
 # -- the parent: simulated endpoints + one child per measurement -------------------------
 def measure(
     workdir: Path,
@@ -272,9 +362,11 @@ def offline(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child")
+    parser.add_argument("--null-child")
+    parser.add_argument("--null-loads", default="5000,10000,20000,40000", help="Server loads (q/s) for the null SUT")
     parser.add_argument("--qps", type=float, default=3600)
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--only", default="ceiling,sweep,scaling,heterogeneous")
+    parser.add_argument("--only", default="ceiling,sweep,scaling,heterogeneous,null")
     parser.add_argument("--repeat", type=int, default=3, help="ceiling runs per load (the median is reported)")
     parser.add_argument(
         "--sweep",
@@ -286,6 +378,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         child(args.child)
+        return
+    if args.null_child:
+        null_child(args.null_child)
         return
     only = set(args.only.split(","))
     report: dict = {}
@@ -343,6 +438,13 @@ def main() -> None:
                     "per_endpoint": mixed["endpoints"],
                 }
                 print(policy, "heterogeneous", json.dumps(rep["heterogeneous"]), flush=True)
+        if "null" in only:
+            null = report["null_sut"] = null_ceiling(
+                workdir, [float(q) for q in args.null_loads.split(",") if q], args.seconds
+            )
+            head = (report.get("capacity") or {}).get("ceiling")
+            if head and null["highest_valid_qps"]:
+                null["head_ceiling_fraction"] = round(head["completed_per_s"] / null["highest_valid_qps"], 3)
     print(json.dumps(report, indent=2))
 
 
