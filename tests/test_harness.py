@@ -54,6 +54,12 @@ def test_server_performance_run_is_valid_with_token_latencies(tmp_path):
     assert read_summary(out / "mlperf_log_summary.txt")["Scenario"] == "Server"
     assert not (out / "audit.config").exists()
     assert (out / "mlperf_log_trace.json").stat().st_size == 0  # tracing off: LoadGen leaves it empty
+    # The harness's own samples of the run: it ends with every query and token counted.
+    timeline = json.loads((out / "throughput_timeline.json").read_text())
+    assert timeline["columns"] == ["seconds", "queries", "tokens"] and timeline["interval_s"] == 0.5
+    seconds, queries, tokens = zip(*timeline["samples"])
+    assert list(seconds) == sorted(seconds) and list(queries) == sorted(queries)
+    assert queries[-1] == record["completed_samples"] and tokens[-1] == record["generated_tokens"]
 
 
 def test_single_token_answers_are_counted_and_logged_by_loadgen(tmp_path):

@@ -130,6 +130,14 @@ def test_plots_are_real_images(tmp_path):
     ]
     for path in written:
         assert_real_plot(path.read_bytes(), path.name)
+    # With the harness's timeline: a third panel, the rates over the run.
+    timeline = {"interval_s": 0.5, "samples": [[0.5 * i, 20 * i, 500 * i + (i % 3) * 40] for i in range(40)]}
+    with_timeline = plots.plot_throughput(detail(), record, tmp_path / "timeline.png", "sys / bench / Server", timeline)
+    assert_real_plot(with_timeline.read_bytes(), "timeline.png")
+    wide, _ = Image.open(with_timeline).size
+    assert wide > Image.open(written[0]).size[0]
+    times, queries, tokens = plots.timeline_rates(timeline)
+    assert times[0] == 0.25 and queries == [40.0] * 39 and tokens[:3] == [1080.0, 1080.0, 840.0]
     # What a log does not hold is said in the image (text on a white canvas), not left out.
     for path in (
         plots.plot_token_latency({}, tmp_path / "none.png", "Offline", None),

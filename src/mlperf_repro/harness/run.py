@@ -29,6 +29,44 @@ from .sut import LlmSut
 
 AUDIT_CONFIG_NAME = "audit.config"
 MODES = {"performance": "PerformanceOnly", "accuracy": "AccuracyOnly"}
+# Queries and tokens completed, sampled while LoadGen runs: the report's throughput over
+# the run (LoadGen's own trace, per query, is ~1 MB per 700 queries and stays off).
+TIMELINE_FILE = "throughput_timeline.json"
+TIMELINE_INTERVAL_S = 0.5
+
+
+class _Timeline:
+    """Samples (seconds since LoadGen started, queries completed, tokens generated) on a
+    daemon thread every ``interval_s``; ``write`` puts them in the run folder."""
+
+    def __init__(self, sut, interval_s: float = TIMELINE_INTERVAL_S) -> None:
+        self.sut, self.interval_s = sut, interval_s
+        self.samples: list[list[float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="timeline", daemon=True)
+
+    def start(self) -> None:
+        self._start = time.monotonic()
+        self._thread.start()
+
+    def _take(self) -> None:
+        elapsed = round(time.monotonic() - self._start, 3)
+        self.samples.append([elapsed, self.sut.completed, getattr(self.sut, "generated_tokens", 0)])
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._take()
+
+    def write(self, out_dir: Path) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._take()
+        (out_dir / TIMELINE_FILE).write_text(
+            json.dumps(
+                {"interval_s": self.interval_s, "columns": ["seconds", "queries", "tokens"], "samples": self.samples}
+            )
+            + "\n"
+        )
 
 
 @dataclass
@@ -210,6 +248,8 @@ def _run(test: LoadgenTest, settings, dataset, sut, backend, loaded_model: Calla
 
     # LoadGen runs beside the backend, which keeps the main thread (vLLM's engine loop).
     loadgen_thread = threading.Thread(target=loadgen_main, name="loadgen", daemon=True)
+    timeline = _Timeline(sut)
+    timeline.start()
     loadgen_thread.start()
     try:
         backend.serve_until(loadgen_done)
@@ -221,6 +261,7 @@ def _run(test: LoadgenTest, settings, dataset, sut, backend, loaded_model: Calla
         raise
     finally:
         loadgen_thread.join()
+        timeline.write(test.out_dir)
         backend.stop()
         lg.DestroyQSL(qsl_handle)
         lg.DestroySUT(sut_handle)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..harness.run import TIMELINE_FILE
 from ..loadgen_logs import read_detail
 from ..plan import Plan
 from . import pages, plots
@@ -31,7 +32,10 @@ def build_item(plan: Plan, item: Item) -> Path:
         limits = plan.facts(w["benchmark"]).latency_limits_ms(w["scenario"]) or {}
         title = _title(w)
         if item.kind == "throughput":
-            return plots.plot_throughput(detail, _json(run / "run_record.json"), out, title)
+            timeline = run / TIMELINE_FILE  # absent in runs made before it was recorded
+            return plots.plot_throughput(
+                detail, _json(run / "run_record.json"), out, title, _json(timeline) if timeline.is_file() else None
+            )
         if item.kind == "latency":
             return plots.plot_latency(detail, out, title, limits.get("latency"))
         return plots.plot_token_latency(detail, out, title, limits)

@@ -124,10 +124,56 @@ def plot_token_latency(detail: dict[str, Any], out: str | Path, title: str, limi
     return _save(fig, out)
 
 
-def plot_throughput(detail: dict[str, Any], record: dict[str, Any], out: str | Path, title: str) -> Path:
+def timeline_rates(timeline: dict[str, Any]) -> tuple[list[float], list[float], list[float]]:
+    """(mid-interval seconds, queries/s, tokens/s) between consecutive samples of a run's
+    throughput timeline (mlperf_repro.harness.run.TIMELINE_FILE)."""
+    samples = timeline.get("samples") or []
+    times, queries, tokens = [], [], []
+    for (t0, q0, k0), (t1, q1, k1) in zip(samples, samples[1:]):
+        if t1 > t0:
+            times.append((t0 + t1) / 2)
+            queries.append((q1 - q0) / (t1 - t0))
+            tokens.append((k1 - k0) / (t1 - t0))
+    return times, queries, tokens
+
+
+def _timeline_panel(ax, detail: dict[str, Any], timeline: dict[str, Any]) -> None:
+    times, queries, tokens = timeline_rates(timeline)
+    ax.plot(times, queries, color="#1f77b4", linewidth=1.2, label="queries/s completed")
+    target = detail.get("effective_target_qps")
+    if target not in (None, ""):
+        ax.axhline(float(target), **LIMIT_STYLE, label=f"target_qps {float(target):g}")
+    minimum = _float(detail.get("effective_min_duration_ms"))
+    if minimum:
+        ax.axvline(
+            minimum / 1e3, color="#7f7f7f", linestyle=":", linewidth=1, label=f"min_duration {minimum / 1e3:g} s"
+        )
+    ax.set_xlabel("seconds since LoadGen started")
+    ax.set_ylabel("queries per second")
+    ax.grid(True, alpha=0.3)
+    if any(tokens):
+        twin = ax.twinx()
+        twin.plot(times, tokens, color="#2ca02c", linewidth=1.0, alpha=0.8, label="tokens/s generated")
+        twin.set_ylabel("tokens per second")
+        lines, labels = ax.get_legend_handles_labels()
+        more, more_labels = twin.get_legend_handles_labels()
+        ax.legend(lines + more, labels + more_labels, fontsize=7, loc="lower center")
+    else:
+        ax.legend(fontsize=7, loc="lower center")
+    interval = timeline.get("interval_s")
+    ax.set_title(f"Over the run ({interval:g}-s samples)" if interval else "Over the run")
+
+
+def plot_throughput(
+    detail: dict[str, Any], record: dict[str, Any], out: str | Path, title: str, timeline: dict[str, Any] | None = None
+) -> Path:
     """The run's rates: samples/s asked for (target), scheduled and completed, and tokens/s
-    completed; the run's length against min_duration. Whole-run figures (no per-query times)."""
-    fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(11, 4.2))
+    completed; the run's length against min_duration; with the run's ``timeline``, the
+    queries/s and tokens/s over the run as well."""
+    fig, axes = plt.subplots(1, 3 if timeline else 2, figsize=(16 if timeline else 11, 4.2))
+    ax_s, ax_t = axes[0], axes[1]
+    if timeline:
+        _timeline_panel(axes[2], detail, timeline)
     target = detail.get("effective_target_qps")
     bars = {
         "target": target,
