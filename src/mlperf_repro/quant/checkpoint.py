@@ -807,7 +807,7 @@ def quantize_checkpoint(
         metrics = logit_error(
             src, edir, act_quant_modules=act_modules, act_qdq=act_qdq, activation_emulation=act_eval, **eval_kwargs
         )
-    elif choice["method"] == "layerwise":
+    if choice["method"] == "layerwise" or (choice["method"] == "logits" and choice["per_layer_too"]):
         layerwise = layerwise_error(
             src,
             edir,

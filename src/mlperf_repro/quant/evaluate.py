@@ -74,13 +74,21 @@ def memory_need_mb(tensors: Iterable[TensorRef]) -> dict[str, int]:
     return need_mb(max((r.nbytes for r in refs), default=0), sum(math.prod(r.shape) for r in refs))
 
 
+# A logits evaluation needing at most this (two float32 copies of up to 256 MB, + the 1 GB
+# every need counts): the per-Linear error as well (seconds for a stand-in), so the report
+# shows which layers the format hurts most.
+PER_LAYER_TOO_MB = 256 + 1024
+
+
 def choose_evaluation(tensors: Iterable[TensorRef], mem_mb: float | None, *, evaluate: bool = True) -> dict[str, Any]:
-    """Which evaluation the job runs and why (recorded as the manifest's ``evaluation``)."""
+    """Which evaluation the job runs and why (recorded as the manifest's ``evaluation``);
+    ``per_layer_too``: a small model gets the per-Linear error besides the logits."""
     need = memory_need_mb(tensors)
     out: dict[str, Any] = {
         "mem_mb": mem_mb,
         "logits_need_mb": need["logits"],
         "layerwise_need_mb": need["bounded"],
+        "per_layer_too": evaluate and need["logits"] <= PER_LAYER_TOO_MB,
     }
     if not evaluate:
         return {"method": None, "reason": "evaluation turned off (evaluate=False)", **out}

@@ -173,12 +173,14 @@ def reference_error(
     refs = [ref for f in _weight_files(model_dir) for ref in tensor_refs(f)]
     choice = {**choose_evaluation(refs, mem_mb), "emulated": "weights only"}
     model_type = json.loads((model_dir / "config.json").read_text()).get("model_type")
+    quantized = sorted(f"{module}.weight" for module in report.quantized)
     if choice["method"] == "logits":
-        return choice, logit_error(model_dir, emulated_dir), None
+        per_layer = choice["per_layer_too"] and model_type in SUPPORTED_MODEL_TYPES
+        layers = layerwise_error(model_dir, emulated_dir, quantized=quantized) if per_layer else None
+        return {**choice, "per_layer_too": per_layer}, logit_error(model_dir, emulated_dir), layers
     if model_type not in SUPPORTED_MODEL_TYPES:
         reason = f"{choice['reason']}; the per-Linear evaluation reads the Llama layout, not {model_type!r}"
         return {**choice, "method": None, "reason": reason}, None, None
-    quantized = sorted(f"{module}.weight" for module in report.quantized)
     return choice, None, layerwise_error(model_dir, emulated_dir, quantized=quantized)
 
 

@@ -379,6 +379,12 @@ def plot_quantization(manifest: dict[str, Any], out: str | Path, title: str, top
         ax.legend(fontsize=7)
         ax.grid(True, axis="x", alpha=0.3)
         shown = f"{len(worst)} worst of {len(errors)} layers" if len(errors) > len(worst) else f"{len(errors)} layers"
+        whole = manifest.get("logit_error") or {}
+        if whole.get("rel_mean") is not None and whole.get("top1_agreement") is not None:
+            shown += (
+                f"; whole model: relative logit error {float(whole['rel_mean']):.3g}, "
+                f"top-1 agreement {float(whole['top1_agreement']):.3g}"
+            )
         fig.suptitle(f"{title}\nper-layer error, {shown}", fontsize=10)
         return _save(fig, out)
     logits = manifest.get("logit_error") or {}
