@@ -13,9 +13,9 @@ rule compliance_run:
         run=directory(PATHS["compliance_run"]),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{test}.log",
+    retries: RUN_RETRIES
     container:
         system_container
-    retries: RUN_RETRIES
     threads: machine_threads(cluster_cpus=16)
     resources:
         cpus_per_task=lambda wc, threads: threads,

@@ -32,9 +32,9 @@ rule loadgen_run:
         run=directory(PATHS["run"]),
     log:
         "logs/runs/{system}/{benchmark}/{scenario}/{mode}.log",
+    retries: RUN_RETRIES
     container:
         system_container
-    retries: RUN_RETRIES
     # A measurement owns the machine: no other job may share its cores.
     threads: machine_threads(cluster_cpus=16)
     resources:
