@@ -145,6 +145,24 @@ def test_watch_opens_and_closes_around_a_loop_and_advance_reaches_the_innermost(
     assert p.done == 3
 
 
+def test_vllms_progress_bar_hook_counts_finished_prompts_into_the_reporter():
+    """LLM.generate(use_tqdm=<factory>): vLLM makes its bars with tqdm's arguments and reads
+    format_dict, n and postfix; only its "Processed prompts" bar counts."""
+    clock, out = FakeClock(), io.StringIO()
+    p = reporter(clock, out, unit="samples")
+    factory = progress.EngineBar.into(p)
+    rendering = factory(iter(range(8)), desc="Rendering prompts")  # vLLM iterates the prompts through it
+    assert list(rendering) == list(range(8))
+    rendering.update(8)
+    bar = factory(total=8, desc="Processed prompts", dynamic_ncols=True, postfix="est. speed input: 0.00 toks/s")
+    assert p.total == 8 and p.done == 0 and bar.format_dict["elapsed"] > 0
+    bar.update(3)
+    bar.postfix = "est. speed input: 10.00 toks/s"
+    bar.refresh()
+    bar.close()
+    assert p.done == 3 and bar.n == 3
+
+
 def test_settings_come_from_the_config_section():
     assert progress.settings_from_config({}) == ProgressSettings(10.0, 120.0)
     assert progress.settings_from_config({"progress": {"interval_s": 2}}) == ProgressSettings(2.0, 120.0)

@@ -373,3 +373,41 @@ def _make_bar(progress: Progress):
     return tqdm(
         total=progress.total, desc=progress.label, file=progress.stream, bar_format=bar_format, dynamic_ncols=True
     )
+
+
+class EngineBar:
+    """What vLLM's ``LLM.generate(use_tqdm=...)`` takes for a progress bar (a tqdm factory),
+    counting into ``reporter``: ``use_tqdm=EngineBar.into(reporter)``. Only the bar of the
+    finished prompts counts (vLLM also wraps the prompts it renders, an iterable, in one)."""
+
+    def __init__(
+        self, reporter: Progress, iterable: Any = None, *, total: float | None = None, desc: str = "", **_: Any
+    ) -> None:
+        self.reporter, self.iterable, self.n, self.postfix = reporter, iterable, 0, ""
+        self.counts = desc.startswith("Processed")
+        self.started = time.monotonic()
+        if self.counts and total and not reporter.total:
+            reporter.total = total
+
+    @classmethod
+    def into(cls, reporter: Progress) -> Callable[..., EngineBar]:
+        return lambda *args, **kwargs: cls(reporter, *args, **kwargs)
+
+    def __iter__(self):
+        return iter(self.iterable if self.iterable is not None else ())
+
+    @property
+    def format_dict(self) -> dict[str, float]:
+        return {"elapsed": max(time.monotonic() - self.started, 1e-9)}
+
+    def update(self, n: float = 1) -> None:
+        self.n += n
+        if self.counts:
+            self.reporter.advance(n)
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+

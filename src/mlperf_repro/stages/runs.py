@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import harmony, provenance
+from .. import harmony, progress, provenance
 from ..backends import GenerationSettings
 from ..backends.endpoints import serving
 from ..cluster.screen import apply_to_run
@@ -158,12 +158,21 @@ def reference_accuracy_job(
     dataset = task.read_dataset(dataset_file)
     check_prompts(dataset, dataset_file, model_dir, prompt_check)
     started = time.time()
-    llm = create_llm(model_dir, engine.get("engine_args", {}))
-    outputs = llm.generate(
-        [{"prompt_token_ids": p} for p in dataset.prompts],
-        sampling_params(GenerationSettings(**generation), stream=False),
-        use_tqdm=False,
-    )
+    with progress.Progress(
+        f"reference accuracy {Path(model_dir).name}",
+        total=len(dataset.prompts),
+        unit="samples",
+        waiting_for="vLLM (loading the unquantized model, then generating)",
+    ) as reporter:
+        reporter.phase("loading the model", waiting_for="vLLM to load the unquantized model")
+        llm = create_llm(model_dir, engine.get("engine_args", {}))
+        reporter.phase(None)
+        # vLLM's own per-prompt progress hook (its tqdm factory), counted into our lines.
+        outputs = llm.generate(
+            [{"prompt_token_ids": p} for p in dataset.prompts],
+            sampling_params(GenerationSettings(**generation), stream=False),
+            use_tqdm=progress.EngineBar.into(reporter),
+        )
     import numpy as np
 
     entries = [(i, np.asarray(o.outputs[0].token_ids, dtype=np.int32)) for i, o in enumerate(outputs)]
