@@ -12,6 +12,7 @@ from fetch_servers import HubStandIn, LoopbackServer, self_signed_tls, static_fi
 from mlperf_repro.errors import UserError
 from mlperf_repro.fetch import MANIFEST_NAME, RECORD_NAME, acquire, read_manifest, verify_dir
 from mlperf_repro.hashing import sha256_bytes
+from mlperf_repro.progress import format_bytes
 
 PAYLOAD = {"config.json": b'{"layers": 2}\n', "weights/part 1.bin": b"\x01" * 4096, "weights/part2.bin": b"\x02" * 100}
 SHA = {path: sha256_bytes(body) for path, body in PAYLOAD.items()}
@@ -318,6 +319,11 @@ def test_hf_pinned_snapshot_token_sent_never_written(
     out, err = capfd.readouterr()
     assert "Send: curl" in caplog.text  # the debug dump ran, and hid the token
     assert TOKEN not in caplog.text + out + err
+    # The step's progress lines count the bytes the hub client wrote (all of them at the end).
+    label = f"[progress] download hf://acme/tiny-llm@{COMMIT}"
+    finished = next(line for line in err.splitlines() if line.startswith(f"{label}: finished: "))
+    payload = format_bytes(sum(len(HF_FILES[p]) for p in HF_SHA))  # not the client's metadata or locks
+    assert finished.split(": finished: ")[1].startswith(f"{payload}, ")
 
     seen = len(hub.requests)
     assert acquire(f"hf://acme/tiny-llm@{COMMIT}", dest, sha256=HF_SHA, log=print) == record

@@ -54,6 +54,23 @@ def fetch_local(src: Source, files_dir: Path) -> None:
             reporter.advance(target.stat().st_size)
 
 
+def _downloaded_bytes(files_dir: Path) -> int:
+    """Bytes of payload a Hub download into ``files_dir`` has written so far: the finished
+    files and the ``.incomplete`` ones in the client's bookkeeping folder, not its metadata
+    and locks (files appear and move while this walks: one that is gone counts as nothing)."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(files_dir):
+        bookkeeping = Path(dirpath).relative_to(files_dir).parts[:2] == (".cache", "huggingface")
+        for name in filenames:
+            if bookkeeping and not name.endswith(".incomplete"):
+                continue
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
 # --------------------------------------------------------------------------- https://
 
 
@@ -196,18 +213,27 @@ def fetch_hf(
             "or use a file:// source pointing at a local copy."
         )
     allow = [glob.escape(p) for p in expected] if expected else None  # names are literal, not patterns
+    # The hub client's own bars go to a terminal only; the payload it has written so far is
+    # what the step's progress lines count.
+    reporter = progress.Progress(
+        f"download {src.display}",
+        unit="B",
+        count=lambda: _downloaded_bytes(files_dir),
+        waiting_for=f"the Hugging Face Hub ({os.environ.get('HF_ENDPOINT') or 'huggingface.co'})",
+    )
     try:
-        snapshot_download(
-            src.repo_id,
-            repo_type=src.repo_type,
-            revision=src.revision,
-            local_dir=files_dir,
-            cache_dir=cache_dir,
-            allow_patterns=allow,
-            token=token or False,
-            endpoint=os.environ.get("HF_ENDPOINT") or None,
-            max_workers=4,
-        )
+        with reporter:
+            snapshot_download(
+                src.repo_id,
+                repo_type=src.repo_type,
+                revision=src.revision,
+                local_dir=files_dir,
+                cache_dir=cache_dir,
+                allow_patterns=allow,
+                token=token or False,
+                endpoint=os.environ.get("HF_ENDPOINT") or None,
+                max_workers=4,
+            )
     except Exception as exc:  # the hub client raises many types; all mean "this download failed"
         raise UserError(
             f"download of {src.display} from the Hugging Face Hub failed: {type(exc).__name__}: {exc}\n"
