@@ -410,4 +410,3 @@ class EngineBar:
 
     def close(self) -> None:
         pass
-
