@@ -27,9 +27,16 @@ Experiments (each for the capacity policy and for plain round robin):
                 ceiling runs: completed queries/s, validity, CPU per query and LoadGen's
                 TTFT p99. The head's ceiling is reported as a fraction of the highest
                 VALID null load (no endpoints, no dispatcher: what Python + LoadGen cost).
+  router        Not run by default (needs vllm-router, from PyPI, in its own venv: --router-bin).
+                Our head driving 3 endpoints itself against our head driving one vllm-router
+                in front of them, per --router-policy: Server load (q/s, TTFT added p50/p99),
+                the 1:2:3 capacity mix (throughput, each endpoint's share of the answers)
+                and an endpoint killed half way (queries lost, resent, LoadGen validity).
+                The router runs at the simulated endpoints' niceness: another machine.
 
     .venv/bin/python bench/dispatch.py [--qps 3600] [--seconds 20] [--repeat 3]
-        [--only ceiling,sweep,scaling,heterogeneous,null] [--null-loads 5000,10000,20000] [--keep DIR]
+        [--only ceiling,sweep,scaling,heterogeneous,null,router] [--null-loads 5000,10000,20000] [--keep DIR]
+        [--router-bin vllm-router] [--router-policy round_robin,power_of_two] [--router-qps 40]
 """
 
 from __future__ import annotations
@@ -109,7 +116,10 @@ def child(cfg_path: str) -> None:
             # Connections for the expected concurrency (queries/s x ~1.2 s per query), opened
             # before the run, as a submitter sets warm_connections.
             dispatch=DispatchSettings(
-                model="sim", policy=cfg["policy"], warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16
+                model="sim",
+                policy=cfg["policy"],
+                warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16,
+                max_prompts_per_request=cfg.get("max_prompts_per_request", 16),
             ),
             generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
             stream=scenario == "Server",
@@ -145,6 +155,8 @@ def child(cfg_path: str) -> None:
         "completed_per_s": detail.get("result_completed_samples_per_sec") or detail.get("result_samples_per_second"),
         "tokens_per_s": detail.get("result_completed_tokens_per_second") or detail.get("result_tokens_per_second"),
         "completed": record["completed_samples"],
+        "issued": len(issued),
+        "first_issue_at": issued[0][1] if issued else None,
         "generated_tokens": record["generated_tokens"],
         "test_seconds": record["test_seconds"],
         "endpoints": {
@@ -157,6 +169,7 @@ def child(cfg_path: str) -> None:
         },
         "resent": record["backend_stats"]["resent_queries"],
         "failures": {k: v["failures"][:3] for k, v in record["backend_stats"]["endpoints"].items() if v["failures"]},
+        "down_events": sum(v["down_events"] for v in record["backend_stats"]["endpoints"].values()),
         # All threads of the head (LoadGen's included), from backend creation to the end.
         "head_cpu_s": round(head_cpu_s, 2),
         "head_cpu_us_per_query": round(1e6 * head_cpu_s / max(record["completed_samples"], 1), 1),
@@ -259,7 +272,12 @@ def measure(
     sims: list[dict],
     max_concurrency: list[int],
     capacities: list[float | None] | None = None,
+    router: dict | None = None,
+    allow_failure: bool = False,
+    max_prompts_per_request: int = 16,
 ) -> dict:
+    """One LoadGen run against simulated endpoints; with ``router`` (bin, policy, args) the
+    head sees one endpoint, a vllm-router in front of them, with their summed concurrency."""
     from sim_endpoints import SimProcess, free_ports
     from simulated_endpoint import SimulatedEndpointSpec
 
@@ -267,35 +285,58 @@ def measure(
 
     ports = free_ports(len(sims))
     stamps = workdir / f"{name}.sim_timestamps.json"
-    sim = SimProcess([SimulatedEndpointSpec(port=p, **s) for p, s in zip(ports, sims)], str(stamps))
+    sim_stats = workdir / f"{name}.sim_stats.json"
+    sim = SimProcess([SimulatedEndpointSpec(port=p, **s) for p, s in zip(ports, sims)], str(stamps), str(sim_stats))
     # The simulated endpoints stand in for other machines: on this shared CPU they yield
     # to the head (nice), as remote servers would not compete with it at all.
-    os.setpriority(os.PRIO_PROCESS, sim.proc.pid, ENDPOINT_NICE)
+    os.setpriority(os.PRIO_PROCESS, sim.proc.pid, endpoint_nice())
+    if router:
+        router_proc, router_port = start_router(workdir / f"{name}.router.log", ports, **router)
+        head_endpoints = [{"port": router_port, "max_concurrency": sum(max_concurrency), "capacity": None}]
+    else:
+        router_proc = None
+        head_endpoints = [
+            {"port": p, "max_concurrency": m, "capacity": (capacities or [None] * len(ports))[i]}
+            for i, (p, m) in enumerate(zip(ports, max_concurrency))
+        ]
     cfg = {
         "out": str(workdir / name),
         "scenario": scenario,
         "qps": qps,
         "seconds": seconds,
         "policy": policy,
-        "endpoints": [
-            {"port": p, "max_concurrency": m, "capacity": (capacities or [None] * len(ports))[i]}
-            for i, (p, m) in enumerate(zip(ports, max_concurrency))
-        ],
+        "endpoints": head_endpoints,
+        "max_prompts_per_request": max_prompts_per_request,
     }
     cfg_path = workdir / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg))
     try:
         sim_cpu_before = process_cpu_seconds(sim.proc.pid)
+        router_cpu_before = process_cpu_seconds(router_proc.pid) if router_proc else 0.0
         proc = subprocess.run(
             [sys.executable, __file__, "--child", str(cfg_path)], capture_output=True, text=True, timeout=600
         )
         sim_cpu_s = process_cpu_seconds(sim.proc.pid) - sim_cpu_before
+        router_cpu_s = process_cpu_seconds(router_proc.pid) - router_cpu_before if router_proc else None
     finally:
+        if router_proc:
+            stop_router(router_proc)
         sim.stop()
+    per_port = json.loads(sim_stats.read_text()) if sim_stats.exists() else {}
+    backends = [per_port.get(str(p), {}) for p in ports]
     if proc.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+        if not allow_failure:
+            raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+        return {"failed": proc.stderr.strip()[-1500:], "backends": backends}
     result = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[7:])
     result["simulated_endpoints_cpu_us_per_query"] = round(1e6 * sim_cpu_s / max(result["completed"], 1), 1)
+    # What each simulated endpoint answered, counted on its side (behind a router the head
+    # sees one endpoint). Choices answered beyond the head's completions = work done twice,
+    # plus the head's probes (one per endpoint it sees before the run, one per probe back in).
+    result["backends"] = backends
+    result["backend_answers_beyond_completed"] = sum(b.get("completed", 0) for b in backends) - result["completed"]
+    if router_cpu_s is not None:
+        result["router_cpu_us_per_query"] = round(1e6 * router_cpu_s / max(result["completed"], 1), 1)
     if scenario == "Server":
         head = json.loads((workdir / name / "head_timestamps.json").read_text())
         server = json.loads(stamps.read_text())
@@ -319,6 +360,63 @@ def measure(
             "99.00": round(1000 * own[int(len(own) * 0.99)], 3),
         }
     return result
+
+
+def endpoint_nice() -> int:
+    """ENDPOINT_NICE, or the bench's own niceness where that is lower in priority: the
+    endpoints (and a router standing in for another machine) never outrank the head."""
+    return max(ENDPOINT_NICE, os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def start_router(log: Path, ports: list[int], bin: str, policy: str, args: list[str]) -> tuple[subprocess.Popen, int]:
+    """vllm-router in front of the simulated endpoints, at their niceness; returns once its
+    /health answers. Its Prometheus exporter gets a free port too (the default, 29000, is
+    fixed: a second router on the machine would panic at start)."""
+    import urllib.request
+
+    from sim_endpoints import free_ports
+
+    port, metrics_port = free_ports(2)
+    command = [
+        bin,
+        *("--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(metrics_port)),
+        *("--policy", policy, "--log-level", "warning"),
+        "--worker-urls",
+        *(f"http://127.0.0.1:{p}" for p in ports),
+        *args,
+    ]
+    nice = endpoint_nice()
+    with open(log, "w") as handle:
+        handle.write(" ".join(command) + "\n")
+        handle.flush()
+        proc = subprocess.Popen(
+            command,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, nice),
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"vllm-router exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return proc, port
+        except OSError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"vllm-router did not answer /health within 60 s:\n{log.read_text()[-3000:]}")
+
+
+def stop_router(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def ceiling(workdir: Path, qps: float, seconds: float, policy: str, repeat: int = 1) -> dict:
@@ -359,6 +457,117 @@ def offline(
     return measure(workdir, name, "Offline", qps, seconds, policy, sims, [2 * s for s in slots], capacities)
 
 
+ROUTER_SLOTS = 30  # per equal endpoint in the router experiment: 3 x 30 slots ~ 78 q/s
+
+
+def _router_summary(run: dict) -> dict:
+    keys = (
+        "failed",
+        "valid",
+        "completed_per_s",
+        "tokens_per_s",
+        "issued",
+        "completed",
+        "resent",
+        "down_events",
+        "failures",
+        "ttft_added_ms",
+        "loadgen_ttft_ms",
+        "endpoint_ttft_ms",
+        "head_cpu_us_per_query",
+        "router_cpu_us_per_query",
+        "backends",
+        "backend_answers_beyond_completed",
+    )
+    out = {k: run[k] for k in keys if k in run}
+    if "issued" in run:
+        out["lost"] = run["issued"] - run["completed"]
+    return out
+
+
+def router_experiment(
+    workdir: Path,
+    seconds: float,
+    qps: float,
+    router_bin: str,
+    router_policies: list[str],
+    router_args: list[str],
+    max_prompts_per_request: int,
+) -> dict:
+    """Our head driving the endpoints itself (capacity policy) against our head driving ONE
+    vllm-router in front of the same endpoints (the head then sees one endpoint with their
+    summed max_concurrency; the router's time counts as head-added TTFT, since the endpoints
+    stamp a request when it reaches them). Three measurements per path:
+
+      load   Server at ``qps`` across 3 equal endpoints (3 x 30 slots, ~78 q/s capacity).
+      mixed  Offline on endpoints of capacity 1:2:3 (10, 20, 30 slots): tokens/s as a
+             fraction of the simulators' nominal capacity, and each endpoint's share of the
+             answers (its own count) against its share of the capacity.
+      fault  ``load`` with endpoint 1 killed (port closed, connections aborted) 3 s +
+             --seconds/2 after the endpoints start (the report says how far into the run):
+             queries lost, resent by the head, answered twice, LoadGen's validity.
+    """
+    per_slot_qps = SLOT_TOKENS_PER_S / 288
+    equal = [dict(slots=ROUTER_SLOTS, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(3)]
+    mixed_slots = [10, 20, 30]
+    paths: list[tuple[str, dict | None]] = [("direct", None)]
+    paths += [(f"router-{p}", {"bin": router_bin, "policy": p, "args": router_args}) for p in router_policies]
+    report: dict = {}
+    for label, router in paths:
+        rep = report[label] = {}
+        common = dict(router=router, allow_failure=True, max_prompts_per_request=max_prompts_per_request)
+        run = measure(
+            workdir, f"router-load-{label}", "Server", qps, seconds, "capacity", equal, [2 * ROUTER_SLOTS] * 3, **common
+        )
+        rep["load"] = _router_summary(run)
+        print(label, "load", json.dumps(rep["load"]), flush=True)
+
+        sims = [dict(slots=n, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for n in mixed_slots]
+        run = measure(
+            workdir,
+            f"router-mixed-{label}",
+            "Offline",
+            per_slot_qps * sum(mixed_slots),
+            seconds,
+            "capacity",
+            sims,
+            [2 * n for n in mixed_slots],
+            capacities=[1, 2, 3],
+            **common,
+        )
+        mixed = rep["mixed"] = _router_summary(run)
+        if "tokens_per_s" in run:
+            mixed["fraction_of_nominal_capacity"] = round(
+                run["tokens_per_s"] / (sum(mixed_slots) * SLOT_TOKENS_PER_S), 4
+            )
+            answered = sum(b.get("completed", 0) for b in run["backends"]) or 1
+            mixed["answer_share"] = [round(b.get("completed", 0) / answered, 3) for b in run["backends"]]
+            mixed["capacity_share"] = [round(n / sum(mixed_slots), 3) for n in mixed_slots]
+        print(label, "mixed", json.dumps(mixed), flush=True)
+
+        # The simulators' clock starts before the router and the child: about 3 s of start-up.
+        die_at = 3 + seconds / 2
+        faulty = [dict(e) for e in equal]
+        faulty[1].update(fault="die", fault_after_s=die_at)
+        run = measure(
+            workdir,
+            f"router-fault-{label}",
+            "Server",
+            qps,
+            seconds,
+            "capacity",
+            faulty,
+            [2 * ROUTER_SLOTS] * 3,
+            **common,
+        )
+        rep["fault"] = _router_summary(run)
+        died_at = run["backends"][1].get("died_at") if run.get("backends") else None
+        if died_at and run.get("first_issue_at"):
+            rep["fault"]["endpoint_1_died_s_into_run"] = round(died_at - run["first_issue_at"], 2)
+        print(label, "fault", json.dumps(rep["fault"]), flush=True)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child")
@@ -375,6 +584,23 @@ def main() -> None:
     )
     parser.add_argument("--policies", default="capacity,round_robin")
     parser.add_argument("--keep", help="keep every run's logs and timestamps in this folder")
+    parser.add_argument(
+        "--router-bin", default=os.environ.get("VLLM_ROUTER", "vllm-router"), help="the vllm-router executable"
+    )
+    parser.add_argument(
+        "--router-policy",
+        default="round_robin,power_of_two",
+        help="vllm-router --policy values to measure, comma-separated (random, round_robin, cache_aware, "
+        "power_of_two, consistent_hash, sticky_least_loaded, ...)",
+    )
+    parser.add_argument("--router-qps", type=float, default=40, help="Server load of the router experiment")
+    parser.add_argument("--router-args", default="", help="more vllm-router arguments, one string (shell words)")
+    parser.add_argument(
+        "--router-max-prompts",
+        type=int,
+        default=16,
+        help="the head's max_prompts_per_request in the router experiment (both paths)",
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child)
@@ -438,6 +664,18 @@ def main() -> None:
                     "per_endpoint": mixed["endpoints"],
                 }
                 print(policy, "heterogeneous", json.dumps(rep["heterogeneous"]), flush=True)
+        if "router" in only:
+            import shlex
+
+            report["router"] = router_experiment(
+                workdir,
+                args.seconds,
+                args.router_qps,
+                args.router_bin,
+                [p for p in args.router_policy.split(",") if p],
+                shlex.split(args.router_args),
+                args.router_max_prompts,
+            )
         if "null" in only:
             null = report["null_sut"] = null_ceiling(
                 workdir, [float(q) for q in args.null_loads.split(",") if q], args.seconds

@@ -34,14 +34,18 @@ def free_ports(n: int) -> list[int]:
 
 
 class SimProcess:
-    def __init__(self, specs: list[SimulatedEndpointSpec], timestamps: str | None = None) -> None:
+    def __init__(
+        self, specs: list[SimulatedEndpointSpec], timestamps: str | None = None, stats: str | None = None
+    ) -> None:
         self.specs = specs
         handle, self.spec_path = tempfile.mkstemp(suffix=".json")
         os.write(handle, json.dumps([asdict(s) for s in specs]).encode())
         os.close(handle)
         args = [sys.executable, SIMULATOR, self.spec_path]
-        if timestamps:
-            args.append(timestamps)
+        if timestamps or stats:
+            args.append(timestamps or "")
+        if stats:
+            args.append(stats)
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if line.strip() != "READY":

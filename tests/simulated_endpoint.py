@@ -20,9 +20,10 @@ resent query gets the same answer. The simulator is kept cheap (prompts stay raw
 prompt's answer is encoded once) because it shares the CPU with the head it measures.
 
 A test and bench tool, kept out of the installed package (``tests/sim_endpoints.py``
-starts it). Run ``python tests/simulated_endpoint.py SPEC.json``: it serves every
+starts it). Run ``python tests/simulated_endpoint.py SPEC.json [TIMESTAMPS.json [STATS.json]]``: it serves every
 endpoint in the spec from one process, prints ``READY`` and, on SIGTERM/SIGINT, writes
-per-request timestamps (time.monotonic, comparable across processes) if asked.
+per-request timestamps (time.monotonic, comparable across processes) if asked, and with
+a third argument per-endpoint counts (requests, choices answered, tokens).
 """
 
 from __future__ import annotations
@@ -150,9 +151,12 @@ class SimulatedEndpoint:
         self.started = time.monotonic()
         self.timestamps = timestamps
         self.dead = False
+        self.died_at: float | None = None
         self.due: list = []  # (time, order, kind, response, choice index), a heap
         self.order = itertools.count()
         self.answered: set = set()  # answers already given ("cache_results")
+        self.completed = 0  # choices answered in full on an open connection (for a stats file)
+        self.tokens = 0
 
     def fault_active(self) -> bool:
         spec = self.spec
@@ -172,6 +176,7 @@ class SimulatedEndpoint:
     def die(self) -> None:
         """Like a killed server process: the port closes and every connection drops."""
         self.dead = True
+        self.died_at = time.monotonic()
         self.server.close()
         for conn in list(self.connections):
             conn.transport.abort()
@@ -241,6 +246,9 @@ class SimulatedEndpoint:
                 continue
             self.active -= 1
             response.unfinished -= 1
+            if not response.conn.transport.is_closing():  # delivered, not generated for nobody
+                self.completed += 1
+                self.tokens += response.answers[index].n_tokens
             if malformed:
                 parts.append(_chunked(b'data: {"choices": [{"token_ids": "not a list"\n\n'))
             else:
@@ -329,7 +337,9 @@ class _Connection(asyncio.Protocol):
         endpoint.admit(self, req, received)
 
 
-async def serve(specs: list[SimulatedEndpointSpec], timestamps_path: str | None = None) -> None:
+async def serve(
+    specs: list[SimulatedEndpointSpec], timestamps_path: str | None = None, stats_path: str | None = None
+) -> None:
     # A list, not a dict keyed by query: resizing a dict of ~90,000 entries takes 3-4 ms,
     # a stall the measurement would charge to the head it measures.
     timestamps: list | None = [] if timestamps_path else None
@@ -345,11 +355,26 @@ async def serve(specs: list[SimulatedEndpointSpec], timestamps_path: str | None 
     if timestamps_path:
         with open(timestamps_path, "w") as handle:
             json.dump({user: [received, sent] for user, received, sent in timestamps}, handle)
+    if stats_path:
+        # Per endpoint (by port): what it was asked and what it answered, whoever sent it
+        # (a load balancer in front of the endpoints hides this from the head).
+        stats = {
+            str(e.spec.port): {
+                "requests": e.requests,
+                "completed": e.completed,
+                "tokens": e.tokens,
+                "died_at": e.died_at,
+            }
+            for e in endpoints
+        }
+        with open(stats_path, "w") as handle:
+            json.dump(stats, handle)
 
 
 def main(argv: list[str]) -> int:
     spec_path = argv[0]
-    timestamps_path = argv[1] if len(argv) > 1 else None
+    timestamps_path = argv[1] if len(argv) > 1 and argv[1] else None
+    stats_path = argv[2] if len(argv) > 2 else None
     specs = [SimulatedEndpointSpec(**item) for item in json.loads(open(spec_path).read())]
     from mlperf_repro.backends.endpoints import raise_open_file_limit
 
@@ -364,7 +389,7 @@ def main(argv: list[str]) -> int:
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(serve(specs, timestamps_path))
+    asyncio.run(serve(specs, timestamps_path, stats_path))
     return 0
 
 
