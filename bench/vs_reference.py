@@ -45,8 +45,8 @@ What had to be adapted, all from the OUTSIDE (the reference's files are never ed
     (no model is loaded: AttributeError in its worker thread, the run hangs). The shim
     puts the --api-server URL back on the object after __init__.
   - SUTServer maps each streamed token's logprob key through tokenizer.json's
-    ``model.vocab``; vLLM >= 0.4 renders that key as decoded text (" the", not the vocab
-    entry "Ġthe"), and the KeyError sends its retry loop round for ever (re-reporting the
+    ``model.vocab``; vLLM 0.32 renders that key as decoded text (" the", not the vocab
+    entry "Ġthe" of the demo's byte-level BPE), and the KeyError sends its retry loop round for ever (re-reporting the
     first token each time). The shim's vocabulary resolves the decoded form to a token id
     (unknown strings to id 0, counted and printed). Only the ids change: the count of
     tokens (one per streamed chunk), which is what LoadGen times, is the reference's own.
@@ -236,6 +236,9 @@ def run_logged(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path, tim
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             rc = -9
+        except BaseException:  # Ctrl-C, SIGTERM: the run's group goes too (its own session)
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
     if rc == -9:
         tail = f"killed after {timeout_s:.0f} s (no end in sight)\n" + tail
@@ -398,6 +401,7 @@ def run_vllm_bench(ctx: dict, scenario: str, out: Path, num_prompts: int, rate: 
         "failed": res.get("failed"),
         "request_rate": rate,
         "output_tokens": res.get("total_output_tokens"),
+        "tokens_per_request": res["total_output_tokens"] / res["completed"] if res.get("completed") else None,
         "tokens_per_s": res.get("output_throughput"),
         "ttft_p50_ms": res.get("p50_ttft_ms"),
         "ttft_p99_ms": res.get("p99_ttft_ms"),
@@ -405,6 +409,12 @@ def run_vllm_bench(ctx: dict, scenario: str, out: Path, num_prompts: int, rate: 
         "tpot_p99_ms": res.get("p99_tpot_ms"),
         "validity": "n/a (no LoadGen)",
     }
+
+
+def tokens_per_request(d: dict) -> float | None:
+    tokens = d.get("result_tokens_per_second", d.get("result_completed_tokens_per_second"))
+    samples = d.get("result_samples_per_second", d.get("result_completed_samples_per_sec"))
+    return tokens / samples if tokens and samples else None
 
 
 def loadgen_result(out: Path, rc: int, tail: str, wall: float) -> dict:
@@ -429,6 +439,8 @@ def loadgen_result(out: Path, rc: int, tail: str, wall: float) -> dict:
         # Offline: result_tokens_per_second; Server: completed tokens over the run.
         "tokens_per_s": d.get("result_tokens_per_second", d.get("result_completed_tokens_per_second")),
         "samples_per_s": d.get("result_samples_per_second", d.get("result_completed_samples_per_sec")),
+        # As each harness counts them (the reference Offline: its re-tokenised output text).
+        "tokens_per_request": tokens_per_request(d),
         "ttft_p50_ms": ms("result_first_token_50.00_percentile_latency_ns"),
         "ttft_p99_ms": ms("result_first_token_99.00_percentile_latency_ns"),
         "tpot_p50_ms": ms("result_time_per_output_token_50.00_percentile_ns"),
@@ -465,72 +477,34 @@ def ratio(a: dict, b: dict, key: str) -> float | None:
 
 
 def report(rows: list[dict]) -> str:
-    lines = [
-        "| scenario | run | harness | requests | tokens/s | TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | TPOT p99 ms "
-        "| validity | ours/this tokens/s | ours/this TTFT p50 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["scenario", "run", "harness", "requests", "tokens/request", "tokens/s", "TTFT p50 ms", "TTFT p99 ms"]
+    header += ["TPOT p50 ms", "TPOT p99 ms", "validity", "ours/this tokens/s", "ours/this TTFT p50"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     problems = []
     for row in rows:
         for name in row["order"]:
             r = row[name]
             if not r.get("ok"):
-                lines.append(f"| {row['scenario']} | {row['repeat']} | {name} | FAILED | | | | | | | | |")
+                cells = [row["scenario"], row["repeat"], name, "FAILED"] + [""] * (len(header) - 4)
                 problems.append(f"{row['scenario']} run {row['repeat']}, {name}: {r['error']}")
-                continue
-            ours = row["ours"]
-            tok = ratio(ours, r, "tokens_per_s") if name != "ours" else None
-            ttft = ratio(ours, r, "ttft_p50_ms") if name != "ours" else None
-            lines.append(
-                f"| {row['scenario']} | {row['repeat']} | {name} | {fmt(r.get('requests'))} | {fmt(r.get('tokens_per_s'))} "
-                f"| {fmt(r.get('ttft_p50_ms'))} | {fmt(r.get('ttft_p99_ms'))} | {fmt(r.get('tpot_p50_ms'), 2)} "
-                f"| {fmt(r.get('tpot_p99_ms'), 2)} | {r.get('validity')} | {fmt(tok, 3)} | {fmt(ttft, 3)} |"
-            )
+            else:
+                ours = row["ours"]
+                cells = [row["scenario"], row["repeat"], name, fmt(r.get("requests")), fmt(r.get("tokens_per_request"))]
+                cells += [fmt(r.get(k)) for k in ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms")]
+                cells += [fmt(r.get(k), 2) for k in ("tpot_p50_ms", "tpot_p99_ms")] + [r.get("validity")]
+                cells += [
+                    fmt(ratio(ours, r, k) if name != "ours" else None, 3) for k in ("tokens_per_s", "ttft_p50_ms")
+                ]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     text = "\n".join(lines)
     if problems:
         text += "\n\nWhat did not work:\n" + "\n".join(f"- {p}" for p in problems)
     return text
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inference-repo", type=Path, help="checkout of github.com/mlcommons/inference")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/sh1/work"), help="finished workflow dir (read only)")
-    parser.add_argument("--scenarios", default="Offline,Server")
-    parser.add_argument("--seconds", type=float, default=20.0, help="LoadGen min_duration")
-    parser.add_argument("--min-query-count", type=int, default=100)
-    # Offline issues max(min_query_count, 1.1 x min_duration x target_qps) samples (rounded up to
-    # the sample count) and is INVALID if they take under min_duration: target_qps must be at
-    # least the fastest harness's samples/s over 1.1 (~80/s uncontended on 2 cores).
-    parser.add_argument("--offline-qps", type=float, default=80.0, help="Offline target_qps (sets the sample count)")
-    parser.add_argument("--server-qps", type=float, default=20.0)
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--port", type=int, default=8471)
-    parser.add_argument("--reference-pythonpath", help="extra sys.path for the reference (missing packages)")
-    parser.add_argument("--no-greedy-default", action="store_true", help="leave the server's default temperature")
-    parser.add_argument("--timeout", type=float, default=0, help="per run, s (default 6 x --seconds + 180)")
-    parser.add_argument("--keep", type=Path, help="work in DIR (created) and keep it")
-    parser.add_argument("--json", type=Path, help="also write the JSON results here")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child)
-        return
-    if not args.inference_repo:
-        parser.error("--inference-repo is required")
-    # SIGTERM unwinds like Ctrl-C, so the server (its own process group) is stopped too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    sys.path.insert(0, str(REPO / "src"))
+def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
     from mlperf_repro.launch.local import local_vllm_servers
 
-    model = (args.workdir / MODEL_REL).resolve()
-    dataset = (args.workdir / DATASET_REL).resolve()
-    for path in (model / "config.json", model / "tokenizer.json", dataset):
-        if not path.is_file():
-            sys.exit(f"{path} missing: --workdir must be a finished workflow directory of the default config")
-    if args.keep:
-        args.keep.mkdir(parents=True)
-    root = (args.keep or Path(tempfile.mkdtemp(prefix="vs-reference-"))).resolve()
     ref_dir = prepare_reference(args.inference_repo.resolve(), root)
     pickle_file, jsonl, samples = convert_dataset(dataset, root)
     ref_env = python_env(args.reference_pythonpath)
@@ -611,8 +585,50 @@ def main() -> None:
     )
     if args.json:
         args.json.write_text(text + "\n")
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--inference-repo", type=Path, help="checkout of github.com/mlcommons/inference")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/sh1/work"), help="finished workflow dir (read only)")
+    parser.add_argument("--scenarios", default="Offline,Server")
+    parser.add_argument("--seconds", type=float, default=20.0, help="LoadGen min_duration")
+    parser.add_argument("--min-query-count", type=int, default=100)
+    # Offline issues max(min_query_count, 1.1 x min_duration x target_qps) samples (rounded up to
+    # the sample count) and is INVALID if they take under min_duration: target_qps must be at
+    # least the fastest harness's samples/s over 1.1 (~80/s uncontended on 2 cores).
+    parser.add_argument("--offline-qps", type=float, default=80.0, help="Offline target_qps (sets the sample count)")
+    parser.add_argument("--server-qps", type=float, default=20.0)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--port", type=int, default=8471)
+    parser.add_argument("--reference-pythonpath", help="extra sys.path for the reference (missing packages)")
+    parser.add_argument("--no-greedy-default", action="store_true", help="leave the server's default temperature")
+    parser.add_argument("--timeout", type=float, default=0, help="per run, s (default 6 x --seconds + 180)")
+    parser.add_argument("--keep", type=Path, help="work in DIR (created) and keep it")
+    parser.add_argument("--json", type=Path, help="also write the JSON results here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    if not args.inference_repo:
+        parser.error("--inference-repo is required")
+    # SIGTERM unwinds like Ctrl-C, so the server (its own process group) is stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.path.insert(0, str(REPO / "src"))
+    model = (args.workdir / MODEL_REL).resolve()
+    dataset = (args.workdir / DATASET_REL).resolve()
+    for path in (model / "config.json", model / "tokenizer.json", dataset):
+        if not path.is_file():
+            sys.exit(f"{path} missing: --workdir must be a finished workflow directory of the default config")
+    if args.keep:
+        args.keep.mkdir(parents=True)
+    root = (args.keep or Path(tempfile.mkdtemp(prefix="vs-reference-"))).resolve()
+    try:
+        run_bench(args, root, model, dataset)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
