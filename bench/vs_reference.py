@@ -1,7 +1,7 @@
 """Our endpoints backend against MLCommons' reference llama2-70b API harness and vLLM's own
 client (``vllm bench serve``), all three driving ONE vLLM server, in one invocation.
 
-    .venv/bin/python bench/vs_reference.py --inference-repo DIR [--workdir /tmp/sh1/work]
+    .venv/bin/python bench/vs_reference.py --inference-repo DIR --workdir WORK
         [--scenarios Offline,Server] [--seconds 20] [--offline-qps 80] [--server-qps 20]
         [--min-query-count 100] [--repeat 1] [--keep DIR] [--json FILE]
 
@@ -590,7 +590,12 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inference-repo", type=Path, help="checkout of github.com/mlcommons/inference")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/sh1/work"), help="finished workflow dir (read only)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        required=True,
+        help="a finished run of the default config (read only): its model and dataset",
+    )
     parser.add_argument("--scenarios", default="Offline,Server")
     parser.add_argument("--seconds", type=float, default=20.0, help="LoadGen min_duration")
     parser.add_argument("--min-query-count", type=int, default=100)

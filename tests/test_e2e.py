@@ -105,7 +105,7 @@ def test_system_description(workdir):
 
 def test_user_conf_is_generated_from_the_config(workdir):
     conf = (scenario_dir(workdir, "Interactive") / "user.conf").read_text()
-    assert "llama2-70b-interactive.Server.target_qps = 20" in conf
+    assert "llama2-70b-interactive.Server.target_qps = 15" in conf
     assert "llama2-70b-interactive.Server.min_query_count = 480" in conf
     assert "llama2-70b-interactive.Server.min_duration = 3000" in conf
 

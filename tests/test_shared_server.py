@@ -20,7 +20,7 @@ ACCURACY_CONF = "llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min
 SERVER_CONF = (
     "llama2-70b.Server.min_query_count = 500\n"
     "llama2-70b.Server.min_duration = 2000\n"
-    "llama2-70b.Server.target_qps = 30\n"
+    "llama2-70b.Server.target_qps = 15\n"
 )
 
 
