@@ -234,6 +234,8 @@ class Estimator:
         loading = ("loadgen_run", "loadgen_repeat", "compliance_run", "find_performance")
         notes = []
         for system in self.plan.systems:
+            if self.plan.engine(system)["backend"] not in ("vllm", "endpoints"):
+                continue  # served in the run's own process by a backend with no server (diffusers)
             processes = 0
             for row in rows:
                 for detail in row.details:
