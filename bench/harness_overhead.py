@@ -23,17 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = REPO / "results/models/tiny-llama-mxfp4-w4a16-emulated"
 DEFAULT_DATASET = REPO / "resources/datasets/openorca-synthetic/open_orca_synthetic.pkl"
-ENGINE_ARGS = {
-    "dtype": "float32",
-    "enforce_eager": True,
-    "max_model_len": 2048,
-    "gpu_memory_utilization": 0.3,
-    "seed": 0,
-}
-ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+# The default config's engine for the demo model (one place).
+_ENGINE = yaml.safe_load((REPO / "config/config.yaml").read_text())["systems"]["cpu-2c-vllm"]["engine"]
+ENGINE_ARGS, ENV = dict(_ENGINE["engine_args"]), dict(_ENGINE["env"])
 
 
 def _measure(model: str, dataset: str, samples: int, max_new_tokens: int, workdir: str, harness_first: bool) -> dict:

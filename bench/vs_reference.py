@@ -89,14 +89,19 @@ MODEL_REL = "results/models/tiny-llama-mxfp4-w4a16-emulated"
 DATASET_REL = "resources/datasets/openorca-synthetic/open_orca_synthetic.pkl"
 SERVED_NAME = "/opt/app-root/share/models"  # hard-coded in SUT_API.SUTServer.stream_api_vllm
 MAX_TOKENS = 1024  # SUT_API's max_tokens in both scenarios; our generation's max_new_tokens
-ENGINE_ARGS = {
-    "dtype": "float32",
-    "enforce_eager": True,
-    "max_model_len": 2048,
-    "gpu_memory_utilization": 0.3,
-    "seed": 0,
-}
-ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def _demo_engine() -> tuple[dict, dict]:
+    """The default config's engine arguments and environment for the demo model (one place)."""
+    import yaml
+
+    engine = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/config.yaml").read_text())["systems"][
+        "cpu-2c-vllm"
+    ]["engine"]
+    return dict(engine["engine_args"]), dict(engine["env"])
+
+
+ENGINE_ARGS, ENGINE_ENV = _demo_engine()
 HARNESSES = ("reference", "ours", "vllm-bench")
 
 SHIM = '''"""Run the MLCommons reference main.py (argv[1]) after patching SUT_API from the outside.
