@@ -319,3 +319,32 @@ def test_cosmetic_form_is_one_spelling():
     assert cosmetic_form(" PCIe  Gen 5 x16 ") == "pciegen5x16"
     assert cosmetic_form("3.0 TB DDR5") == "3TBddr5"
     assert cosmetic_form("N/A") == cosmetic_form("") == ""
+
+
+WRAPPER_README = """# Running
+
+```bash
+python3 submission.py --model {bench} experiment --scenario Server --model-conf /x/code/{bench}/server_x.yaml --user-conf /x/code/{bench}/user.conf
+python3 submission.py --model {bench} experiment --scenario Offline --model-conf /x/code/{bench}/offline_x.yaml --user-conf /x/code/{bench}/user.conf
+```
+"""
+
+
+def test_a_partner_running_the_harness_through_its_submission_wrapper_is_read_per_scenario(vendor, tmp_path):
+    """A partner's README lists every scenario's `submission.py ... --model-conf <yaml>` command:
+    the Offline result reads the Offline YAML, and its changed engine setting is a cause."""
+    import yaml
+
+    partner = published_tree(tmp_path / "partner", "Partner", harness=partner_harness())
+    code = partner / "closed/Partner/src" / BENCH
+    server = json.loads(json.dumps(HARNESS_YAML))
+    server["vllm_engine_config"]["max_num_seqs"] = 64  # a Server YAML an Offline result must not read
+    (code / "server_x.yaml").write_text(yaml.safe_dump(server))
+    (partner / "closed/Partner/results" / SYSTEM / BENCH / "Offline/README.md").write_text(
+        WRAPPER_README.format(bench=BENCH)
+    )
+    (comparison,) = compare_paths(str(vendor), [str(partner)])
+    causes = {c.name: c for c in comparison.rows[0].causes}
+    assert "serving setup" not in causes  # stated on both sides
+    assert causes["serving.engine.max_num_seqs"].evidence[0][1:] == ("2048", "1792")
+    assert causes["serving.checkpoint"].evidence[0][2] == "/model/llama2-70b-chat-hf/fp4_quantized"

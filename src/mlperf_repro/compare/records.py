@@ -39,7 +39,7 @@ from ..errors import UserError
 from ..hashing import sha256_file
 from ..loadgen_logs import read_detail
 from ..published.loadgen_conf import ConfLine, effective
-from ..published.serving import ServingSetup, harness_commands, provenance_serving, read_serving_setup
+from ..published.serving import ServingSetup, provenance_serving, read_serving_setup, result_commands
 
 DIVISIONS = ("closed", "open", "network")
 # LoadGen's effective settings worth comparing (the rest of the detail log is results,
@@ -194,7 +194,7 @@ def published_serving(code_roots: list[Path], scenario_dir: Path) -> tuple[Servi
         return None, f"not read: {exc}"
     if setup is not None:
         return setup, ""
-    commands = [c for c in harness_commands(scenario_dir / "README.md") if c.overrides.get("test_mode") != "accuracy"]
+    commands = result_commands(scenario_dir)
     if commands:
         named = f"{commands[0].config_path.rstrip('/')}/{commands[0].config_name}.yaml"
         return None, f"not stated: README.md runs {named}, which the published code lacks"

@@ -100,6 +100,10 @@ def _load_yaml(path: Path) -> dict:
 # --- the AMD harness_llm layout --------------------------------------------------------------
 
 MAIN_COMMAND = re.compile(r"python3?\s+\S*main\.py\b")
+# Partners that reuse the harness through its submission wrapper (``submission.py --model
+# <benchmark> experiment --scenario S --model-conf <dir>/<name>.yaml --user-conf ...``) name the
+# same YAML by its path; the wrapper runs main.py on it with no overrides.
+WRAPPER_COMMAND = re.compile(r"python3?\s+\S*submission\.py\b")
 
 
 @dataclass
@@ -109,17 +113,19 @@ class HarnessCommand:
     backend: str | None
     overrides: dict[str, Any]
     text: str
+    scenario: str | None = None  # where the command names one (a README may list every scenario's)
 
 
 def harness_commands(readme: Path) -> list[HarnessCommand]:
-    """Every ``main.py --config-path ... --config-name ...`` command in a README (its shell
-    continuation lines joined)."""
+    """Every ``main.py --config-path ... --config-name ...`` command in a README, and every
+    ``submission.py ... --model-conf <file>.yaml`` wrapper command (its shell continuation
+    lines joined)."""
     if not readme.is_file():
         return []
     joined = re.sub(r"\\\s*\n", " ", readme.read_text(errors="replace"))
     commands = []
     for line in joined.splitlines():
-        match = MAIN_COMMAND.search(line)
+        match = MAIN_COMMAND.search(line) or WRAPPER_COMMAND.search(line)
         if not match:
             continue
         try:
@@ -141,12 +147,31 @@ def harness_commands(readme: Path) -> list[HarnessCommand]:
                 key, value = word.split("=", 1)
                 overrides[key] = yaml.safe_load(value) if value else value
             index += 1
+        model_conf = options.get("model_conf", "")
+        if "config_name" not in options and model_conf.endswith((".yaml", ".yml")):
+            folder, _, name = model_conf.rpartition("/")
+            options.update(config_path=folder or ".", config_name=name.rsplit(".", 1)[0])
         if "config_path" in options and "config_name" in options:
             commands.append(
                 HarnessCommand(
-                    options["config_path"], options["config_name"], options.get("backend"), overrides, line.strip()
+                    options["config_path"],
+                    options["config_name"],
+                    options.get("backend"),
+                    overrides,
+                    line.strip(),
+                    options.get("scenario"),
                 )
             )
+    return commands
+
+
+def result_commands(result_folder: Path) -> list[HarnessCommand]:
+    """The performance commands of a result folder's README, those of its own scenario first
+    when the README runs several scenarios."""
+    commands = [c for c in harness_commands(result_folder / "README.md") if c.overrides.get("test_mode") != "accuracy"]
+    scenario = result_folder.name.lower()
+    if any(c.scenario for c in commands):
+        commands = [c for c in commands if (c.scenario or "").lower() == scenario]
     return commands
 
 
@@ -193,7 +218,7 @@ def capture_sizes(spec: list) -> list[int]:
 
 
 def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetup | None:
-    commands = [c for c in harness_commands(result_folder / "README.md") if c.overrides.get("test_mode") != "accuracy"]
+    commands = result_commands(result_folder)
     if not commands:
         return None
     command = commands[0]
