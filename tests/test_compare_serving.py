@@ -324,8 +324,8 @@ def test_cosmetic_form_is_one_spelling():
 WRAPPER_README = """# Running
 
 ```bash
-python3 submission.py --model {bench} experiment --scenario Server --model-conf /x/code/{bench}/server_x.yaml --user-conf /x/code/{bench}/user.conf
-python3 submission.py --model {bench} experiment --scenario Offline --model-conf /x/code/{bench}/offline_x.yaml --user-conf /x/code/{bench}/user.conf
+python3 submission.py --model {bench} experiment --scenario Server --model-conf {code}/server_x.yaml --user-conf {conf}
+python3 submission.py --model {bench} experiment --scenario Offline --model-conf {code}/offline_x.yaml --user-conf {conf}
 ```
 """
 
@@ -341,7 +341,7 @@ def test_a_partner_running_the_harness_through_its_submission_wrapper_is_read_pe
     server["vllm_engine_config"]["max_num_seqs"] = 64  # a Server YAML an Offline result must not read
     (code / "server_x.yaml").write_text(yaml.safe_dump(server))
     (partner / "closed/Partner/results" / SYSTEM / BENCH / "Offline/README.md").write_text(
-        WRAPPER_README.format(bench=BENCH)
+        WRAPPER_README.format(bench=BENCH, code=f"/x/code/{BENCH}", conf=f"/x/code/{BENCH}/user.conf")
     )
     (comparison,) = compare_paths(str(vendor), [str(partner)])
     causes = {c.name: c for c in comparison.rows[0].causes}
