@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import copy
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -71,67 +68,34 @@ def stages_of(filename: str) -> list[str]:
     return [stage for stage, prefixes in STAGES.items() if filename.startswith(prefixes)]
 
 
-#: Files whose tests share the one-node SLURM test cluster (its daemons bind fixed ports, so one
-#: worker runs them all).
+#: Slow files whose tests start a vLLM or diffusers engine, or read the end-to-end run (which
+#: starts them): they run one at a time (marker `engines`), because each engine reserves a
+#: third of the memory for its KV cache and several of them judge LoadGen runs by latency or
+#: compare two runs' performance (Server/Interactive VALID, TEST04). The other slow tests
+#: (Snakemake dry runs, the SLURM executor's failure handling, Quark, Kubernetes renders) run
+#: on both cores with the fast ones.
+ENGINE_FILES = (
+    "test_gpt_oss_demo.py",
+    "test_wan_demo.py",
+    "test_wan_task.py",
+    "test_shared_server.py",
+)
+#: The files sharing the one-node SLURM test cluster: its daemons bind fixed ports, so one
+#: pytest-xdist worker runs them all.
 SLURM_FILES = ("test_slurm.py", "test_slurm_servers.py", "test_screen_slurm.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects and before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
         for stage in stages_of(item.path.name):
             item.add_marker(getattr(pytest.mark, stage))
-        # With `-n 2 --dist loadgroup` a slow file runs on one worker: its module fixtures (a
-        # trained model, a started server) are built once, not once per worker.
         if item.get_closest_marker("slow"):
-            group = "slurm" if item.path.name in SLURM_FILES else item.path.stem
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-# --- sharing the machine between pytest-xdist workers -----------------------------------------
-# The suite runs on both cores (`-n 2`). Most tests only get slower when another runs beside
-# them, but a few judge LoadGen runs by latency (Server and Interactive VALID under the round's
-# p99 limits): on a 2-core machine they must have it to themselves. Every test holds a shared
-# lock on the machine while it runs (its setup, which may build a module's fixture, included);
-# a test marked `alone`, and the one that builds the end-to-end run, hold it exclusively. A
-# waiting exclusive holder closes a turnstile, so the other worker cannot keep it waiting by
-# starting test after test.
-
-
-def _machine_lock_path() -> Path:
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid{os.getpid()}")
-    return Path(tempfile.gettempdir()) / f"mlperf-repro-tests-{run}"
-
-
-@contextmanager
-def machine(*, alone: bool):
-    base = _machine_lock_path()
-    with open(f"{base}.turn", "a+") as turn, open(f"{base}.lock", "a+") as lock:
-        fcntl.flock(turn, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turn, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _e2e_marker() -> Path:
-    """Names the end-to-end run's folder once one worker has built it (the workers share it)."""
-    return Path(f"{_machine_lock_path()}.e2e")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    builds_e2e = (
-        "e2e_workdir" in item.fixturenames
-        and not _e2e_marker().exists()
-        and not os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
-    )
-    with machine(alone=builds_e2e or item.get_closest_marker("alone") is not None):
-        yield
+            if item.path.name in ENGINE_FILES or "e2e_workdir" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.engines)
+            # With `--dist loadgroup` a slow file stays on one worker: its module fixtures are
+            # built once, not once per worker.
+            item.add_marker(pytest.mark.xdist_group("slurm" if item.path.name in SLURM_FILES else item.path.stem))
 
 
 #: The default config's text-to-video part (its own tests: test_wan_*.py, test_estimate_wan.py).
@@ -326,9 +290,6 @@ def e2e_workdir(tmp_path_factory) -> Path:
     reuse = os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
     if reuse:
         return Path(reuse)
-    marker = _e2e_marker()
-    if marker.exists():  # built by the other worker of this run (it held the machine alone)
-        return Path(marker.read_text())
     work = make_workdir(tmp_path_factory.mktemp("e2e"))
     shutil.copyfile(E2E_CONFIG, work / "e2e.yaml")
     result = run_snakemake(work, "--cores", "2", "--configfile", "e2e.yaml", timeout=1800)
@@ -336,7 +297,6 @@ def e2e_workdir(tmp_path_factory) -> Path:
         logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
         pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
     (work / "snakemake.out").write_text(result.stdout + result.stderr)
-    marker.write_text(str(work))
     return work
 
 

@@ -70,7 +70,6 @@ def loadgen_run(work: Path, tmp: Path, port: int, name: str, audit: bool) -> Pat
     return out
 
 
-@pytest.mark.alone  # TEST04 compares two runs' performance: nothing may run beside either
 @pytest.mark.parametrize("fault, passes", [("none", True), ("cache_results", False)])
 def test_test04_passes_a_fair_server_and_fails_a_caching_one(e2e_workdir, tmp_path, fault, passes):
     port = free_ports(1)[0]

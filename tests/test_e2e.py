@@ -229,7 +229,6 @@ def test_an_engine_setting_change_reruns_every_run_and_nothing_upstream(workdir)
     }
 
 
-@pytest.mark.alone  # it deletes a scenario's runs other tests copy the end-to-end run from
 def test_rerun_does_nothing_and_one_scenario_reruns_alone(workdir):
     result = run_snakemake(workdir, "-n", "--cores", "2", "--configfile", "e2e.yaml", timeout=300)
     assert result.returncode == 0 and "Nothing to be done" in result.stdout + result.stderr

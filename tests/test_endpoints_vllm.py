@@ -155,7 +155,6 @@ def restart(servers: dict, index: int) -> None:
 # Offline is not run here: Server exercises the same resend path at every run. In CI on
 # 2026-12-02 a kill left the run with no resent query: the killed server's port still took
 # connections while it died, so the child now waits until the port refuses them (KILL_PORT).
-@pytest.mark.alone  # a Server run: its timing must not depend on a test beside it
 @pytest.mark.parametrize("scenario", ["Server"])
 def test_a_server_killed_mid_run_loses_no_query(e2e_workdir, servers, tmp_path, scenario):
     servers["model"] = str(e2e_workdir / MODEL)
