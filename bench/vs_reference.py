@@ -299,6 +299,7 @@ def run_ours(ctx: dict, scenario: str, out: Path) -> dict:
         "scenario": scenario,
         "samples": ctx["samples"],
         "port": ctx["port"],
+        "max_prompts_per_request": ctx["max_prompts_per_request"],
     }
     (out / "child.json").write_text(json.dumps(cfg))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(out / "child.json")]
@@ -323,6 +324,7 @@ def child(cfg_path: str) -> None:
             "served_model_name": SERVED_NAME,
             "list": [{"name": "srv", "host": "127.0.0.1", "port": cfg["port"]}],
         },
+        "dispatch": {"max_prompts_per_request": cfg["max_prompts_per_request"]},
     }
     generation = {"max_new_tokens": MAX_TOKENS, "min_new_tokens": 1, "greedy": True}
     task = task_named("llm")
@@ -527,6 +529,7 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
         "ref_env": ref_env,
         "our_env": python_env(None),
         "timeout_s": args.timeout or 6 * args.seconds + 180,
+        "max_prompts_per_request": args.max_prompts_per_request,
     }
     engine_args = dict(ENGINE_ARGS)
     if not args.no_greedy_default:
@@ -581,6 +584,7 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
         "engine_env": ENGINE_ENV,
         "user_conf": ctx["user_conf"].read_text(),
         "vllm_bench_rate": {"Offline": "inf (all at once)", "Server": args.server_qps},
+        "ours_max_prompts_per_request": args.max_prompts_per_request,
         "rows": rows,
         "work_dir": str(root),
     }
@@ -593,6 +597,8 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
 
 
 def main() -> None:
+    from mlperf_repro.backends.dispatcher import DispatchSettings
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inference-repo", type=Path, help="checkout of github.com/mlcommons/inference")
     parser.add_argument(
@@ -608,6 +614,12 @@ def main() -> None:
     # least the fastest harness's samples/s over 1.1 (~80/s uncontended on 2 cores).
     parser.add_argument("--offline-qps", type=float, default=80.0, help="Offline target_qps (sets the sample count)")
     parser.add_argument("--server-qps", type=float, default=20.0)
+    parser.add_argument(
+        "--max-prompts-per-request",
+        type=int,
+        default=DispatchSettings.__dataclass_fields__["max_prompts_per_request"].default,
+        help="ours: engine.dispatch.max_prompts_per_request (the reference sends 64 per Offline request)",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--port", type=int, default=8471)
     parser.add_argument("--reference-pythonpath", help="extra sys.path for the reference (missing packages)")
