@@ -46,6 +46,26 @@ def test_default_config_plan(tmp_path):
     }
 
 
+def test_test04_runs_straight_after_the_performance_run_it_is_judged_against(tmp_path):
+    """TEST04 compares speeds of two runs: it waits for the performance run (an input) and goes
+    first among the jobs then ready (priority), so the machine's drift between them stays small;
+    TEST06, judged on its own, does not wait."""
+    work = make_workdir(tmp_path)
+    result = run_snakemake(work, "-n", "--cores", "2", timeout=120)
+    assert result.returncode == 0, result.stderr
+    jobs = [b for b in re.split(r"\n(?=\[)", result.stdout) if "rule compliance_run:" in b]
+    test04 = [b for b in jobs if "test=TEST04" in b]
+    assert len(test04) == 2 and len(jobs) == 5
+    for block in test04:
+        scenario = re.search(r"scenario=(\w+)", block).group(1)
+        inputs = re.search(r"input: (.*)", block).group(1).split(", ")
+        assert f"results/runs/cpu-2c-diffusers/tiny-wan-t2v/{scenario}/performance" in inputs
+    for block in jobs:
+        assert "priority: 10" in block
+    for block in (b for b in jobs if "test=TEST06" in b):
+        assert not any(i.endswith("/performance") for i in re.search(r"input: (.*)", block).group(1).split(", "))
+
+
 def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
     """A second system with two scenarios and an unquantized benchmark."""
     config = default_config
