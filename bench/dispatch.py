@@ -102,9 +102,10 @@ def child(cfg_path: str) -> None:
     def factory(sut):
         cpu_at_start.append(process_cpu_seconds())
 
-        def on_first(qid: int, token: int) -> None:
-            first.append((qid, time.monotonic()))
-            sut.first_token(qid, token)
+        def on_first(firsts: list[tuple[int, int]]) -> None:
+            now = time.monotonic()
+            first.extend((qid, now) for qid, _ in firsts)
+            sut.first_tokens(firsts)
 
         backend = EndpointBackend(
             endpoints=[
@@ -123,8 +124,8 @@ def child(cfg_path: str) -> None:
             ),
             generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
             stream=scenario == "Server",
-            on_first_token=on_first,
-            on_complete=sut.complete,
+            on_first_tokens=on_first,
+            on_completions=sut.completions,
         )
         submit = backend.submit
 

@@ -80,8 +80,8 @@ def _measure(model: str, dataset: str, samples: int, max_new_tokens: int, workdi
                 engine_args=ENGINE_ARGS,
                 generation=settings,
                 stream=False,
-                on_first_token=None,
-                on_complete=sut.complete,
+                on_first_tokens=None,
+                on_completions=sut.completions,
                 llm=llm,
             )
 

@@ -300,6 +300,7 @@ def run_ours(ctx: dict, scenario: str, out: Path) -> dict:
         "samples": ctx["samples"],
         "port": ctx["port"],
         "max_prompts_per_request": ctx["max_prompts_per_request"],
+        "max_concurrency": ctx["max_concurrency"],
     }
     (out / "child.json").write_text(json.dumps(cfg))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(out / "child.json")]
@@ -322,7 +323,9 @@ def child(cfg_path: str) -> None:
         "endpoints": {
             "launch": "external",
             "served_model_name": SERVED_NAME,
-            "list": [{"name": "srv", "host": "127.0.0.1", "port": cfg["port"]}],
+            "list": [
+                {"name": "srv", "host": "127.0.0.1", "port": cfg["port"], "max_concurrency": cfg["max_concurrency"]}
+            ],
         },
         "dispatch": {"max_prompts_per_request": cfg["max_prompts_per_request"]},
     }
@@ -530,6 +533,7 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
         "our_env": python_env(None),
         "timeout_s": args.timeout or 6 * args.seconds + 180,
         "max_prompts_per_request": args.max_prompts_per_request,
+        "max_concurrency": args.max_concurrency,
     }
     engine_args = dict(ENGINE_ARGS)
     if not args.no_greedy_default:
@@ -585,6 +589,7 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
         "user_conf": ctx["user_conf"].read_text(),
         "vllm_bench_rate": {"Offline": "inf (all at once)", "Server": args.server_qps},
         "ours_max_prompts_per_request": args.max_prompts_per_request,
+        "ours_max_concurrency": args.max_concurrency,
         "rows": rows,
         "work_dir": str(root),
     }
@@ -597,7 +602,7 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
 
 
 def main() -> None:
-    from mlperf_repro.backends.dispatcher import DispatchSettings
+    from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointSpec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inference-repo", type=Path, help="checkout of github.com/mlcommons/inference")
@@ -619,6 +624,13 @@ def main() -> None:
         type=int,
         default=DispatchSettings.__dataclass_fields__["max_prompts_per_request"].default,
         help="ours: engine.dispatch.max_prompts_per_request (the reference sends 64 per Offline request)",
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=EndpointSpec.__dataclass_fields__["max_concurrency"].default,
+        help="ours: the endpoint's max_concurrency, queries in flight (the reference's Offline SUT has "
+        "one request of --total-sample-count prompts in flight at a time)",
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--port", type=int, default=8471)

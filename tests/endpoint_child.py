@@ -41,11 +41,11 @@ def wait_until_refused(port: int, timeout_s: float = 120.0) -> None:
 
 
 def inject_kill(pgid: int, after: int, endpoint_name: str, port: int | None) -> None:
-    complete, start = sut_module.LlmSut.complete, Dispatcher._start
+    completions, start = sut_module.LlmSut.completions, Dispatcher._start
     state = {"armed": False, "killed": False}
 
-    def complete_and_count(self, request_id, token_ids):
-        complete(self, request_id, token_ids)
+    def complete_and_count(self, answers):
+        completions(self, answers)
         state["armed"] = state["armed"] or self.completed >= after
 
     def start_then_kill(self, endpoint, queries):
@@ -57,7 +57,7 @@ def inject_kill(pgid: int, after: int, endpoint_name: str, port: int | None) -> 
             if port is not None:
                 wait_until_refused(port)
 
-    sut_module.LlmSut.complete = complete_and_count
+    sut_module.LlmSut.completions = complete_and_count
     Dispatcher._start = start_then_kill
 
 

@@ -54,9 +54,9 @@ class ScriptedBackend:
         tokens = [(sum(request.prompt_token_ids) + i) % 1000 + 3 for i in range(self.answer_tokens)]
         time.sleep(0.002)
         if self.stream:
-            self.sut.first_token(request.request_id, tokens[0])
+            self.sut.first_tokens([(request.request_id, tokens[0])])
         time.sleep(0.002)
-        self.sut.complete(request.request_id, tokens)
+        self.sut.completions([(request.request_id, tokens)])
 
     def serve_until(self, done: threading.Event) -> None:
         while not done.wait(0.01):
@@ -80,8 +80,8 @@ def endpoint_backend(sut, port: int, stream: bool):
         dispatch=DispatchSettings(model="sim", stall_timeout_s=300, down_grace_s=300, warm_connections=4),
         generation=GenerationSettings(max_new_tokens=8),
         stream=stream,
-        on_first_token=sut.first_token if stream else None,
-        on_complete=sut.complete,
+        on_first_tokens=sut.first_tokens if stream else None,
+        on_completions=sut.completions,
     )
 
 

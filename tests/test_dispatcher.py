@@ -29,6 +29,17 @@ class Outcome:
         self.firsts: dict[int, list[int]] = defaultdict(list)
         self.completes: dict[int, list[list[int]]] = defaultdict(list)
         self.stats: dict = {}
+        self.calls: list[tuple[str, list[int]]] = []  # each report call: its kind and request ids
+
+    def on_first_tokens(self, firsts) -> None:
+        self.calls.append(("first", [i for i, _ in firsts]))
+        for i, t in firsts:
+            self.firsts[i].append(t)
+
+    def on_completions(self, answers) -> None:
+        self.calls.append(("complete", [i for i, _ in answers]))
+        for i, t in answers:
+            self.completes[i].append(t)
 
 
 def drive(
@@ -51,8 +62,8 @@ def drive(
         dispatch=settings or DispatchSettings(model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=2),
         generation=GenerationSettings(max_new_tokens=MAX_NEW),
         stream=stream,
-        on_first_token=lambda i, t: outcome.firsts[i].append(t),
-        on_complete=lambda i, t: outcome.completes[i].append(t),
+        on_first_tokens=outcome.on_first_tokens,
+        on_completions=outcome.on_completions,
     )
     done = threading.Event()
     stop = threading.Event()
@@ -109,6 +120,22 @@ def test_two_endpoints_answer_everything_once():
     eps = outcome.stats["endpoints"]
     assert eps["ep0"]["completed"] > 50 and eps["ep1"]["completed"] > 50, outcome.stats
     assert outcome.stats["resent_queries"] == 0
+
+
+def test_answers_read_in_one_loop_iteration_reach_loadgen_in_one_call():
+    # Each LoadGen call hands the GIL to LoadGen's issue thread and back: answers that came in
+    # together (here 16 prompts of one request, all finishing at once) go out in one call,
+    # every first token before its query's answer.
+    ports = free_ports(1)
+    requests = make_requests(64)
+    with simulated_endpoints([sim(ports[0])]):
+        outcome = drive(ports, requests, at_once=True)
+    assert_each_answered_once_and_right(outcome, requests)
+    completion_calls = [ids for kind, ids in outcome.calls if kind == "complete"]
+    assert sum(map(len, completion_calls)) == 64 and max(map(len, completion_calls)) > 1
+    assert len(completion_calls) < 64
+    order = {(kind, i): n for n, (kind, ids) in enumerate(outcome.calls) for i in ids}
+    assert all(order[("first", r.request_id)] < order[("complete", r.request_id)] for r in requests)
 
 
 def test_offline_style_burst_without_streaming_reports_no_first_tokens():
@@ -339,8 +366,8 @@ def test_the_gc_valve_collects_only_when_tracked_objects_pile_up(monkeypatch):
         dispatch=DispatchSettings(model="m"),
         generation=GenerationSettings(max_new_tokens=4),
         stream=False,
-        on_first_token=None,
-        on_complete=lambda i, t: None,
+        on_first_tokens=None,
+        on_completions=lambda answers: None,
     )
     try:
         backend._gc_valve()

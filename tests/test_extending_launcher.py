@@ -82,8 +82,8 @@ def run_through(engine: dict, requests: list[Request], model_path: str, log_dir)
             model_path=model_path,
             generation=GenerationSettings(max_new_tokens=MAX_NEW),
             stream=True,
-            on_first_token=None,
-            on_complete=lambda i, tokens: completes[i].append(tokens),
+            on_first_tokens=None,
+            on_completions=lambda answers: [completes[i].append(tokens) for i, tokens in answers],
         )
         done = threading.Event()
 

@@ -1,8 +1,11 @@
 """Inference backends the LoadGen SUT drives.
 
 A backend accepts token-id prompts and reports, per request, the first generated token
-(so LoadGen can time TTFT) and the complete list of generated token ids. The same
-interface serves vLLM in-process and remote OpenAI-compatible endpoints (backends.endpoints).
+(so LoadGen can time TTFT) and the complete list of generated token ids. It reports them in
+lists, everything one engine step or one event-loop iteration produced in one call, so the SUT
+makes one LoadGen call per list: each LoadGen call releases and retakes the GIL, a hand-over to
+LoadGen's issue thread at thousands of queries per second (bench/README.md). The same interface
+serves vLLM in-process and remote OpenAI-compatible endpoints (backends.endpoints).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ class Request:
     prompt_token_ids: Sequence[int]
 
 
-FirstTokenCallback = Callable[[int, int], None]  # (request_id, first token id)
-CompleteCallback = Callable[[int, list[int]], None]  # (request_id, all generated ids)
+FirstTokenCallback = Callable[[list[tuple[int, int]]], None]  # [(request_id, first token id)]
+CompleteCallback = Callable[[list[tuple[int, list[int]]]], None]  # [(request_id, all generated ids)]
 
 
 class Backend(Protocol):
@@ -47,12 +50,12 @@ def make_backend(
     model_path: str,
     generation: GenerationSettings,
     stream: bool,
-    on_first_token: FirstTokenCallback | None,
-    on_complete: CompleteCallback,
+    on_first_tokens: FirstTokenCallback | None,
+    on_completions: CompleteCallback,
 ) -> Backend:
     """The backend a system's ``engine`` config names (already schema-validated)."""
     kind = engine["backend"]
-    common = dict(generation=generation, stream=stream, on_first_token=on_first_token, on_complete=on_complete)
+    common = dict(generation=generation, stream=stream, on_first_tokens=on_first_tokens, on_completions=on_completions)
     if kind == "vllm":
         from .vllm_engine import VllmEngineBackend
 

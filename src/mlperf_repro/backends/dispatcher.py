@@ -27,6 +27,10 @@ endpoints (vLLM OpenAI-compatible servers, one or more per node). Design:
   by index). Each query is answered as soon as its own choice finishes. Nothing is held
   back to form a batch: at light load a request carries one prompt, and batches grow only
   when the head has queries queued, which is when the per-request cost matters.
+* **Reports in lists.** First tokens and answers read in one loop iteration go to LoadGen
+  together at its end (one FirstTokenComplete, one QuerySamplesComplete): each LoadGen call
+  releases and retakes the GIL, and at thousands of queries per second every release hands
+  the GIL to LoadGen's waiting issue thread and back (bench/README.md: the TTFT the head adds).
 """
 
 from __future__ import annotations
@@ -278,8 +282,8 @@ class Dispatcher:
         generation: GenerationSettings,
         *,
         stream: bool,
-        on_first_token: FirstTokenCallback | None,
-        on_complete: CompleteCallback,
+        on_first_tokens: FirstTokenCallback | None,
+        on_completions: CompleteCallback,
     ) -> None:
         if settings.policy not in POLICIES:
             raise ValueError(f"dispatch policy '{settings.policy}' is not one of {POLICIES}")
@@ -288,8 +292,12 @@ class Dispatcher:
         self.settings = settings
         self.generation = generation
         self.stream = stream
-        self.on_first_token = on_first_token
-        self.on_complete = on_complete
+        self.on_first_tokens = on_first_tokens
+        self.on_completions = on_completions
+        # Reports of this loop iteration, sent together at its end (_report_now).
+        self._first_tokens: list[tuple[int, int]] = []
+        self._completions: list[tuple[int, list[int]]] = []
+        self._report_scheduled = False
         self.endpoints = [_Endpoint(spec, settings) for spec in endpoints]
         self.ledger: dict[int, _Query] = {}
         self.pending: deque[_Query] = deque()
@@ -472,8 +480,25 @@ class Dispatcher:
         if query.first_reported or query.done:
             return
         query.first_reported = True
-        if self.stream and self.on_first_token is not None:
-            self.on_first_token(query.request.request_id, token_id)
+        if self.stream and self.on_first_tokens is not None:
+            self._first_tokens.append((query.request.request_id, token_id))
+            self._report()
+
+    def _report(self) -> None:
+        if not self._report_scheduled:
+            self._report_scheduled = True
+            self.loop.call_soon(self._report_now)
+
+    def _report_now(self) -> None:
+        """Everything answered in this iteration, first tokens before answers (a query whose
+        first token and answer came in the same read is reported in that order)."""
+        self._report_scheduled = False
+        if self._first_tokens:
+            firsts, self._first_tokens = self._first_tokens, []
+            self.on_first_tokens(firsts)
+        if self._completions:
+            completions, self._completions = self._completions, []
+            self.on_completions(completions)
 
     def _choice_done(self, attempt: _Attempt, index: int) -> None:
         """Query ``index`` of the attempt has all its tokens: answer it (once) now."""
@@ -493,7 +518,8 @@ class Dispatcher:
             query.done = True
             del self.ledger[qid]
             self.last_complete = time.monotonic()
-            self.on_complete(qid, tokens)
+            self._completions.append((qid, tokens))
+            self._report()
         if attempt.unfinished == 0 or len(endpoint.in_flight) < endpoint.max_concurrency:
             self._pump()
 
@@ -711,6 +737,7 @@ class Dispatcher:
                     return
                 await asyncio.sleep(0.01)
         finally:
+            self._report_now()  # answers read in the last iteration
             for task in duties:
                 task.cancel()
             for e in self.endpoints:

@@ -95,14 +95,19 @@ class EndpointBackend:
         dispatch: DispatchSettings,
         generation: GenerationSettings,
         stream: bool,
-        on_first_token: FirstTokenCallback | None,
-        on_complete: CompleteCallback,
+        on_first_tokens: FirstTokenCallback | None,
+        on_completions: CompleteCallback,
         servers: dict | None = None,
     ) -> None:
         self.servers = servers  # what launched the servers and where they ran (launch: kubernetes)
         raise_open_file_limit()  # before the dispatcher reads the limit
         self.dispatcher = Dispatcher(
-            endpoints, dispatch, generation, stream=stream, on_first_token=on_first_token, on_complete=on_complete
+            endpoints,
+            dispatch,
+            generation,
+            stream=stream,
+            on_first_tokens=on_first_tokens,
+            on_completions=on_completions,
         )
         self.loop = new_event_loop()
         self.dispatcher.attach_loop(self.loop)

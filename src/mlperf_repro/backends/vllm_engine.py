@@ -49,8 +49,8 @@ class VllmEngineBackend:
         engine_args: dict[str, Any],
         generation: GenerationSettings,
         stream: bool,
-        on_first_token: FirstTokenCallback | None,
-        on_complete: CompleteCallback,
+        on_first_tokens: FirstTokenCallback | None,
+        on_completions: CompleteCallback,
         llm=None,
     ) -> None:
         self.model_path = model_path
@@ -58,8 +58,8 @@ class VllmEngineBackend:
         self.params = None
         self.generation = generation
         self.stream = stream
-        self.on_first_token = on_first_token
-        self.on_complete = on_complete
+        self.on_first_tokens = on_first_tokens
+        self.on_completions = on_completions
         self._llm = llm
         self._incoming: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self.stats = {"requests": 0, "generated_tokens": 0, "steps": 0}
@@ -116,17 +116,24 @@ class VllmEngineBackend:
                 continue
             outputs = engine.step()
             self.stats["steps"] += 1
+            # One report of each kind per step: one LoadGen call for everything the step made.
+            firsts: list[tuple[int, int]] = []
+            finished: list[tuple[int, list[int]]] = []
             for out in outputs:
-                self._handle(out, tokens)
+                self._handle(out, tokens, firsts, finished)
+            if firsts and self.on_first_tokens is not None:
+                self.on_first_tokens(firsts)
+            if finished:
+                self.on_completions(finished)
 
-    def _handle(self, out, tokens: dict[str, list[int]]) -> None:
+    def _handle(self, out, tokens: dict[str, list[int]], firsts: list, finished: list) -> None:
         new_ids = list(out.outputs[0].token_ids)
         if self.stream:
             seen = tokens.get(out.request_id)
             if seen is None:
                 seen = tokens[out.request_id] = []
-                if new_ids and self.on_first_token is not None:
-                    self.on_first_token(int(out.request_id), new_ids[0])
+                if new_ids:
+                    firsts.append((int(out.request_id), new_ids[0]))
             seen.extend(new_ids)
             if not out.finished:
                 return
@@ -134,4 +141,4 @@ class VllmEngineBackend:
         elif not out.finished:
             return
         self.stats["generated_tokens"] += len(new_ids)
-        self.on_complete(int(out.request_id), new_ids)
+        finished.append((int(out.request_id), new_ids))

@@ -92,22 +92,33 @@ class LlmSut(SutBase):
     def request(self, query_sample) -> Request:
         return Request(query_sample.id, self.dataset.prompts[query_sample.index])
 
-    # -- backend callbacks ---------------------------------------------------------
-    def first_token(self, request_id: int, token_id: int) -> None:
-        data = array(_INT32, (token_id,))
-        self.lg.FirstTokenComplete([self.lg.QuerySampleResponse(request_id, data.buffer_info()[0], 4, 1)])
-
-    def complete(self, request_id: int, token_ids: list[int]) -> None:
-        data = array(_INT32, token_ids)  # ~10x cheaper than numpy for a few hundred ids
-        with self._lock:
-            if not self._settle(request_id):
-                return
-            self.generated_tokens += len(token_ids)
-            if len(token_ids) < 2:
-                # LoadGen logs an error for n_tokens <= 1 (TPOT is undefined); count it so
-                # the run record says why the log carries errors.
-                self.single_token_outputs += 1
-        # `data` stays referenced until LoadGen has copied it.
-        self.lg.QuerySamplesComplete(
-            [self.lg.QuerySampleResponse(request_id, data.buffer_info()[0], 4 * len(data), len(data))]
+    # -- backend callbacks (one LoadGen call per list) -----------------------------
+    def first_tokens(self, firsts: list[tuple[int, int]]) -> None:
+        data = array(_INT32, [token for _, token in firsts])
+        base, size = data.buffer_info()[0], data.itemsize
+        self.lg.FirstTokenComplete(
+            [
+                self.lg.QuerySampleResponse(request_id, base + i * size, size, 1)
+                for i, (request_id, _) in enumerate(firsts)
+            ]
         )
+
+    def completions(self, answers: list[tuple[int, list[int]]]) -> None:
+        responses, buffers = [], []
+        with self._lock:
+            for request_id, token_ids in answers:
+                if not self._settle(request_id):
+                    continue
+                self.generated_tokens += len(token_ids)
+                if len(token_ids) < 2:
+                    # LoadGen logs an error for n_tokens <= 1 (TPOT is undefined); count it so
+                    # the run record says why the log carries errors.
+                    self.single_token_outputs += 1
+                data = array(_INT32, token_ids)  # ~10x cheaper than numpy for a few hundred ids
+                buffers.append(data)
+                responses.append(
+                    self.lg.QuerySampleResponse(request_id, data.buffer_info()[0], 4 * len(data), len(data))
+                )
+        # `buffers` stays referenced until LoadGen has copied the data.
+        if responses:
+            self.lg.QuerySamplesComplete(responses)

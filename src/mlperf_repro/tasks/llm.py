@@ -35,8 +35,8 @@ def make_backend(engine: dict[str, Any], *, model_path: str, generation: dict[st
         model_path=model_path,
         generation=GenerationSettings(**generation),
         stream=stream,
-        on_first_token=sut.first_token if stream else None,
-        on_complete=sut.complete,
+        on_first_tokens=sut.first_tokens if stream else None,
+        on_completions=sut.completions,
     )
 
 
