@@ -47,4 +47,9 @@ rule all:
 
 
 onsuccess:
+    stop_shared_server_jobs()
     print_summary(PATHS["summary_md"], report_outputs())
+
+
+onerror:
+    stop_shared_server_jobs()

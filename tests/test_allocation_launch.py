@@ -10,11 +10,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCHEMA
+import yaml
+from conftest import REPO, SCHEMA
 
 from mlperf_repro.backends.endpoints import serving
 from mlperf_repro.config import allocation_endpoints, validate_config
 from mlperf_repro.errors import UserError
+from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.launch.slurm import allocation_endpoints_on, place_on_screened_gpus, srun_server_step
 from mlperf_repro.plan import Plan
 
@@ -226,3 +228,79 @@ def test_vllms_own_parser_takes_the_vendor_flags_and_knows_our_plain_switches():
                     parsed = parser.parse_args(["--model", "m", *engine_args_to_flags(current)])
                     assert parsed.enable_prefix_caching is False and parsed.enforce_eager is False
                     assert parsed.max_num_seqs == engine_args["max_num_seqs"], (name, scenario)
+
+
+# -- launch: slurm-shared: the servers in a server job of their own ----------------------------
+def slurm_shared_system(default_config: dict, **allocation) -> tuple[dict, str]:
+    config = slurm_system(default_config, **allocation)
+    system = next(iter(config["systems"]))
+    config["systems"][system]["engine"]["endpoints"]["launch"] = "slurm-shared"
+    return config, system
+
+
+def test_slurm_shared_run_jobs_are_heads_and_the_server_job_holds_the_gpus(default_config):
+    config, system = slurm_shared_system(default_config, time_min=600, sbatch_args=["--exclusive"])
+    plan = Plan(validate_config(config, SCHEMA))
+    # The run job: one node, no GPU, no server tasks; the servers' 24 GPUs stay in the plan's GPU-hours.
+    assert (plan.nodes(system), plan.accelerators(system), plan.server_tasks(system)) == (1, 0, None)
+    assert plan.server_accelerators(system) == plan.system_accelerators(system) == 3 * 2 * 4
+    assert plan.shares_servers(system) and plan.submits_server_jobs()
+    assert len(plan.engine(system)["endpoints"]["list"]) == 6
+
+
+@pytest.mark.parametrize("key, value", [("time_min", 60), ("queue_timeout_s", 600), ("sbatch_args", ["--exclusive"])])
+def test_server_job_settings_mean_nothing_to_launch_slurm(default_config, key, value):
+    config = slurm_system(default_config, **{key: value})
+    with pytest.raises(UserError) as err:
+        validate_config(config, SCHEMA)
+    assert f"endpoints.allocation.{key}: only used with launch: slurm-shared" in str(err.value)
+
+
+def test_the_server_jobs_sbatch_line(tmp_path):
+    from mlperf_repro.launch.slurm_shared import SERVER_JOB_MODULE, sbatch_command
+
+    allocation = {"nodes": 11, "servers_per_node": 8, "accelerator": "AMD Instinct MI355X", "accelerator_count": 1}
+    home = tmp_path / "slurm-abc"
+    line = sbatch_command(home, allocation, {"Partition": "gpu", "Account": "proj"})
+    assert line[:2] == ["sbatch", "--parsable"]
+    for flag in ("--nodes=11", "--ntasks-per-node=8", "--time=1440", "--gpus-per-node=8", "--partition=gpu"):
+        assert flag in line, (flag, line)
+    assert "--account=proj" in line and f"--output={home}/server-job-%j.log" in line
+    assert line[-2] == "--wrap" and line[-1].endswith(f"-m {SERVER_JOB_MODULE} {home}")
+    # The site's own flags replace what would be inherited or derived, and come last.
+    own = sbatch_command(
+        home, dict(allocation, time_min=90, sbatch_args=["-p", "mi355x", "--gres=gpu:8"]), {"Partition": "gpu"}
+    )
+    assert "--time=90" in own and own[-5:-2] == ["-p", "mi355x", "--gres=gpu:8"]
+    assert not any(a.startswith(("--partition", "--gpus-per-node")) for a in own)
+    # CPU servers ask for no GPU.
+    assert not any("gpu" in a for a in sbatch_command(home, dict(allocation, accelerator="N/A"), {})[:-1])
+
+
+def test_without_sbatch_a_slurm_shared_run_says_what_it_needs(default_config, tmp_path, monkeypatch):
+    config, system = slurm_shared_system(default_config)
+    engine = validate_config(config, SCHEMA)["systems"][system]["engine"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no SLURM commands here
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    with pytest.raises(UserError) as err, serving(engine, str(tmp_path), log_dir=tmp_path / "logs"):
+        pass
+    assert "launch: slurm needs SLURM's commands on this node (sbatch not found)" in str(err.value)
+    # Nothing half-started is left to attach to.
+    (home,) = (tmp_path / "results/servers").iterdir()
+    assert not (home / "state.json").exists() and not (home / "job.json").exists()
+
+
+def test_the_plan_view_prices_the_mi355x_cluster_with_one_model_load():
+    """The vendor's 11-node MI355X system (the imported example, launch slurm): one model load
+    per LoadGen process; as slurm-shared, one for the workflow run, and the GPU-hours it saves."""
+    example = yaml.safe_load((REPO / "config/examples/mi355x-multinode-slurm.yaml").read_text())
+    (system,) = example["systems"]
+    per_run = estimate_plan(validate_config(copy.deepcopy(example), SCHEMA))
+    example["systems"][system]["engine"]["endpoints"]["launch"] = "slurm-shared"
+    shared = estimate_plan(validate_config(example, SCHEMA))
+    (would,) = [n for n in per_run.notes if n.startswith(f"model loads of {system}:")]
+    (saves,) = [n for n in shared.notes if n.startswith(f"model loads of {system}:")]
+    assert "(one per LoadGen process)" in would and "slurm-shared on a SLURM cluster) would save" in would
+    assert "(launch: slurm-shared); saves" in saves and "GPU-hours" in saves
+    assert would.rsplit("save ", 1)[1] == saves.split("saves ", 1)[1].removesuffix(" against a load per process")

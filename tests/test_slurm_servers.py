@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
+import time
+from pathlib import Path
 
 import pytest
 import yaml
 from cluster import slurm
 from conftest import E2E_CONFIG
 from test_endpoints_vllm import BENCH, SYSTEM, engine_record, token_lists
-from test_slurm import failure_text, run_snakemake, submitted_jobs, workdir_with_profiles
+from test_slurm import failure_text, run_snakemake, submitted_jobs, wait_for, workdir_with_profiles
 
 pytestmark = pytest.mark.slow
 TARGET = f"results/runs/{SYSTEM}/{BENCH}/Offline/accuracy"
@@ -97,3 +100,107 @@ def test_run_job_starts_its_servers_in_the_allocation(slurm_cluster, e2e_workdir
             ).returncode
             != 0
         )
+
+
+# -- launch: slurm-shared: one server job, every run job of the system attaches ----------------
+def slurm_shared_config(e2e_workdir) -> dict:
+    config = slurm_launch_config(e2e_workdir)
+    endpoints = config["systems"][SYSTEM]["engine"]["endpoints"]
+    endpoints.update(launch="slurm-shared", idle_timeout_s=600)
+    # One server, a CPU of the node's 4 slots, memory beside the run jobs' (this node has ~24 GB).
+    endpoints["allocation"].update(servers_per_node=1, base_port=18620, time_min=30, sbatch_args=["--mem=6000"])
+    return config
+
+
+def run_logs(work: Path) -> str:
+    """What the run jobs printed (their rule logs)."""
+    return "\n".join(p.read_text(errors="replace") for p in sorted((work / "logs/runs").rglob("*.log")))
+
+
+def server_job_ids(home: Path) -> list[str]:
+    return sorted(p.stem.rsplit("-", 1)[1] for p in home.glob("server-job-*.log"))
+
+
+def port_closed(port: int) -> bool:
+    probe = subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"], capture_output=True, timeout=10)
+    return probe.returncode != 0
+
+
+def test_run_jobs_attach_to_one_server_job_and_a_dead_one_is_replaced(slurm_cluster, e2e_workdir, tmp_path):
+    work = workdir_with_profiles(tmp_path / "work")
+    (work / "slurm.yaml").write_text(yaml.safe_dump(slurm_shared_config(e2e_workdir), sort_keys=False))
+    shutil.copytree(e2e_workdir / "resources", work / "resources")
+    shutil.copytree(e2e_workdir / "results" / "models", work / "results" / "models")
+    runs = {s: f"results/runs/{SYSTEM}/{BENCH}/{s}/accuracy" for s in ("Offline", "Interactive")}
+    args = [
+        "--workflow-profile",
+        "profiles/slurm",
+        "--configfile",
+        "slurm.yaml",
+        # One run job at a time (each waits for the server job's lock anyway); heads need one CPU.
+        "--jobs",
+        "1",
+        "--set-threads",
+        "loadgen_run=1",
+        "--set-resources",
+        "loadgen_run:mem_mb=4000",
+    ]
+
+    first = run_snakemake(work, work / "Snakefile", [*runs.values(), *args], limit=1500)
+    assert first.returncode == 0, failure_text(first, work)
+    (home,) = (work / "results/servers").glob("slurm-*")
+    (server_job,) = server_job_ids(home)
+    logs = run_logs(work)
+    assert logs.count(f"submitted SLURM job {server_job}") == 1, logs[-3000:]
+    assert logs.count(f"attaching to SLURM job {server_job}") == 1, logs[-3000:]
+    # The run jobs were heads (one node, one task, no GPU); the server job had the node and the server.
+    for job_id, rule in submitted_jobs(first.stdout + first.stderr):
+        if rule == "loadgen_run":
+            fields = slurm.job_fields(job_id)
+            assert (fields["NumNodes"], fields["NumTasks"]) == ("1", "1"), fields
+    # Both runs answered token for token as vLLM's engine inside the LoadGen process.
+    for scenario in runs:
+        ours = token_lists(work / runs[scenario] / "mlperf_log_accuracy.json")
+        assert ours == token_lists(e2e_workdir / runs[scenario] / "mlperf_log_accuracy.json"), scenario
+    # The workflow's end cancelled the server job: its server is gone.
+    wait_for(
+        lambda: slurm.job_fields(server_job)["JobState"] in ("CANCELLED", "COMPLETED"),
+        60,
+        f"the server job {server_job} to end",
+    )
+    assert port_closed(18620) and not (home / "state.json").exists()
+
+    # Both runs again in a new workflow run: a new server job serves the first; then its node
+    # "loses power" (every process of the job killed at once, its state file left behind). The
+    # second run finds it dead, cancels it and submits another, and answers as before.
+    killed = {}
+
+    def kill_after_first_run() -> None:
+        # provenance.json: the last file a run writes, after its LoadGen test.
+        finished = [work / run / "provenance.json" for run in runs.values()]
+        deadline = time.monotonic() + 1200
+        while time.monotonic() < deadline and not any(p.exists() for p in finished):
+            time.sleep(0.5)
+        state = json.loads((home / "state.json").read_text())
+        killed["job"] = state["job_id"]
+        slurm.kill_job_processes(state["job_id"])
+
+    for run in runs.values():
+        (work / run / "provenance.json").unlink()  # both are redone (--forcerun)
+    watcher = threading.Thread(target=kill_after_first_run, daemon=True)
+    watcher.start()
+    second = run_snakemake(
+        work,
+        work / "Snakefile",
+        [*runs.values(), "--forcerun", *runs.values(), *args],
+        limit=1500,
+    )
+    watcher.join(10)
+    assert second.returncode == 0, failure_text(second, work)
+    jobs = server_job_ids(home)
+    assert len(jobs) == 3 and killed["job"] in jobs and server_job in jobs, (jobs, killed)
+    assert "no server job serves this system (server " in run_logs(work)
+    for scenario in runs:
+        ours = token_lists(work / runs[scenario] / "mlperf_log_accuracy.json")
+        assert ours == token_lists(e2e_workdir / runs[scenario] / "mlperf_log_accuracy.json"), scenario
+    assert port_closed(18620)

@@ -511,7 +511,7 @@ def _screening_problems(system: str, entry: dict) -> list[str]:
     endpoints = engine.get("endpoints") or {}
     if engine["backend"] == "endpoints":
         launch = endpoints.get("launch", "external")
-        if launch == "slurm":
+        if launch in ("slurm", "slurm-shared"):
             binding = [
                 a
                 for a in (endpoints.get("allocation") or {}).get("srun_args", [])
@@ -588,7 +588,7 @@ def _kubernetes_launch_problems(system: str, engine: dict) -> list[str]:
         ]
     problems = []
     if allocation.get("srun_args"):
-        problems.append(f"{where}.allocation.srun_args: only used with launch: slurm; remove it")
+        problems.append(f"{where}.allocation.srun_args: only used with launch: slurm or slurm-shared; remove it")
     if (
         allocation.get("accelerator", "N/A") != "N/A"
         and allocation.get("accelerator_count", 1) > 0
@@ -655,10 +655,19 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
             ]
         if endpoints.get("list") and endpoints["list"] != allocation_endpoints(endpoints["allocation"], launch):
             return [f"{where}.endpoints.list: with launch: {launch} the list is generated from allocation; remove it"]
+        server_job = sorted(set(SERVER_JOB_KEYS) & set(endpoints["allocation"]))
+        if server_job and launch != "slurm-shared":
+            return [
+                f"{where}.endpoints.allocation.{key}: only used with launch: slurm-shared (the server job's "
+                f"sbatch settings; launch is {launch})"
+                for key in server_job
+            ]
         if launch == "kubernetes":
             return _kubernetes_launch_problems(system, engine)
     elif endpoints.get("allocation"):
-        return [f"{where}.endpoints.allocation: only used with launch: slurm or kubernetes (launch is {launch})"]
+        return [
+            f"{where}.endpoints.allocation: only used with launch: slurm, slurm-shared or kubernetes (launch is {launch})"
+        ]
     if not endpoints.get("list"):
         return [
             f"{where}.endpoints.list: name the servers (name, host, port for each), or use launch: slurm "
@@ -686,8 +695,10 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
             f"{where}.endpoints.list: port 0 (endpoint(s) {', '.join(unset)}) means a free port chosen at start, "
             f"which only launch: shared does; give the port the server listens on"
         )
-    if "idle_timeout_s" in endpoints and launch != "shared":
-        problems.append(f"{where}.endpoints.idle_timeout_s: only used with launch: shared (launch is {launch})")
+    if "idle_timeout_s" in endpoints and launch not in ("shared", "slurm-shared"):
+        problems.append(
+            f"{where}.endpoints.idle_timeout_s: only used with launch: shared or slurm-shared (launch is {launch})"
+        )
     minimum = (engine.get("dispatch") or {}).get("min_healthy_endpoints", 1)
     if minimum > len(entries):
         problems.append(
@@ -701,11 +712,17 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
 ALLOCATION_HOST_PREFIX = "slurm-node-"
 # The same for launch: kubernetes: the run replaces it with the DNS name of server pod n.
 KUBERNETES_HOST_PREFIX = "k8s-server-pod-"
-ALLOCATION_LAUNCHES = {"slurm": ALLOCATION_HOST_PREFIX, "kubernetes": KUBERNETES_HOST_PREFIX}
+ALLOCATION_LAUNCHES = {
+    "slurm": ALLOCATION_HOST_PREFIX,
+    "slurm-shared": ALLOCATION_HOST_PREFIX,
+    "kubernetes": KUBERNETES_HOST_PREFIX,
+}
+# allocation keys of the server job that launch: slurm-shared submits itself.
+SERVER_JOB_KEYS = ("time_min", "queue_timeout_s", "sbatch_args")
 
 
 def allocation_endpoints(allocation: dict, launch: str = "slurm") -> list[dict]:
-    """The endpoint list a launch: slurm or kubernetes system stands for (hosts filled in at run time)."""
+    """The endpoint list a launch: slurm, slurm-shared or kubernetes system stands for (hosts filled in at run time)."""
     prefix = ALLOCATION_LAUNCHES[launch]
     return [
         {

@@ -250,13 +250,14 @@ class Estimator:
             saving = f"{format_duration(saved_s)} and {gpu_h:.2f} GPU-hours"
             if self.plan.shares_servers(system):
                 notes.append(
-                    f"model loads of {system}: 1 for its {processes} LoadGen processes (launch: shared); "
+                    f"model loads of {system}: 1 for its {processes} LoadGen processes "
+                    f"(launch: {self.plan.engine(system)['endpoints']['launch']}); "
                     f"saves {saving} against a load per process"
                 )
             else:
                 notes.append(
                     f"model loads of {system}: {processes} (one per LoadGen process); servers started once "
-                    f"per workflow run (launch: shared, on one host) would save {saving}"
+                    f"per workflow run (launch: shared on one host, slurm-shared on a SLURM cluster) would save {saving}"
                 )
         return notes
 

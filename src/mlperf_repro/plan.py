@@ -601,9 +601,11 @@ class Plan:
 
     def allocation_screening(self, system: str) -> dict[str, Any] | None:
         """Screening settings of a launch: slurm system: its run job screens every node of its
-        allocation before it starts the servers (there is no separate screen_gpus job)."""
+        allocation before it starts the servers (there is no separate screen_gpus job); of
+        launch: slurm-shared: its server job does."""
         screening = self.system_cfg(system).get("gpu_screening") or {}
-        if screening.get("enabled") and self.launches_in_allocation(system) and self.accelerators(system):
+        launch = (self.engine(system).get("endpoints") or {}).get("launch")
+        if screening.get("enabled") and launch in ("slurm", "slurm-shared") and self.server_accelerators(system):
             return screening
         return None
 
@@ -612,13 +614,21 @@ class Plan:
         return engine["backend"] == "endpoints" and (engine.get("endpoints") or {}).get("launch") == "slurm"
 
     def shares_servers(self, system: str | None = None) -> bool:
-        """The system's runs attach to servers started once per workflow run (launch shared);
-        without a system, whether any system's do."""
+        """The system's runs attach to servers started once per workflow run (launch shared,
+        or slurm-shared: a server job); without a system, whether any system's do."""
         systems = [system] if system else self.systems
         return any(
             self.engine(s)["backend"] == "endpoints"
-            and (self.engine(s).get("endpoints") or {}).get("launch") == "shared"
+            and (self.engine(s).get("endpoints") or {}).get("launch") in ("shared", "slurm-shared")
             for s in systems
+        )
+
+    def submits_server_jobs(self) -> bool:
+        """Some system's servers run in a SLURM server job of their own (launch slurm-shared)."""
+        return any(
+            self.engine(s)["backend"] == "endpoints"
+            and (self.engine(s).get("endpoints") or {}).get("launch") == "slurm-shared"
+            for s in self.systems
         )
 
     def launches_on_kubernetes(self, system: str) -> bool:

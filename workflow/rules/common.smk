@@ -11,6 +11,7 @@ from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.errors import UserError
 from mlperf_repro.compare.targets import compare_inputs, compare_outputs, compare_specs
 from mlperf_repro.launch import LAUNCHERS
+from mlperf_repro.launch.slurm_shared import stop_server_jobs
 from mlperf_repro.lock import check_environment
 from mlperf_repro.paths import PATHS, path
 from mlperf_repro.plan import COMPLIANCE_TEST_PATTERN, MODES, Plan
@@ -186,6 +187,14 @@ def print_summary(path, report_files=()):
         configfiles = [f"--configfile {os.path.relpath(f)}" for f in workflow.overwrite_configfiles]
         command = " ".join(["snakemake", *configfiles, "--report", "report.html"])
         print(f"HTML report with plots: {command}")
+
+
+def stop_shared_server_jobs():
+    """launch: slurm-shared: the workflow's server jobs end with it, queued ones too (onsuccess
+    and onerror in the Snakefile)."""
+    if PLAN.submits_server_jobs():
+        for job_id in stop_server_jobs():
+            print(f"[shared server job] cancelled SLURM job {job_id}: the workflow has ended", file=sys.stderr)
 
 
 # The plan view (rule plan_view).

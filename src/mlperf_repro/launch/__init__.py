@@ -10,7 +10,7 @@ servers, whatever happened.
 
 ``LAUNCHERS`` maps each ``launch`` value to its launcher; :func:`register_launcher` adds
 one. The built-in ones live in one module each: ``external`` (servers already running:
-nothing to start) here, :mod:`.local`, :mod:`.shared`, :mod:`.slurm`, :mod:`.kubernetes`.
+nothing to start) here, :mod:`.local`, :mod:`.shared`, :mod:`.slurm`, :mod:`.slurm_shared`, :mod:`.kubernetes`.
 """
 
 from __future__ import annotations
@@ -66,4 +66,4 @@ def launch_external(
 
 
 # The built-in launchers register themselves on import (after the registry exists).
-from . import kubernetes, local, shared, slurm  # noqa: E402, F401
+from . import kubernetes, local, shared, slurm, slurm_shared  # noqa: E402, F401

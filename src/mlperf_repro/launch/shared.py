@@ -20,7 +20,8 @@ How one server serves many runs and each run still sees a fresh engine:
 * A detached supervisor process owns the servers and stops them when the workflow's
   Snakemake process exits, when no run has used them for ``idle_timeout_s``, or when
   ``results/servers/<key>/stop`` appears. On a cluster executor each job is its own
-  allocation, whose end stops the supervisor with it: there this is ``launch: local``.
+  allocation, whose end stops the supervisor with it: there this is ``launch: local``
+  (:mod:`.slurm_shared` is the SLURM form: the servers in a job of their own).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def launch_shared(
                 print(f"[shared server] restarting the servers: {problem}", flush=True)
                 stop(home)
             state = start(home, engine, model_path)
-        reset_prefix_caches(state)
+        reset_prefix_caches(state["servers"])
         state["runs"] += 1
         state["last_used"] = time.time()
         write_state(home, state)
@@ -266,16 +267,19 @@ def stop(home: Path, timeout_s: float = 60.0) -> None:
     (home / "state.json").unlink(missing_ok=True)
 
 
-def reset_prefix_caches(state: dict[str, Any], timeout_s: float = 60.0) -> None:
-    """Empty every server's prefix cache; vLLM refuses while requests still hold blocks (a
-    run's abandoned requests draining), so retry until it succeeds."""
+def reset_prefix_caches(servers: list[dict[str, Any]], timeout_s: float = 60.0) -> None:
+    """Empty every server's prefix cache (each ``{"name", "port"}`` with its ``host``, default
+    this one, and ``log``); vLLM refuses while requests still hold blocks (a run's abandoned
+    requests draining), so retry until it succeeds."""
     import urllib.error
     import urllib.request
 
-    for server in state["servers"]:
+    for server in servers:
+        where = f"{server.get('host', '127.0.0.1')}:{server['port']}"
+        log = f"; see {server['log']}" if server.get("log") else ""
         deadline = time.monotonic() + timeout_s
         while True:
-            request = urllib.request.Request(f"http://127.0.0.1:{server['port']}/reset_prefix_cache", method="POST")
+            request = urllib.request.Request(f"http://{where}/reset_prefix_cache", method="POST")
             try:
                 with urllib.request.urlopen(request, timeout=10) as response:
                     if json.loads(response.read() or b"{}").get("success", True):
@@ -283,13 +287,12 @@ def reset_prefix_caches(state: dict[str, Any], timeout_s: float = 60.0) -> None:
             except (urllib.error.URLError, OSError, json.JSONDecodeError) as exc:
                 if time.monotonic() > deadline:
                     raise UserError(
-                        f"shared server {server['name']} (port {server['port']}): emptying its prefix cache failed "
-                        f"({exc}); see {server['log']}"
+                        f"shared server {server['name']} ({where}): emptying its prefix cache failed ({exc}){log}"
                     ) from None
             if time.monotonic() > deadline:
                 raise UserError(
-                    f"shared server {server['name']} (port {server['port']}) still holds requests from an earlier "
-                    f"run after {timeout_s:g} s; see {server['log']}"
+                    f"shared server {server['name']} ({where}) still holds requests from an earlier run after "
+                    f"{timeout_s:g} s{log}"
                 )
             time.sleep(0.2)
 

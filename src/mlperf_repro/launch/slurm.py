@@ -113,10 +113,10 @@ def slurm_allocation_servers(
     startup_timeout_s: float = 600.0,
     screening: dict[str, Any] | None = None,
     system: str = "<system>",
-) -> Iterator[tuple[list[dict], dict | None]]:
+) -> Iterator[tuple[list[dict], dict | None, dict[str, subprocess.Popen]]]:
     """Start the servers of a ``launch: slurm`` system on its job's nodes; yield the endpoint
-    entries with real host names once every server answers /health, and what the GPU
-    screen decided (None when the system does not screen)."""
+    entries with real host names once every server answers /health, what the GPU screen
+    decided (None when the system does not screen) and the srun step of each host."""
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
         raise UserError(
@@ -160,7 +160,7 @@ def slurm_allocation_servers(
             check=exited,
             describe=lambda waiting: f"see the logs in {log_dir}",
         )
-        yield placed, screened
+        yield placed, screened, steps
     finally:
         for step in steps.values():
             stop_process(step)
@@ -305,7 +305,7 @@ def launch_slurm(
         startup_timeout_s=endpoints.get("startup_timeout_s", 600),
         screening=(screening or {}).get("settings"),
         system=(screening or {}).get("system", "<system>"),
-    ) as (placed, screened):
+    ) as (placed, screened, _steps):
         run_engine = dict(engine, endpoints=dict(endpoints, list=placed))
         run_engine["node_facts"] = allocation_node_facts(
             os.environ["SLURM_JOB_ID"], list(dict.fromkeys(e["host"] for e in placed))
