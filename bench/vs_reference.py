@@ -250,6 +250,35 @@ def run_logged(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path, tim
     return rc, tail
 
 
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of every live process in a process group (from /proc)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def with_cpu(ctx: dict, run, scenario: str, out: Path) -> dict:
+    """A harness run plus the CPU it and the server used meanwhile: on 2 shared cores every
+    second the harness process spends is a second the server does not get."""
+    import resource
+
+    harness_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = group_cpu_seconds(ctx["server_pgid"])
+    result = run(ctx, scenario, out)
+    harness = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["harness_cpu_s"] = round(
+        harness.ru_utime + harness.ru_stime - harness_before.ru_utime - harness_before.ru_stime, 2
+    )
+    result["server_cpu_s"] = round(group_cpu_seconds(ctx["server_pgid"]) - server_before, 2)
+    return result
+
+
 def run_reference(ctx: dict, scenario: str, out: Path) -> dict:
     cmd = [
         sys.executable,
@@ -542,7 +571,10 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
     rows: list[dict] = []
     t0 = time.monotonic()
     print(f"work dir {root}; starting vLLM ({model.name}) on port {args.port}", flush=True)
-    with local_vllm_servers(str(model), SERVED_NAME, [args.port], engine_args, root / "server", env=ENGINE_ENV):
+    with local_vllm_servers(
+        str(model), SERVED_NAME, [args.port], engine_args, root / "server", env=ENGINE_ENV
+    ) as servers:
+        ctx["server_pgid"] = servers[0].pid  # its own session: the API server and its engine core
         import pandas as pd
 
         warm_up(ctx["url"], [list(map(int, ids)) for ids in pd.read_pickle(pickle_file)["tok_input"][:4]])
@@ -555,8 +587,12 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
                 for name in order:
                     out = root / f"{scenario}-{repeat}-{name}"
                     print(f"{scenario} run {repeat}: {name} ...", flush=True)
-                    row[name] = (run_reference if name == "reference" else run_ours)(ctx, scenario, out)
+                    row[name] = with_cpu(ctx, run_reference if name == "reference" else run_ours, scenario, out)
                     print(f"  {json.dumps(row[name])[:300]}", flush=True)
+                    print(
+                        f"  CPU: harness {row[name]['harness_cpu_s']:.1f} s, server {row[name]['server_cpu_s']:.1f} s",
+                        flush=True,
+                    )
                 issued = next((row[n]["requests"] for n in order if row[n].get("ok")), None)
                 if issued is None:
                     row["vllm-bench"] = {"ok": False, "error": "no LoadGen run finished: no request count to match"}
