@@ -102,7 +102,7 @@ def _demo_engine() -> tuple[dict, dict]:
 
 
 ENGINE_ARGS, ENGINE_ENV = _demo_engine()
-HARNESSES = ("reference", "ours", "vllm-bench")
+HARNESSES = ("reference", "ours", "ours-whole", "vllm-bench")
 
 SHIM = '''"""Run the MLCommons reference main.py (argv[1]) after patching SUT_API from the outside.
 
@@ -318,7 +318,12 @@ def run_reference(ctx: dict, scenario: str, out: Path) -> dict:
     return result
 
 
-def run_ours(ctx: dict, scenario: str, out: Path) -> dict:
+def run_ours_whole(ctx: dict, scenario: str, out: Path) -> dict:
+    """Ours with engine.dispatch.offline_stream false: Offline requests ask for whole responses."""
+    return run_ours(ctx, scenario, out, offline_stream=False)
+
+
+def run_ours(ctx: dict, scenario: str, out: Path, offline_stream: bool = True) -> dict:
     out.mkdir(parents=True)
     cfg = {
         "out_dir": str(out / "loadgen"),
@@ -330,6 +335,7 @@ def run_ours(ctx: dict, scenario: str, out: Path) -> dict:
         "port": ctx["port"],
         "max_prompts_per_request": ctx["max_prompts_per_request"],
         "max_concurrency": ctx["max_concurrency"],
+        "offline_stream": offline_stream,
     }
     (out / "child.json").write_text(json.dumps(cfg))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(out / "child.json")]
@@ -356,7 +362,10 @@ def child(cfg_path: str) -> None:
                 {"name": "srv", "host": "127.0.0.1", "port": cfg["port"], "max_concurrency": cfg["max_concurrency"]}
             ],
         },
-        "dispatch": {"max_prompts_per_request": cfg["max_prompts_per_request"]},
+        "dispatch": {
+            "max_prompts_per_request": cfg["max_prompts_per_request"],
+            "offline_stream": cfg.get("offline_stream", True),
+        },
     }
     generation = {"max_new_tokens": MAX_TOKENS, "min_new_tokens": 1, "greedy": True}
     task = task_named("llm")
@@ -532,7 +541,8 @@ def report(rows: list[dict]) -> str:
                 cells += [fmt(r.get(k)) for k in ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms")]
                 cells += [fmt(r.get(k), 2) for k in ("tpot_p50_ms", "tpot_p99_ms")] + [r.get("validity")]
                 cells += [
-                    fmt(ratio(ours, r, k) if name != "ours" else None, 3) for k in ("tokens_per_s", "ttft_p50_ms")
+                    fmt(ratio(ours, r, k) if not name.startswith("ours") else None, 3)
+                    for k in ("tokens_per_s", "ttft_p50_ms")
                 ]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     text = "\n".join(lines)
@@ -581,13 +591,15 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
         k = 0
         for repeat in range(args.repeat):
             for scenario in scenarios:
-                order = ["reference", "ours"] if k % 2 == 0 else ["ours", "reference"]
+                names = ["reference", "ours"] + (["ours-whole"] if args.whole and scenario == "Offline" else [])
+                order = names[k % len(names) :] + names[: k % len(names)]
                 k += 1
                 row: dict[str, Any] = {"scenario": scenario, "repeat": repeat, "order": order + ["vllm-bench"]}
                 for name in order:
                     out = root / f"{scenario}-{repeat}-{name}"
                     print(f"{scenario} run {repeat}: {name} ...", flush=True)
-                    row[name] = with_cpu(ctx, run_reference if name == "reference" else run_ours, scenario, out)
+                    harness = {"reference": run_reference, "ours": run_ours, "ours-whole": run_ours_whole}[name]
+                    row[name] = with_cpu(ctx, harness, scenario, out)
                     print(f"  {json.dumps(row[name])[:300]}", flush=True)
                     print(
                         f"  CPU: harness {row[name]['harness_cpu_s']:.1f} s, server {row[name]['server_cpu_s']:.1f} s",
@@ -607,6 +619,10 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
                     k2: ratio(row["ours"], row["reference"], k2)
                     for k2 in ("tokens_per_s", "ttft_p50_ms", "tpot_p50_ms")
                 }
+                if "ours-whole" in row:
+                    row["ours-whole/reference"] = {
+                        "tokens_per_s": ratio(row["ours-whole"], row["reference"], "tokens_per_s")
+                    }
                 row["ours/vllm-bench"] = {
                     k2: ratio(row["ours"], row["vllm-bench"], k2)
                     for k2 in ("tokens_per_s", "ttft_p50_ms", "tpot_p50_ms")
@@ -667,6 +683,11 @@ def main() -> None:
         default=EndpointSpec.__dataclass_fields__["max_concurrency"].default,
         help="ours: the endpoint's max_concurrency, queries in flight (the reference's Offline SUT has "
         "one request of --total-sample-count prompts in flight at a time)",
+    )
+    parser.add_argument(
+        "--whole",
+        action="store_true",
+        help="Offline: also run ours with engine.dispatch.offline_stream false (whole responses), as ours-whole",
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--port", type=int, default=8471)

@@ -13,6 +13,9 @@ requests wait in its queue. Capacity = slots x tokens_per_s. The wire format is 
 ``/v1/completions`` with ``stream``, ``return_token_ids`` and ``stream_interval`` (first
 chunk with one token and the prompt ids, the rest in the last chunk, then ``[DONE]``);
 a request may carry several token prompts, each answered as its own choice (``index``).
+Without ``stream`` the answer is one whole JSON response once every choice is done, and
+``/metrics`` reports ``vllm:generation_tokens_total`` (advancing while sequences run), which
+the head reads to tell a busy endpoint from a stalled one.
 Like an engine step, a clock tick (``tick_s``) sends everything that became due since
 the last one, one write per connection.
 Output tokens are a deterministic function of the prompt, as with greedy decoding, so a
@@ -101,7 +104,7 @@ class _Answer:
     """One prompt's two stream chunks, encoded once (LoadGen reuses its samples); the
     choice index goes in when the chunk is sent."""
 
-    __slots__ = ("n_tokens", "first", "last")
+    __slots__ = ("n_tokens", "first", "last", "whole")
 
     def __init__(self, prompt: bytes, max_tokens: int, model: str | None, fixed: int) -> None:
         tokens = output_token_ids(prompt, max_tokens, fixed)
@@ -116,6 +119,11 @@ class _Answer:
             % (_encode(tokens[:1]), prompt),
         )
         self.last = (head, b',"text":"","token_ids":%s,"finish_reason":"length"}]}\n\n' % _encode(tokens[1:]))
+        # A choice of a whole (non-streamed) response.
+        self.whole = (
+            b'{"index":',
+            b',"text":"","token_ids":%s,"prompt_token_ids":%s,"finish_reason":"length"}' % (_encode(tokens), prompt),
+        )
 
 
 def _choice_chunk(parts: tuple[bytes, bytes], index: int) -> bytes:
@@ -124,20 +132,31 @@ def _choice_chunk(parts: tuple[bytes, bytes], index: int) -> bytes:
 
 _FIRST, _LAST = 0, 1
 _END_OF_STREAM = _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+_MALFORMED_WHOLE = b'HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n{"choices": [{"token_ids":'
 
 
 class _Response:
     """One HTTP response: the choices of one request, sent as they become due."""
 
-    __slots__ = ("conn", "answers", "user_ids", "received", "unfinished", "head_sent")
+    __slots__ = ("conn", "answers", "user_ids", "received", "unfinished", "head_sent", "stream")
 
-    def __init__(self, conn, answers: list[_Answer], user_ids: list[str], received: float) -> None:
+    def __init__(self, conn, answers: list[_Answer], user_ids: list[str], received: float, stream: bool) -> None:
         self.conn = conn
         self.answers = answers
         self.user_ids = user_ids
         self.received = received
         self.unfinished = len(answers)
         self.head_sent = False
+        self.stream = stream
+
+    def whole(self, model: bytes) -> bytes:
+        """The whole response (every choice), as vLLM sends it without ``stream``."""
+        choices = b",".join(a.whole[0] + b"%d" % i + a.whole[1] for i, a in enumerate(self.answers))
+        body = b'{"id":"cmpl-sim","object":"text_completion","created":0,"model":%s,"choices":[%s],"usage":null}' % (
+            model,
+            choices,
+        )
+        return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
 class SimulatedEndpoint:
@@ -157,6 +176,8 @@ class SimulatedEndpoint:
         self.answered: set = set()  # answers already given ("cache_results")
         self.completed = 0  # choices answered in full on an open connection (for a stats file)
         self.tokens = 0
+        self.generated = 0.0  # tokens produced by running sequences (/metrics)
+        self.last_tick = time.monotonic()
 
     def fault_active(self) -> bool:
         spec = self.spec
@@ -191,6 +212,7 @@ class SimulatedEndpoint:
             [self._answer(p, req) for p in prompts],
             users if len(users) == len(prompts) else [""] * len(prompts),
             received,
+            req.stream,
         )
         for index in range(len(prompts)):
             self.waiting.append((response, index))
@@ -230,6 +252,8 @@ class SimulatedEndpoint:
     def tick(self) -> None:
         """Send every chunk that is due, one write per connection."""
         now = time.monotonic()
+        self.generated += self.active * self.spec.tokens_per_s * (now - self.last_tick)
+        self.last_tick = now
         due = self.due
         out: dict[_Connection, list[bytes]] = {}
         malformed = self.spec.fault == "malformed" and self.fault_active()
@@ -237,6 +261,8 @@ class SimulatedEndpoint:
             _, _, kind, response, index = heapq.heappop(due)
             parts = out.setdefault(response.conn, [])
             if kind == _FIRST:
+                if not response.stream:
+                    continue  # a whole response sends nothing before its end
                 if not response.head_sent:
                     response.head_sent = True
                     parts.append(_HEAD_OK)
@@ -249,6 +275,11 @@ class SimulatedEndpoint:
             if not response.conn.transport.is_closing():  # delivered, not generated for nobody
                 self.completed += 1
                 self.tokens += response.answers[index].n_tokens
+            if not response.stream:
+                if response.unfinished == 0:
+                    parts.append(_MALFORMED_WHOLE if malformed else response.whole(b'"sim"'))
+                    response.conn.idle_since = now
+                continue
             if malformed:
                 parts.append(_chunked(b'data: {"choices": [{"token_ids": "not a list"\n\n'))
             else:
@@ -311,6 +342,11 @@ class _Connection(asyncio.Protocol):
         if url == b"/health":
             if not (endpoint.spec.fault == "hang" and endpoint.fault_active()):
                 self.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            return
+        if url == b"/metrics":
+            if not (endpoint.spec.fault == "hang" and endpoint.fault_active()):
+                page = b'vllm:generation_tokens_total{model_name="sim"} %.1f\n' % endpoint.generated
+                self.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(page), page))
             return
         if url != b"/v1/completions":
             self.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")

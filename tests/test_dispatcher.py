@@ -13,7 +13,7 @@ from sim_endpoints import SimProcess, free_ports, simulated_endpoints
 from simulated_endpoint import SimulatedEndpointSpec, output_token_ids
 
 from mlperf_repro.backends import GenerationSettings, Request
-from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointsLost, EndpointSpec
+from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointsLost, EndpointSpec, generated_tokens
 from mlperf_repro.backends.endpoints import EndpointBackend
 
 MAX_NEW = 64
@@ -145,6 +145,59 @@ def test_offline_style_burst_without_streaming_reports_no_first_tokens():
         outcome = drive(ports, requests, stream=False)
     assert_each_answered_once_and_right(outcome, requests, stream=False)
     assert not outcome.firsts
+
+
+# Offline with whole (non-streamed) responses: engine.dispatch.offline_stream false.
+WHOLE = DispatchSettings(
+    model="sim", stall_timeout_s=1, probe_interval_s=0.2, probe_timeout_s=1, down_grace_s=2, offline_stream=False
+)
+
+
+def test_offline_whole_responses_answer_everything_once():
+    ports = free_ports(1)
+    requests = make_requests(200)
+    with simulated_endpoints([sim(ports[0])]):
+        outcome = drive(ports, requests, stream=False, settings=WHOLE, at_once=True)
+    assert_each_answered_once_and_right(outcome, requests, stream=False)
+    assert not outcome.firsts and outcome.stats["endpoints"]["ep0"]["requests_sent"] < len(requests)
+
+
+@pytest.mark.parametrize("fault", ["die", "hang", "malformed", "error_500"])
+def test_offline_whole_responses_lose_no_query_to_a_failing_endpoint(fault):
+    ports = free_ports(2)
+    requests = make_requests(300)
+    bad = sim(ports[1], fault=fault, fault_after_requests=10, fault_after_s=0.3 if fault == "die" else 0.0)
+    with simulated_endpoints([sim(ports[0]), bad]):
+        outcome = drive(ports, requests, stream=False, settings=WHOLE, interval_s=0.004)
+    assert_each_answered_once_and_right(outcome, requests, stream=False)
+    stats = outcome.stats
+    assert stats["resent_queries"] > 0 and stats["endpoints"]["ep1"]["down_events"] >= 1
+    if fault == "hang":  # no bytes, and /metrics does not answer either
+        assert any("its /metrics did not answer" in f for f in stats["endpoints"]["ep1"]["failures"]), stats
+
+
+def test_a_busy_endpoint_whose_whole_responses_take_longer_than_the_stall_timeout_is_not_stalled():
+    # Each answer takes ~3.8 s (20 tokens at 5 tokens/s), the stall timeout is 1 s: the
+    # endpoint sends nothing for seconds, but its generated-token counter keeps moving.
+    ports = free_ports(1)
+    requests = make_requests(8)
+    with simulated_endpoints([sim(ports[0], slots=4, tokens_per_s=5)]):
+        outcome = drive(ports, requests, stream=False, settings=WHOLE, at_once=True)
+    assert_each_answered_once_and_right(outcome, requests, stream=False)
+    assert outcome.stats["resent_queries"] == 0 and outcome.stats["endpoints"]["ep0"]["down_events"] == 0
+
+
+def test_the_generated_token_counter_is_read_from_a_metrics_page():
+    page = (
+        b"# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+        b"# TYPE vllm:generation_tokens_total counter\n"
+        b'vllm:generation_tokens_total{engine="0",model_name="m"} 1200.0\n'
+        b'vllm:generation_tokens_total{engine="1",model_name="m"} 34.0\n'
+        b"vllm:generation_tokens_total_created 1.7e9\n"
+        b"vllm:prompt_tokens_total 99.0\n"
+    )
+    assert generated_tokens(page) == 1234.0
+    assert generated_tokens(b"vllm:prompt_tokens_total 99.0\n") is None
 
 
 def test_offline_burst_is_pulled_in_proportion_to_capacity():

@@ -20,7 +20,11 @@ endpoints (vLLM OpenAI-compatible servers, one or more per node). Design:
   resending cannot help, so the run stops at once.
 * **Streaming.** Each request streams with ``stream_interval = max_tokens`` (vLLM sends
   the first and last chunks immediately), so an answer is three small events: the first
-  token for TTFT, then every token id at once, which is all LoadGen needs.
+  token for TTFT, then every token id at once, which is all LoadGen needs. Offline has no
+  first token to time: with ``offline_stream: false`` its requests ask for whole responses,
+  which cost vLLM's server about a tenth less CPU (bench/README.md); an endpoint silent for
+  ``stall_timeout_s`` is then judged by its ``/metrics`` (``vllm:generation_tokens_total``
+  still advancing: busy, not stalled), since whole responses send no bytes until they end.
 * **Several prompts per request when queries wait.** Queries that are waiting when an
   endpoint has free slots go out together, up to ``max_prompts_per_request``, as one
   multi-prompt completion (vLLM runs each prompt as its own sequence and streams choices
@@ -82,6 +86,7 @@ class DispatchSettings:
     warm_connections: int = 256  # per endpoint, opened before LoadGen starts (capped by max_concurrency)
     max_prompts_per_request: int = 16  # queries that are waiting go out together, up to this many
     max_idle_connection_s: float = 4.0  # below the servers' keep-alive timeout (vLLM/uvicorn: 5 s)
+    offline_stream: bool = True  # False: Offline requests ask for whole responses (see the module doc)
 
 
 class EndpointsLost(RuntimeError):
@@ -92,6 +97,12 @@ class _Chunk(msgspec.Struct):
     choices: list[_Choice]
 
 
+class _Whole(msgspec.Struct):
+    """A whole (non-streamed) completion response: every choice, finished."""
+
+    choices: list[_Choice]
+
+
 class _Choice(msgspec.Struct):
     index: int = 0
     token_ids: list[int] | None = None
@@ -99,7 +110,38 @@ class _Choice(msgspec.Struct):
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_decode_whole = msgspec.json.Decoder(_Whole).decode
 _PROMPT_IDS = b',"prompt_token_ids":['
+
+
+def _without_any_prompt_ids(payload: bytes) -> bytes:
+    """A whole response without the prompt ids of any of its choices."""
+    parts, start = [], 0
+    while (found := payload.find(_PROMPT_IDS, start)) >= 0:
+        end = payload.find(b"]", found + len(_PROMPT_IDS))
+        if end < 0:
+            break
+        parts.append(payload[start:found])
+        start = end + 1
+    return b"".join(parts) + payload[start:] if parts else payload
+
+
+GENERATED_TOKENS_METRIC = b"vllm:generation_tokens_total"
+
+
+def generated_tokens(metrics: bytes) -> float | None:
+    """vLLM's generated-token counter (summed over its label sets) from a /metrics page."""
+    total, seen = 0.0, False
+    for line in metrics.splitlines():
+        if line.startswith(GENERATED_TOKENS_METRIC) and line[
+            len(GENERATED_TOKENS_METRIC) : len(GENERATED_TOKENS_METRIC) + 1
+        ] in (b"{", b" "):
+            try:
+                total += float(line.rsplit(None, 1)[1])
+                seen = True
+            except (IndexError, ValueError):
+                continue
+    return total if seen else None
 
 
 def _without_prompt_ids(payload: bytes) -> bytes:
@@ -152,6 +194,8 @@ class _Endpoint:
         self.busy_seconds = 0.0
         self._window_tokens = 0
         self._window_busy = True
+        self.checking_progress = False  # whole responses: a look at /metrics is under way
+        self.progress_mark: float | None = None  # generated tokens at the last look
 
     def saw_bytes(self) -> None:
         self.last_progress = time.monotonic()
@@ -193,6 +237,7 @@ class _Attempt:
         "events",
         "cancelled",
         "fresh_retry",
+        "whole",
     )
 
     def __init__(self, dispatcher: Dispatcher, endpoint: _Endpoint, queries: list[_Query]) -> None:
@@ -207,6 +252,7 @@ class _Attempt:
         self.events = SseEvents()
         self.cancelled = False
         self.fresh_retry = False
+        self.whole = None if dispatcher.streamed else bytearray()  # a whole response, read to its end
 
     def body(self) -> bytes:
         if len(self.queries) == 1:
@@ -221,6 +267,9 @@ class _Attempt:
             return
         if self.status != 200:
             self.error_body += data[:2000]
+            return
+        if self.whole is not None:
+            self.whole += data
             return
         for payload in self.events.feed(data):
             if payload == b"[DONE]":
@@ -253,6 +302,8 @@ class _Attempt:
     def on_end(self) -> None:
         if self.cancelled:
             return
+        if self.status == 200 and self.whole is not None and not self._read_whole():
+            return
         if self.status != 200:
             detail = self.error_body.decode("utf-8", "replace").strip()[:300]
             self.dispatcher._attempt_failed(self, HttpError(f"HTTP {self.status}: {detail}", status=self.status))
@@ -270,6 +321,31 @@ class _Attempt:
     def on_error(self, exc: BaseException) -> None:
         if not self.cancelled:
             self.dispatcher._attempt_failed(self, exc)
+
+    def _read_whole(self) -> bool:
+        """Answer every choice of a whole response; False when it failed the attempt."""
+        try:
+            choices = _decode_whole(_without_any_prompt_ids(bytes(self.whole))).choices
+            for choice in choices:
+                self.tokens[choice.index]  # an index this request has
+        except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
+            self.dispatcher._attempt_failed(self, HttpError(f"malformed response: {exc}"))
+            return False
+        for choice in choices:
+            if not choice.token_ids or choice.finish_reason is None:
+                self.dispatcher._attempt_failed(
+                    self,
+                    HttpError(
+                        "a choice came back unfinished or without token ids (is the endpoint a vLLM server with "
+                        "return_token_ids support?)"
+                    ),
+                )
+                return False
+            self.tokens[choice.index] = choice.token_ids
+            self.dispatcher._choice_done(self, choice.index)
+            if self.cancelled:
+                return False
+        return True
 
 
 class Dispatcher:
@@ -292,6 +368,8 @@ class Dispatcher:
         self.settings = settings
         self.generation = generation
         self.stream = stream
+        # Streamed requests: always where first tokens are timed; Offline unless offline_stream is off.
+        self.streamed = stream or settings.offline_stream
         self.on_first_tokens = on_first_tokens
         self.on_completions = on_completions
         # Reports of this loop iteration, sent together at its end (_report_now).
@@ -324,14 +402,10 @@ class Dispatcher:
     def _fixed_fields(self) -> bytes:
         """The request fields every query shares, encoded once: ``{"model":...`` without the closing brace."""
         gen = self.generation
-        body = {
-            "model": self.settings.model,
-            **sampling_values(gen),
-            "stream": True,
-            "return_token_ids": True,
+        body = {"model": self.settings.model, **sampling_values(gen), "return_token_ids": True}
+        if self.streamed:
             # First and last chunks come at once; nothing in between (LoadGen needs no more).
-            "stream_interval": gen.max_new_tokens,
-        }
+            body.update(stream=True, stream_interval=gen.max_new_tokens)
         return self._encode(body)[:-1]
 
     def _body(self, request: Request) -> bytes:
@@ -612,6 +686,11 @@ class Dispatcher:
             now = time.monotonic()
             for e in self.endpoints:
                 if e.healthy and e.in_flight and now - e.last_progress > s.stall_timeout_s:
+                    if not self.streamed:
+                        if not e.checking_progress:
+                            e.checking_progress = True
+                            self.loop.create_task(self._check_progress(e))
+                        continue
                     self._mark_down(
                         e, f"no response bytes for {s.stall_timeout_s:g} s with {len(e.in_flight)} queries in flight"
                     )
@@ -636,6 +715,39 @@ class Dispatcher:
                 self._too_few_since = now
             elif now - self._too_few_since > s.down_grace_s and self.ledger:
                 self._fatal = EndpointsLost(self._too_few_message(healthy))
+
+    async def _check_progress(self, endpoint: _Endpoint) -> None:
+        """Whole responses send nothing until they end: an endpoint silent for stall_timeout_s
+        is busy if its generated-token counter moved since the last look (the first look only
+        sets the mark), else stalled."""
+        s = self.settings
+        pool = ConnectionPool(endpoint.spec.host, endpoint.spec.port, connect_timeout_s=s.connect_timeout_s)
+        try:
+            try:
+                status, body = await request(pool, "GET", "/metrics", timeout_s=s.probe_timeout_s)
+                count = generated_tokens(body) if status == 200 else None
+                problem = (
+                    None
+                    if count is not None
+                    else f"its /metrics (HTTP {status}) has no {GENERATED_TOKENS_METRIC.decode()}"
+                )
+            except (TimeoutError, OSError, HttpError) as exc:
+                count, problem = None, f"its /metrics did not answer ({type(exc).__name__}: {exc})"
+            finally:
+                pool.close_all()
+            if not (endpoint.healthy and endpoint.in_flight):
+                return
+            if count is not None and (endpoint.progress_mark is None or count > endpoint.progress_mark):
+                endpoint.progress_mark = count
+                endpoint.last_progress = time.monotonic()
+                return
+            self._mark_down(
+                endpoint,
+                f"no answer for {s.stall_timeout_s:g} s with {len(endpoint.in_flight)} queries in flight, and "
+                + (problem or f"its {GENERATED_TOKENS_METRIC.decode()} did not advance in that time"),
+            )
+        finally:
+            endpoint.checking_progress = False
 
     async def _retire_stale_connections(self) -> None:
         """Close idle connections the server may be about to drop, a few at a time: a
