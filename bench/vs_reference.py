@@ -102,7 +102,7 @@ def _demo_engine() -> tuple[dict, dict]:
 
 
 ENGINE_ARGS, ENGINE_ENV = _demo_engine()
-HARNESSES = ("reference", "ours", "ours-whole", "vllm-bench")
+HARNESSES = ("reference", "ours", "ours-streamed", "vllm-bench")
 
 SHIM = '''"""Run the MLCommons reference main.py (argv[1]) after patching SUT_API from the outside.
 
@@ -318,12 +318,12 @@ def run_reference(ctx: dict, scenario: str, out: Path) -> dict:
     return result
 
 
-def run_ours_whole(ctx: dict, scenario: str, out: Path) -> dict:
-    """Ours with engine.dispatch.offline_stream false: Offline requests ask for whole responses."""
-    return run_ours(ctx, scenario, out, offline_stream=False)
+def run_ours_streamed(ctx: dict, scenario: str, out: Path) -> dict:
+    """Ours with engine.dispatch.offline_stream true: Offline requests stream as Server's do."""
+    return run_ours(ctx, scenario, out, offline_stream=True)
 
 
-def run_ours(ctx: dict, scenario: str, out: Path, offline_stream: bool = True) -> dict:
+def run_ours(ctx: dict, scenario: str, out: Path, offline_stream: bool = False) -> dict:
     out.mkdir(parents=True)
     cfg = {
         "out_dir": str(out / "loadgen"),
@@ -364,7 +364,7 @@ def child(cfg_path: str) -> None:
         },
         "dispatch": {
             "max_prompts_per_request": cfg["max_prompts_per_request"],
-            "offline_stream": cfg.get("offline_stream", True),
+            "offline_stream": cfg.get("offline_stream", False),
         },
     }
     generation = {"max_new_tokens": MAX_TOKENS, "min_new_tokens": 1, "greedy": True}
@@ -591,14 +591,14 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
         k = 0
         for repeat in range(args.repeat):
             for scenario in scenarios:
-                names = ["reference", "ours"] + (["ours-whole"] if args.whole and scenario == "Offline" else [])
+                names = ["reference", "ours"] + (["ours-streamed"] if args.streamed and scenario == "Offline" else [])
                 order = names[k % len(names) :] + names[: k % len(names)]
                 k += 1
                 row: dict[str, Any] = {"scenario": scenario, "repeat": repeat, "order": order + ["vllm-bench"]}
                 for name in order:
                     out = root / f"{scenario}-{repeat}-{name}"
                     print(f"{scenario} run {repeat}: {name} ...", flush=True)
-                    harness = {"reference": run_reference, "ours": run_ours, "ours-whole": run_ours_whole}[name]
+                    harness = {"reference": run_reference, "ours": run_ours, "ours-streamed": run_ours_streamed}[name]
                     row[name] = with_cpu(ctx, harness, scenario, out)
                     print(f"  {json.dumps(row[name])[:300]}", flush=True)
                     print(
@@ -619,9 +619,9 @@ def run_bench(args, root: Path, model: Path, dataset: Path) -> None:
                     k2: ratio(row["ours"], row["reference"], k2)
                     for k2 in ("tokens_per_s", "ttft_p50_ms", "tpot_p50_ms")
                 }
-                if "ours-whole" in row:
-                    row["ours-whole/reference"] = {
-                        "tokens_per_s": ratio(row["ours-whole"], row["reference"], "tokens_per_s")
+                if "ours-streamed" in row:
+                    row["ours-streamed/reference"] = {
+                        "tokens_per_s": ratio(row["ours-streamed"], row["reference"], "tokens_per_s")
                     }
                 row["ours/vllm-bench"] = {
                     k2: ratio(row["ours"], row["vllm-bench"], k2)
@@ -685,9 +685,9 @@ def main() -> None:
         "one request of --total-sample-count prompts in flight at a time)",
     )
     parser.add_argument(
-        "--whole",
+        "--streamed",
         action="store_true",
-        help="Offline: also run ours with engine.dispatch.offline_stream false (whole responses), as ours-whole",
+        help="Offline: also run ours with engine.dispatch.offline_stream true (streamed), as ours-streamed",
     )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--port", type=int, default=8471)

@@ -138,16 +138,20 @@ def test_answers_read_in_one_loop_iteration_reach_loadgen_in_one_call():
     assert all(order[("first", r.request_id)] < order[("complete", r.request_id)] for r in requests)
 
 
-def test_offline_style_burst_without_streaming_reports_no_first_tokens():
+def test_offline_style_burst_streamed_reports_no_first_tokens():
+    # offline_stream true: Offline requests stream like Server's; LoadGen gets no first tokens.
     ports = free_ports(1)
     requests = make_requests(100)
+    settings = DispatchSettings(
+        model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=2, offline_stream=True
+    )
     with simulated_endpoints([sim(ports[0])]):
-        outcome = drive(ports, requests, stream=False)
+        outcome = drive(ports, requests, stream=False, settings=settings)
     assert_each_answered_once_and_right(outcome, requests, stream=False)
     assert not outcome.firsts
 
 
-# Offline with whole (non-streamed) responses: engine.dispatch.offline_stream false.
+# Offline with whole (non-streamed) responses (engine.dispatch.offline_stream false, the default).
 WHOLE = DispatchSettings(
     model="sim", stall_timeout_s=1, probe_interval_s=0.2, probe_timeout_s=1, down_grace_s=2, offline_stream=False
 )

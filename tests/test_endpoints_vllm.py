@@ -118,9 +118,11 @@ def token_lists(accuracy_log: Path) -> dict[int, list[int]]:
     }
 
 
-def test_accuracy_run_across_two_servers_matches_the_in_process_engine(e2e_workdir, servers, tmp_path):
+@pytest.mark.parametrize("offline_stream", [True, False], ids=["streamed", "whole-responses"])
+def test_accuracy_run_across_two_servers_matches_the_in_process_engine(e2e_workdir, servers, tmp_path, offline_stream):
     conf = "llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min_duration = 0\n"
-    record = record_of(run_child(e2e_workdir, tmp_path, servers, "Offline", "accuracy", conf)[0])
+    dispatch = {"stall_timeout_s": 20, "probe_interval_s": 1, "down_grace_s": 30, "offline_stream": offline_stream}
+    record = record_of(run_child(e2e_workdir, tmp_path, servers, "Offline", "accuracy", conf, dispatch=dispatch)[0])
     out = tmp_path / "Offline-accuracy"
     ours = token_lists(out / "mlperf_log_accuracy.json")
     engine = token_lists(e2e_workdir / "results/runs" / SYSTEM / BENCH / "Offline/accuracy/mlperf_log_accuracy.json")
