@@ -51,35 +51,35 @@ def test_default_config_by_hand(tmp_path):
     # the builtin dataset has 256 samples.
     # The system shares one server (launch: shared): the first LoadGen process starts it (+ 30 s),
     # every later one attaches (+ 5 s, attach_overhead_s).
-    # Offline is target_qps auto from start_qps 200 (margin 0.1): its pass is one short run asking
-    # 1.5 x 200/s for 1.1 x 10 s (the test scale's duration) at 200/s = 16.5 s, + 30 s.
+    # Offline is target_qps auto from start_qps 100 (margin 0.1): its pass is one short run asking
+    # 1.5 x 100/s for 1.1 x 10 s (the test scale's duration) at 100/s = 16.5 s, + 30 s.
     find = stage(est, "find performance")
     assert find.jobs == {"find_performance": 1} and find.wall_s == pytest.approx(16.5 + 30)
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
-    # Offline at the target the pass would choose, 200 x 1.1 = 220: max(256, int(1.1 x 10 x 220)
-    # = 2420) samples at 200/s = 12.1 s, + 5 s.
+    # Offline at the target the pass would choose, 100 x 1.1 = 110: max(256, int(1.1 x 10 x 110)
+    # = 1210) samples at 100/s = 12.1 s, + 5 s.
     assert runs["run: Offline performance"].wall_s == pytest.approx(12.1 + 5)
-    # Accuracy: 256 samples at 200/s = 1.28 s, + 5 s.
-    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 200 + 5)
+    # Accuracy: 256 samples at 100/s = 2.56 s, + 5 s.
+    assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 100 + 5)
     # Server: max(10 s, 500 queries / 30 qps = 16.667 s) + 5 s.
     assert runs["run: Server performance"].wall_s == pytest.approx(500 / 30 + 5)
     assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 5)
     # Interactive: max(10 s, 500 / 20 = 25 s) + 5 s = 30 s.
     assert runs["run: Interactive performance"].wall_s == pytest.approx(30)
     assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 5)
-    # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 200,
+    # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 100,
     # Server 100 / 30, Interactive 100 / 20, each + 5 s; three verifications at 5 s.
     compliance = stage(est, "compliance")
     assert compliance.jobs == {"compliance_run": 3, "compliance_verify": 3}
-    assert compliance.wall_s == pytest.approx(100 / 200 + 100 / 30 + 100 / 20 + 3 * 5 + 3 * 5)
+    assert compliance.wall_s == pytest.approx(100 / 100 + 100 / 30 + 100 / 20 + 3 * 5 + 3 * 5)
     # 10 LoadGen processes (a find-performance run, 6 runs, 3 compliance runs), one model load: 9 x (30 - 5) s saved.
     assert any(
         "model loads of cpu-2c-vllm: 1 for its 10 LoadGen processes (launch: shared); saves 0:03:45" in n
         for n in est.notes
     )
-    # Reference accuracy (measured target), in the job's own vLLM: 256 samples at the Offline 200/s + 30 s; three
+    # Reference accuracy (measured target), in the job's own vLLM: 256 samples at the Offline 100/s + 30 s; three
     # evaluations of 5 s + 256 / 100 samples/s.
-    assert stage(est, "accuracy").wall_s == pytest.approx(256 / 200 + 30 + 3 * (5 + 2.56))  # 53.96 s
+    assert stage(est, "accuracy").wall_s == pytest.approx(256 / 100 + 30 + 3 * (5 + 2.56))  # 55.24 s
     assert stage(est, "acquire").wall_s == pytest.approx(50 + 5)
     # tarball, check, summary, official summary, report plots, one light job each.
     assert stage(est, "package, check, report").wall_s == pytest.approx(5 * 5 + 5)
@@ -106,7 +106,7 @@ def test_default_config_by_hand(tmp_path):
         + 3 * 5  # acquire, quantize, user.conf
         + 46.5  # find performance (it starts the shared server)
         + 17.1
-        + 256 / 200
+        + 256 / 100
         + 5
         + 500 / 30
         + 5
@@ -114,9 +114,9 @@ def test_default_config_by_hand(tmp_path):
         + 5
         + 30
         + 256 / 20
-        + 5  # runs: 106.74
-        + 53.96
-        + 38.83333
+        + 5  # runs: 108.02
+        + 55.24
+        + 39.33333
         + 30
     )  # accuracy, compliance, package (with the report's plots)
     assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~345 s
