@@ -223,3 +223,85 @@ def test_write_mp4_refuses_frames_it_would_have_to_convert(tmp_path):
     with pytest.raises(ValueError, match="multiples of 16"):
         write_mp4(np.zeros((9, 60, 64, 3), np.uint8), tmp_path / "f.mp4", 16)
     assert not list(tmp_path.iterdir())
+
+
+def backend_for(tiny_wan, on_complete, batch_size):
+    from dataclasses import asdict
+
+    from mlperf_repro.backends.diffusers_video import DiffusersVideoBackend
+
+    backend = DiffusersVideoBackend(
+        model_path=str(tiny_wan[0]),
+        generation=asdict(SETTINGS),
+        engine_args={"batch_size": batch_size, "threads": 1},
+        on_complete=on_complete,
+    )
+    backend.start()
+    return backend
+
+
+def serve(backend, requests, *, loadgen_finishes: bool):
+    """The harness's loop: LoadGen's thread queues the requests; ``done`` is set once LoadGen
+    has every answer (here at once, or never: a run whose answers never all arrive)."""
+    import threading
+
+    done = threading.Event()
+    backend.submit(requests)
+    if loadgen_finishes:
+        done.set()
+    try:
+        backend.serve_until(done)
+    finally:
+        backend.stop()
+
+
+def test_the_backend_answers_each_request_once_with_its_batchs_mp4(tiny_wan, pipe, tmp_path):
+    """Encoding runs on a thread of its own beside the next batch's rendering: every request
+    is answered once, in order, with the mp4 of its video as rendered in its batch."""
+    from mlperf_repro.harness.video_sut import VideoRequest
+    from mlperf_repro.video import generate_videos
+
+    answers = []
+    backend = backend_for(tiny_wan, lambda rid, video: answers.append((rid, video)), batch_size=2)
+    texts = prompts()
+    serve(backend, [VideoRequest(100 + i, i, p) for i, p in enumerate(texts)], loadgen_finishes=True)
+    assert [rid for rid, _ in answers] == [100, 101, 102]
+    expected = generate_videos(pipe, texts[:2], settings=SETTINGS) + generate_videos(pipe, texts[2:], settings=SETTINGS)
+    for i, ((_, video), frames) in enumerate(zip(answers, expected)):
+        assert video == write_mp4(frames, tmp_path / f"{i}.mp4", SETTINGS.fps).read_bytes()
+    assert backend.stats["videos"] == 3 and backend.stats["batches"] == 2
+
+
+def test_a_failed_answer_stops_the_backend_with_the_reason(tiny_wan):
+    from mlperf_repro.harness.video_sut import VideoRequest
+
+    def refuse(rid, video):
+        raise OSError("disk full")
+
+    backend = backend_for(tiny_wan, refuse, batch_size=1)
+    # LoadGen would wait forever for the unanswered sample: serve_until stops and says why.
+    with pytest.raises(RuntimeError, match="answering a video failed: disk full"):
+        serve(backend, [VideoRequest(1, 0, prompts()[0])], loadgen_finishes=False)
+
+
+def test_the_negative_prompt_is_encoded_once_as_the_pipeline_encodes_it(pipe):
+    import torch
+
+    from mlperf_repro.video.generate import MAX_SEQUENCE_LENGTH, negative_prompt_embeds
+
+    calls = []
+    encode = pipe.text_encoder.forward
+    pipe.text_encoder.forward = lambda *a, **k: calls.append(1) or encode(*a, **k)
+    try:
+        first = negative_prompt_embeds(pipe, "blurry, static, a test's own words", 3)
+        again = negative_prompt_embeds(pipe, "blurry, static, a test's own words", 1)
+    finally:
+        del pipe.text_encoder.forward
+    assert len(calls) == 1 and first.shape[0] == 3 and torch.equal(first[2:], again)
+    _, own = pipe.encode_prompt(
+        prompt=["a fox"] * 3,
+        negative_prompt="blurry, static, a test's own words",
+        max_sequence_length=MAX_SEQUENCE_LENGTH,
+        device=pipe._execution_device,
+    )
+    assert torch.equal(first, own)

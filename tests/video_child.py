@@ -19,12 +19,13 @@ from mlperf_repro.stages.runs import loadgen_job
 class CachingVideoBackend(diffusers_video.DiffusersVideoBackend):
     """Serves repeated prompts from a result cache: a system under test that cheats."""
 
-    def _render(self, batch):
+    def _respond(self, batch):
         cache = self.__dict__.setdefault("cache", {})
-        fresh = [r for r in batch if r.prompt not in cache]
+        fresh = list({r.prompt: r for r in batch if r.prompt not in cache}.values())
         if fresh:
-            cache.update({r.prompt: video for r, video in zip(fresh, super()._render(fresh))})
-        return [cache[r.prompt] for r in batch]
+            cache.update({r.prompt: self._mp4_bytes(frames) for r, frames in zip(fresh, self._render(fresh))})
+        for request in batch:
+            self.on_complete(request.request_id, cache[request.prompt])
 
 
 if __name__ == "__main__":

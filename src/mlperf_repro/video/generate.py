@@ -9,6 +9,8 @@ prompts (Offline), each with the same latent.
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +23,10 @@ if TYPE_CHECKING:
     import torch
 
 DTYPES = ("float32", "bfloat16", "float16")
+#: The text encoder's sequence length: WanPipeline's default, which the reference keeps.
+MAX_SEQUENCE_LENGTH = 512
+#: pipeline -> {(negative prompt, its text encoder's id): the embedding [1, MAX_SEQUENCE_LENGTH, dim]}.
+_NEGATIVE_EMBEDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _dtype(name: str):
@@ -46,6 +52,7 @@ def load_pipeline(
     from diffusers.utils import logging as diffusers_logging
     from transformers.utils import logging as transformers_logging
 
+    _cache_torch_version_checks()
     # Their loading progress bars would fill the job logs.
     diffusers_logging.disable_progress_bar()
     transformers_logging.disable_progress_bar()
@@ -58,6 +65,35 @@ def load_pipeline(
     pipe = WanPipeline.from_pretrained(model_dir, vae=vae, torch_dtype=_dtype(dtype), **extra)
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
+
+
+def _cache_torch_version_checks() -> None:
+    """diffusers (0.35) asks whether torch is older than 2.0 for every submodule at every
+    denoising step (``unwrap_module`` in its hooks' ``cache_context``), parsing both version
+    strings each time: a quarter of a small video's time on the CPU. The answer cannot change
+    within a process, so its check is memoised; nothing else about the pipeline changes."""
+    from diffusers.utils import torch_utils
+
+    check = torch_utils.is_torch_version
+    if not hasattr(check, "cache_info"):
+        torch_utils.is_torch_version = functools.lru_cache(maxsize=None)(check)
+
+
+def negative_prompt_embeds(pipe, negative_prompt: str, batch: int):
+    """The negative prompt's text embedding for a batch of ``batch`` videos: encoded once per
+    pipeline and reused (it is the same for every video; the text encoder is a third of a
+    small video's time), as the pipeline would encode it itself."""
+    cache = _NEGATIVE_EMBEDS.setdefault(pipe, {})
+    key = (negative_prompt, id(pipe.text_encoder))  # a pipeline given another encoder encodes again
+    if key not in cache:
+        embeds, _ = pipe.encode_prompt(
+            prompt=[negative_prompt],
+            do_classifier_free_guidance=False,
+            max_sequence_length=MAX_SEQUENCE_LENGTH,
+            device=pipe._execution_device,
+        )
+        cache[key] = embeds
+    return cache[key].repeat(batch, 1, 1)
 
 
 def fixed_latent(settings: VideoSettings, seed: int | None = None, *, channels: int = LATENT_CHANNELS) -> torch.Tensor:
@@ -104,7 +140,8 @@ def generate_videos(
         pipe.register_to_config(boundary_ratio=settings.boundary_ratio)
     output = pipe(
         prompt=prompts,
-        negative_prompt=settings.negative_prompt,
+        negative_prompt_embeds=negative_prompt_embeds(pipe, settings.negative_prompt, len(prompts)),
+        max_sequence_length=MAX_SEQUENCE_LENGTH,
         height=settings.height,
         width=settings.width,
         num_frames=settings.num_frames,
