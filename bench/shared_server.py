@@ -1,6 +1,7 @@
 """The default config's complete run from a clean results/: its systems' runs through one
-shared server per system (launch: shared, the default) against a model load per LoadGen
-process (the same config with the in-process engine, backend: vllm), in one invocation.
+shared server per system (launch: shared, the default: a vLLM server, a video server) against
+a model load per LoadGen process (the same config with the in-process engine, backend: vllm,
+and the text-to-video pipeline in each run's process), in one invocation.
 
     .venv/bin/python bench/shared_server.py [--keep DIR]
 
@@ -42,11 +43,14 @@ def workdir(root: Path, name: str, config: dict) -> Path:
 
 
 def in_process(config: dict) -> dict:
-    """The same config with the LLM system's runs each loading the model themselves."""
+    """The same config with every system's runs each loading the model themselves: the LLM
+    in vLLM's in-process engine, the text-to-video pipeline in the run's own process."""
     config = json.loads(json.dumps(config))
     engine = config["systems"][LLM_SYSTEM]["engine"]
     engine["backend"] = "vllm"
     engine.pop("endpoints", None)
+    for system in config["systems"].values():
+        system["engine"].pop("launch", None)  # backend diffusers: launch in_process
     return config
 
 

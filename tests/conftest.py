@@ -79,6 +79,7 @@ ENGINE_FILES = (
     "test_wan_demo.py",
     "test_wan_task.py",
     "test_shared_server.py",
+    "test_shared_video_server.py",
 )
 #: The files sharing the one-node SLURM test cluster: its daemons bind fixed ports, so one
 #: pytest-xdist worker runs them all.
@@ -152,11 +153,13 @@ def default_config() -> dict:
 
 def model_load_per_run(config: dict) -> dict:
     """The config with every launch: shared system's runs loading the model themselves
-    (backend vllm, in-process): the plan view then prices each LoadGen process alike."""
+    (backend vllm, in-process; a diffusers system's pipeline in process): the plan view then
+    prices each LoadGen process alike."""
     for system in config["systems"].values():
         if (system["engine"].get("endpoints") or {}).get("launch") == "shared":
             system["engine"]["backend"] = "vllm"
             del system["engine"]["endpoints"]
+        system["engine"].pop("launch", None)  # backend diffusers: the pipeline in each run's process
     return config
 
 

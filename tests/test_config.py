@@ -3,6 +3,8 @@ naming the key path and what is allowed; snakemake reports it without a tracebac
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import yaml
 from conftest import SCHEMA, make_workdir, run_snakemake
@@ -122,6 +124,10 @@ BAD_CONFIGS = {
         lambda c: _set(c, f"{SYSTEM}.engine.backend", "tgi"),
         [f"{SYSTEM}.engine.backend", "vllm"],
     ),
+    "engine.launch on an endpoints system": (
+        lambda c: _set(c, f"{SYSTEM}.engine.launch", "shared"),
+        [f"{SYSTEM}.engine.launch", "only backend diffusers", "engine.endpoints.launch"],
+    ),
     "measured target without quantization": (
         lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.quantization", None),
         ["benchmarks.tiny-llama-mxfp4.accuracy_target", "reference"],
@@ -139,6 +145,13 @@ def test_bad_config_is_one_clear_message(default_config, name):
     for fragment in fragments:
         assert fragment in message, f"{name}: {fragment!r} not in {message!r}"
     assert "Traceback" not in message
+
+
+def test_the_video_systems_launch_is_checked(demo_config):
+    validate_config(copy.deepcopy(demo_config), SCHEMA)  # launch: shared, as the default has it
+    _set(demo_config, "systems.cpu-2c-diffusers.engine.launch", "shard")
+    with pytest.raises(UserError, match=r"systems\.cpu-2c-diffusers\.engine\.launch.*'shard'.*in_process, shared"):
+        validate_config(demo_config, SCHEMA)
 
 
 def test_all_problems_are_listed_at_once(default_config):

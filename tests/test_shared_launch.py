@@ -4,6 +4,7 @@ server: tests/test_shared_server.py."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -131,5 +132,24 @@ def test_the_plan_view_prices_one_model_load_per_shared_system(default_config):
     )
     assert any(
         f"model loads of {SYSTEM}: {processes} (one per LoadGen process); servers started once" in n
+        for n in per_run.notes
+    )
+
+
+def test_the_plan_view_prices_one_pipeline_load_for_a_shared_video_system(demo_config):
+    video = "cpu-2c-diffusers"
+    shared = estimate_plan(validate_config(copy.deepcopy(demo_config), SCHEMA))
+    per_run = estimate_plan(validate_config(model_load_per_run(demo_config), SCHEMA))
+    processes = sum(
+        d.get("loadgen_runs", 1)
+        for r in shared.rows
+        for d in r.details
+        if d.get("system") == video and d["rule"] in ("loadgen_run", "compliance_run")
+    )
+    assert any(
+        f"model loads of {video}: 1 for its {processes} LoadGen processes (launch: shared)" in n for n in shared.notes
+    )
+    assert any(
+        f"model loads of {video}: {processes} (one per LoadGen process); its video server started once" in n
         for n in per_run.notes
     )

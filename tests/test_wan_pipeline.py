@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from mlperf_repro.backends.diffusers_video import split_generation
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.errors import UserError
 from mlperf_repro.video import VideoSettings, fixed_latent, read_mp4, write_mp4
 from mlperf_repro.video.mp4 import mp4_info
+from mlperf_repro.video.renderer import split_generation
 
 #: 9 frames of 64x64 in 3 steps: under a second a video on 2 cores.
 SETTINGS = VideoSettings(

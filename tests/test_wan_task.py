@@ -125,7 +125,10 @@ def loadgen_run(
     audit=None,
     cache=False,
     data="data",
+    engine=None,
 ) -> Path:
+    """Run one LoadGen test in a child process (cwd ``tmp``, its output in ``tmp/name``, its
+    stdout in ``tmp/name.stdout``); the engine is the in-process pipeline unless given."""
     out = tmp / name
     (tmp / f"{name}.user.conf").write_text(user_conf)
     samples = len(load_prompt_dataset(tiny_wan / data / "vbench_prompts.txt"))
@@ -140,13 +143,14 @@ def loadgen_run(
         mode=mode,
         performance_sample_count=samples,
         generation={**FACTS.facts["generation"], **VIDEO},
-        engine={"backend": "diffusers", "engine_args": {"batch_size": 2, "threads": 1}, "env": {}},
+        engine=engine or {"backend": "diffusers", "engine_args": {"batch_size": 2, "threads": 1}, "env": {}},
         audit_config=audit,
         task="text-to-video",
     )
     (tmp / f"{name}.json").write_text(json.dumps(args))
     command = [sys.executable, str(CHILD), str(tmp / f"{name}.json")] + (["--cache-results"] if cache else [])
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp, timeout=600)
+    (tmp / f"{name}.stdout").write_text(result.stdout)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return out
 
@@ -217,7 +221,7 @@ def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_pat
 def test_the_references_fixed_latent_is_loaded_and_checked(tmp_path):
     import torch
 
-    from mlperf_repro.backends.diffusers_video import load_latent
+    from mlperf_repro.video.renderer import load_latent
 
     shape = (1, 16, 3, 4, 4)
     torch.save(torch.arange(768, dtype=torch.bfloat16).reshape(shape), tmp_path / "fixed_latent.pt")

@@ -364,6 +364,16 @@ def check_references(config: dict) -> list[str]:
                 if missing:
                     problems.append(f"{where}: the closed division requires scenario(s) {', '.join(missing)}")
         problems += _endpoint_problems(system, entry["engine"])
+        if "launch" in entry["engine"] and entry["engine"]["backend"] != "diffusers":
+            problems.append(
+                f"systems.{system}.engine.launch: only backend diffusers reads it; backend "
+                f"{entry['engine']['backend']} "
+                + (
+                    "sets how its servers start in engine.endpoints.launch"
+                    if entry["engine"]["backend"] == "endpoints"
+                    else "runs in each LoadGen process (backend endpoints with launch: shared shares one server)"
+                )
+            )
         problems += _software_problems(system, entry.get("software") or {})
         problems += _kubernetes_image_problems(system, entry)
         if (entry["engine"].get("endpoints") or {}).get("launch") == "kubernetes":

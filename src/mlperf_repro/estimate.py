@@ -234,8 +234,6 @@ class Estimator:
         loading = ("loadgen_run", "loadgen_repeat", "compliance_run", "find_performance")
         notes = []
         for system in self.plan.systems:
-            if self.plan.engine(system)["backend"] not in ("vllm", "endpoints"):
-                continue  # served in the run's own process by a backend with no server (diffusers)
             processes = 0
             for row in rows:
                 for detail in row.details:
@@ -251,8 +249,13 @@ class Estimator:
             if self.plan.shares_servers(system):
                 notes.append(
                     f"model loads of {system}: 1 for its {processes} LoadGen processes "
-                    f"(launch: {self.plan.engine(system)['endpoints']['launch']}); "
+                    f"(launch: {self.plan.shared_launch(system)}); "
                     f"saves {saving} against a load per process"
+                )
+            elif self.plan.engine(system)["backend"] == "diffusers":
+                notes.append(
+                    f"model loads of {system}: {processes} (one per LoadGen process); its video server started "
+                    f"once per workflow run (engine.launch: shared) would save {saving}"
                 )
             else:
                 notes.append(

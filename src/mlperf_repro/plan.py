@@ -615,13 +615,17 @@ class Plan:
 
     def shares_servers(self, system: str | None = None) -> bool:
         """The system's runs attach to servers started once per workflow run (launch shared,
-        or slurm-shared: a server job); without a system, whether any system's do."""
-        systems = [system] if system else self.systems
-        return any(
-            self.engine(s)["backend"] == "endpoints"
-            and (self.engine(s).get("endpoints") or {}).get("launch") in ("shared", "slurm-shared")
-            for s in systems
+        or slurm-shared: a server job; backend diffusers: engine.launch shared, its video
+        server); without a system, whether any system's do."""
+        return any(self.shared_launch(s) for s in ([system] if system else self.systems))
+
+    def shared_launch(self, system: str) -> str | None:
+        """How the system's runs share one model load (``shared``, ``slurm-shared``), or None."""
+        engine = self.engine(system)
+        launch = (
+            (engine.get("endpoints") or {}).get("launch") if engine["backend"] == "endpoints" else engine.get("launch")
         )
+        return launch if launch in ("shared", "slurm-shared") else None
 
     def submits_server_jobs(self) -> bool:
         """Some system's servers run in a SLURM server job of their own (launch slurm-shared)."""

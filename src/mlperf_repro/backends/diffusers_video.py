@@ -1,136 +1,52 @@
-"""A diffusers text-to-video pipeline inside the LoadGen process (``engine.backend: diffusers``).
+"""A diffusers text-to-video pipeline serving LoadGen (``engine.backend: diffusers``).
 
-The vendor's v6.0 wan-2.2 harness works the same way: ``WanPipeline`` in process, no server
-(its eight GPUs share one video through xDiT sequence parallelism). Requests queue up from
-LoadGen's issue thread; the main thread takes up to ``engine_args.batch_size`` prompts per
-pipeline call (Offline issues every sample at once; SingleStream one at a time), and an encoder
-thread writes each video as an mp4 and hands its bytes to the SUT while the main thread renders
-the next batch (each mp4 is an ffmpeg process, ~50 ms on the CPU, most of it starting the
-process: a third of a small video's time, hidden in Offline). Every video starts from the same
-fixed latent, so a sample's video does not depend on its batch (tests/test_wan_pipeline.py).
+``engine.launch: in_process`` (the default) loads the pipeline inside the LoadGen process, as
+the vendor's v6.0 wan-2.2 harness does (``WanPipeline`` in process; its eight GPUs share one
+video through xDiT sequence parallelism). ``launch: shared`` loads it once per workflow run in
+the system's video server (:mod:`mlperf_repro.video.server`), which every run attaches to.
+
+Requests queue up from LoadGen's issue thread; the main thread takes up to
+``engine_args.batch_size`` prompts per pipeline call (Offline issues every sample at once;
+SingleStream one at a time). In process, an encoder thread writes each video as an mp4 and
+hands its bytes to the SUT while the main thread renders the next batch (each mp4 is an ffmpeg
+process, ~50 ms on the CPU, most of it starting the process: a third of a small video's time,
+hidden in Offline); the server does the same with two batches in flight. Every video starts
+from the same fixed latent, so a sample's video does not depend on its batch
+(tests/test_wan_pipeline.py).
 """
 
 from __future__ import annotations
 
-import itertools
-import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from typing import Any
 
-from ..errors import UserError
-from ..video.generate import fixed_latent, generate_videos, load_pipeline
-from ..video.mp4 import write_mp4
-from ..video.settings import VideoSettings
+from ..video.renderer import VideoRenderer, engine_options, split_generation
 
-#: Generation parameters that choose how the pipeline loads and starts, not what a video is:
-#: dtypes, and the reference's fixed initial latent (a file in the dataset folder, if any).
-LOAD_KEYS = ("dtype", "vae_dtype", "latent_file")
-#: engine_args this backend reads, with their defaults.
-ENGINE_ARGS = {"batch_size": 1, "device": "cpu", "threads": None}
+#: How long one batch may take the shared video server (a 720p Wan 2.2 batch takes minutes).
+RENDER_TIMEOUT_S = 3600.0
 
 
-def split_generation(generation: dict[str, Any]) -> tuple[VideoSettings, dict[str, Any]]:
-    """(the video settings, the pipeline's load options) of the plan's generation parameters."""
-    load = {k: generation[k] for k in LOAD_KEYS if k in generation}
-    settings = VideoSettings.from_mapping(
-        {k: v for k, v in generation.items() if k not in LOAD_KEYS}, "the benchmark's generation settings"
-    )
-    return settings, load
+class _QueuedVideoBackend:
+    """What both video backends share: LoadGen's issue thread queues requests (``submit``);
+    the harness's main thread takes up to ``engine_args.batch_size`` of them at a time
+    (``serve_until``) and hands each batch to ``_respond``, whose answers may complete on
+    worker threads; an answer that failed stops ``serve_until`` with its reason."""
 
-
-def engine_options(engine_args: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(engine_args) - set(ENGINE_ARGS))
-    if unknown:
-        raise UserError(
-            f"systems.<name>.engine.engine_args: {', '.join(unknown)} mean nothing to the diffusers backend "
-            f"(it reads {', '.join(ENGINE_ARGS)})"
-        )
-    options = {**ENGINE_ARGS, **engine_args}
-    if not isinstance(options["batch_size"], int) or options["batch_size"] < 1:
-        raise UserError(f"engine_args.batch_size must be a positive integer, not {options['batch_size']!r}")
-    return options
-
-
-def load_latent(path: str, shape: tuple[int, ...]):
-    """The reference's fixed initial latent (its ``data/fixed_latent.pt``): a tensor of exactly
-    the settings' latent shape, loaded as data only (no pickled code)."""
-    import torch
-
-    if not Path(path).is_file():
-        raise UserError(
-            f"fixed latent {path} does not exist: copy the reference's data/fixed_latent.pt "
-            "(text_to_video/wan-2.2-t2v-a14b in mlcommons/inference) into the dataset folder with the prompts"
-        )
-    try:
-        latent = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # unpickling errors of many kinds
-        raise UserError(f"cannot read the fixed latent {path}: {exc}") from exc
-    if isinstance(latent, dict) and len(latent) == 1:
-        latent = next(iter(latent.values()))
-    if not isinstance(latent, torch.Tensor) or tuple(latent.shape[-4:]) != tuple(shape[-4:]):
-        found = list(latent.shape) if isinstance(latent, torch.Tensor) else type(latent).__name__
-        raise UserError(
-            f"fixed latent {path} is {found}; these video settings need {list(shape)} "
-            "(a stand-in's smaller videos cannot use the reference's latent: drop the file from its dataset)"
-        )
-    return latent.reshape(shape).to(torch.float32)
-
-
-class DiffusersVideoBackend:
-    def __init__(
-        self,
-        *,
-        model_path: str,
-        generation: dict[str, Any],
-        engine_args: dict[str, Any],
-        on_complete: Callable[[int, bytes], None],
-    ) -> None:
-        self.model_path = model_path
-        self.settings, self.load_options = split_generation(generation)
+    def __init__(self, *, engine_args: dict[str, Any], on_complete: Callable[[int, bytes], None], workers: int) -> None:
         self.options = engine_options(engine_args)
         self.on_complete = on_complete
-        self.pipe = None
-        self.latent = None
         self._queue: deque = deque()
         self._lock = threading.Lock()
         self._arrived = threading.Event()
-        self._scratch = tempfile.TemporaryDirectory(prefix="mlperf-repro-video-")
-        # One encoder thread: the videos of a batch complete in order, one ffmpeg at a time
-        # beside the pipeline (whose torch threads keep their core).
-        self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mp4-encoder")
-        self._encode_errors: list[BaseException] = []
-        self._names = itertools.count()
+        self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="video-answer")
+        self._pending: set[Future] = set()
+        self._errors: list[BaseException] = []
         self.stats: dict[str, Any] = {"videos": 0, "batches": 0, "generate_seconds": 0.0, "encode_seconds": 0.0}
-
-    def start(self) -> None:
-        import torch
-
-        if self.options["threads"]:
-            torch.set_num_threads(int(self.options["threads"]))
-        self.pipe = load_pipeline(
-            self.model_path,
-            dtype=self.load_options.get("dtype", "float32"),
-            vae_dtype=self.load_options.get("vae_dtype", "float32"),
-            boundary_ratio=self.settings.boundary_ratio,
-            device=self.options["device"],
-        )
-        transformer = self.pipe.transformer if self.pipe.transformer is not None else self.pipe.transformer_2
-        channels = transformer.config.in_channels
-        latent_file = self.load_options.get("latent_file")
-        self.latent = (
-            load_latent(latent_file, self.settings.latent_shape(1, channels))
-            if latent_file
-            else fixed_latent(self.settings, channels=channels)
-        )
-        self.stats["latent"] = latent_file or f"drawn from seed {self.settings.seed}"
-        # One video before LoadGen's clock starts: the first pipeline call pays one-off
-        # set-up, which would otherwise land on the first sample's latency.
-        self._mp4_bytes(generate_videos(self.pipe, ["warm-up"], settings=self.settings, latent=self.latent)[0])
 
     def submit(self, requests: Sequence[Any]) -> None:
         with self._lock:
@@ -146,12 +62,12 @@ class DiffusersVideoBackend:
 
     def serve_until(self, done: threading.Event) -> None:
         while True:
-            self._raise_encode_error()
+            self._raise_answer_error()
             batch = self._take()
             if not batch:
                 if done.is_set():
-                    self._encoder.submit(lambda: None).result()  # the videos still encoding
-                    self._raise_encode_error()
+                    wait(list(self._pending))  # the answers still on their way
+                    self._raise_answer_error()
                     return
                 self._arrived.wait(0.05)
                 continue
@@ -160,46 +76,173 @@ class DiffusersVideoBackend:
             self.stats["batches"] += 1
 
     def _respond(self, batch: Sequence[Any]) -> None:
-        """One pipeline call for the batch; its videos are encoded and answered on the encoder thread."""
-        for request, frames in zip(batch, self._render(batch)):
-            self._encoder.submit(self._encode_and_complete, request.request_id, frames)
+        raise NotImplementedError
 
-    def _render(self, batch: Sequence[Any]) -> list:
-        """The batch's videos as uint8 frames, from one pipeline call."""
-        started = time.perf_counter()
-        videos = generate_videos(self.pipe, [r.prompt for r in batch], settings=self.settings, latent=self.latent)
-        self.stats["generate_seconds"] += time.perf_counter() - started
-        return videos
+    def _answer_later(self, work: Callable[..., None], *args: Any) -> Future:
+        """Run ``work(*args)`` on a worker thread; a failure is reported on the main thread."""
 
-    def _raise_encode_error(self) -> None:
-        if self._encode_errors:
+        def guarded() -> None:
+            try:
+                work(*args)
+            except BaseException as exc:
+                self._errors.append(exc)
+
+        future = self._workers.submit(guarded)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
+
+    def _raise_answer_error(self) -> None:
+        if self._errors:
             # LoadGen waits for a sample that will never complete: the harness answers it.
-            error = self._encode_errors[0]
+            error = self._errors[0]
             raise RuntimeError(f"encoding or answering a video failed: {error}") from error
 
-    def _encode_and_complete(self, request_id: int, frames) -> None:
-        try:
-            started = time.perf_counter()
-            video = self._mp4_bytes(frames)
-            self.stats["encode_seconds"] += time.perf_counter() - started
-            self.on_complete(request_id, video)
-        except BaseException as exc:  # reported on the main thread
-            self._encode_errors.append(exc)
-
-    def _mp4_bytes(self, frames) -> bytes:
-        path = write_mp4(frames, Path(self._scratch.name) / f"video-{next(self._names)}.mp4", self.settings.fps)
-        try:
-            return path.read_bytes()
-        finally:
-            path.unlink()
-
-    def stop(self) -> None:
-        self._encoder.shutdown(wait=True)
-        self.pipe = None
+    def _finish_stats(self) -> None:
         for key in ("generate_seconds", "encode_seconds"):
             self.stats[key] = round(self.stats[key], 3)
         if self.stats["videos"]:
             self.stats["seconds_per_video"] = round(
                 (self.stats["generate_seconds"] + self.stats["encode_seconds"]) / self.stats["videos"], 3
             )
-        self._scratch.cleanup()
+
+    def stop(self) -> None:
+        self._workers.shutdown(wait=True)
+        self._finish_stats()
+
+
+class DiffusersVideoBackend(_QueuedVideoBackend):
+    """The pipeline in the LoadGen process (``engine.launch: in_process``, the default)."""
+
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        generation: dict[str, Any],
+        engine_args: dict[str, Any],
+        on_complete: Callable[[int, bytes], None],
+    ) -> None:
+        # One encoder thread: the videos of a batch complete in order, one ffmpeg at a time
+        # beside the pipeline (whose torch threads keep their core).
+        super().__init__(engine_args=engine_args, on_complete=on_complete, workers=1)
+        self.renderer = VideoRenderer(model_path=model_path, generation=generation, engine_args=engine_args)
+        self.settings = self.renderer.settings
+
+    def start(self) -> None:
+        self.renderer.load()
+        self.stats["latent"] = self.renderer.latent_source
+
+    def _respond(self, batch: Sequence[Any]) -> None:
+        """One pipeline call for the batch; its videos are encoded and answered on the encoder thread."""
+        for request, frames in zip(batch, self._render(batch)):
+            self._answer_later(self._encode_and_complete, request.request_id, frames)
+
+    def _render(self, batch: Sequence[Any]) -> list:
+        """The batch's videos as uint8 frames, from one pipeline call."""
+        started = time.perf_counter()
+        videos = self.renderer.render([r.prompt for r in batch])
+        self.stats["generate_seconds"] += time.perf_counter() - started
+        return videos
+
+    def _encode_and_complete(self, request_id: int, frames) -> None:
+        started = time.perf_counter()
+        video = self._mp4_bytes(frames)
+        self.stats["encode_seconds"] += time.perf_counter() - started
+        self.on_complete(request_id, video)
+
+    def _mp4_bytes(self, frames) -> bytes:
+        return self.renderer.mp4_bytes(frames)
+
+    def stop(self) -> None:
+        super().stop()
+        self.renderer.close()
+
+
+class SharedVideoBackend(_QueuedVideoBackend):
+    """The pipeline in the system's shared video server (``engine.launch: shared``): started
+    by the first run of the workflow, attached to by every later one (:func:`shared_video_server`),
+    held by this run alone from :meth:`start` to :meth:`stop`. Two batches are in flight, so
+    the server renders one while it encodes the other's mp4 files."""
+
+    IN_FLIGHT = 2
+
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        generation: dict[str, Any],
+        engine: dict[str, Any],
+        on_complete: Callable[[int, bytes], None],
+    ) -> None:
+        engine_args = engine.get("engine_args", {})
+        super().__init__(engine_args=engine_args, on_complete=on_complete, workers=self.IN_FLIGHT)
+        split_generation(generation)  # bad settings fail here, not in the server
+        self.model_path, self.generation, self.engine = model_path, generation, engine
+        self._slots = threading.BoundedSemaphore(self.IN_FLIGHT)
+        self._attached = ExitStack()
+        self.url = ""
+
+    def start(self) -> None:
+        from ..launch.shared import shared_video_server
+
+        state = self._attached.enter_context(shared_video_server(self.engine, self.model_path, self.generation))
+        server = state["servers"][0]
+        self.url = f"http://127.0.0.1:{server['port']}"
+        self.stats["server"] = {"started": state["started"], "run_on_it": state["runs"], "log": server["log"]}
+
+    def describe(self) -> str:
+        return f"the shared video server ({self.url})"
+
+    def _respond(self, batch: Sequence[Any]) -> None:
+        self._slots.acquire()
+        try:
+            self._answer_later(self._request_and_complete, list(batch))
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _request_and_complete(self, batch: list[Any]) -> None:
+        try:
+            reply = render_request(self.url, [r.prompt for r in batch])
+        finally:
+            self._slots.release()
+        with self._lock:
+            self.stats["generate_seconds"] += reply["generate_seconds"]
+            self.stats["encode_seconds"] += reply["encode_seconds"]
+        for request, video in zip(batch, reply["videos"]):
+            self.on_complete(request.request_id, video)
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            self._attached.close()
+
+
+def render_request(url: str, prompts: list[str], timeout_s: float = RENDER_TIMEOUT_S) -> dict[str, Any]:
+    """POST the prompts to a video server's /render; its reply with the videos as mp4 bytes."""
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{url}/render",
+        data=json.dumps({"prompts": prompts}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            reply = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[-1000:]
+        raise RuntimeError(f"the video server at {url} refused {len(prompts)} prompt(s): {exc.code} {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise RuntimeError(f"the video server at {url} did not answer: {exc}; its log is in results/servers/") from None
+    if len(reply.get("videos", [])) != len(prompts):
+        raise RuntimeError(
+            f"the video server at {url} answered {len(reply.get('videos', []))} of {len(prompts)} prompts"
+        )
+    reply["videos"] = [base64.b64decode(v) for v in reply["videos"]]
+    return reply

@@ -22,6 +22,10 @@ How one server serves many runs and each run still sees a fresh engine:
   ``results/servers/<key>/stop`` appears. On a cluster executor each job is its own
   allocation, whose end stops the supervisor with it: there this is ``launch: local``
   (:mod:`.slurm_shared` is the SLURM form: the servers in a job of their own).
+
+The text-to-video form (backend diffusers, ``engine.launch: shared``) is the same machinery
+(:func:`attach`) around one video server (:mod:`mlperf_repro.video.server`) instead of
+``vllm serve``: :func:`shared_video_server`.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,10 +75,110 @@ def server_key(engine: dict[str, Any], model_path: str) -> str:
 def launch_shared(
     engine: dict[str, Any], model_path: str, log_dir: str | Path, *, screening: dict | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Attach to the system's running servers (starting them if none answer); yields the
-    engine with the servers' real ports. The servers keep running after the run."""
+    """Attach to the system's running ``vllm serve`` servers (starting them if none answer);
+    yields the engine with the servers' real ports. The servers keep running after the run."""
+    endpoints = engine["endpoints"]
+
+    def servers(home: Path) -> list[dict[str, Any]]:
+        found = []
+        for endpoint in endpoints["list"]:
+            port = endpoint["port"] or free_port()
+            if _port_taken(port):
+                raise UserError(
+                    f"engine.endpoints.list ({endpoint['name']}): port {port} on this host is already in use by "
+                    f"another process; choose another port, or port: 0 for a free one"
+                )
+            command = serve_command(
+                model_path,
+                endpoints.get("served_model_name", "model"),
+                "127.0.0.1",
+                port,
+                engine.get("engine_args", {}),
+            )
+            found.append(
+                {
+                    "name": endpoint["name"],
+                    "port": port,
+                    "log": str(home / f"vllm-serve-{endpoint['name']}.log"),
+                    "command": command,
+                }
+            )
+        return found
+
+    spec = ServerSpec(
+        key=server_key(engine, model_path),
+        what="vllm serve",
+        describe=model_path,
+        servers=servers,
+        env={**engine.get("env", {}), **SERVER_ENV},
+        idle_timeout_s=endpoints.get("idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S),
+        startup_timeout_s=endpoints.get("startup_timeout_s", 600),
+        # No run is faster from an earlier run's prompts.
+        before_each_run=lambda state: reset_prefix_caches(state["servers"]),
+    )
+    with attach(spec) as state:
+        ports = {s["name"]: s["port"] for s in state["servers"]}
+        yield dict(engine, endpoints=dict(endpoints, list=[dict(e, port=ports[e["name"]]) for e in endpoints["list"]]))
+
+
+@contextmanager
+def shared_video_server(
+    engine: dict[str, Any], model_path: str, generation: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """The text-to-video form (backend diffusers, ``engine.launch: shared``): one video server
+    (:mod:`mlperf_repro.video.server`) per (pipeline, generation settings, engine_args, env),
+    held by one run at a time; yields its state (``servers[0]["port"]``). Nothing to empty
+    between runs: a video depends on its prompt and the fixed latent only."""
+    from ..video.server import server_command
+
+    engine_args = engine.get("engine_args", {})
+    identity = {
+        "backend": "diffusers",
+        "model": os.path.realpath(model_path),
+        "generation": generation,
+        "engine_args": engine_args,
+        "env": engine.get("env", {}),
+    }
+
+    def servers(home: Path) -> list[dict[str, Any]]:
+        port = free_port()
+        command = server_command(model_path, generation, engine_args, port)
+        return [{"name": "video", "port": port, "log": str(home / "video-server.log"), "command": command}]
+
+    spec = ServerSpec(
+        key=hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16],
+        what="video server",
+        describe=model_path,
+        servers=servers,
+        env=dict(engine.get("env", {})),
+    )
+    with attach(spec) as state:
+        yield state
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """What :func:`attach` starts once and lets runs share: the servers of one ``key`` (what
+    makes two runs' servers interchangeable), each ``{"name", "port", "log", "command"}``
+    from ``servers(home)``, their environment, how long they may sit unused, and what each
+    run needs done before it uses them (``before_each_run(state)``)."""
+
+    key: str
+    what: str
+    describe: str
+    servers: Callable[[Path], list[dict[str, Any]]]
+    env: dict[str, str] = field(default_factory=dict)
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    startup_timeout_s: float = 600.0
+    before_each_run: Callable[[dict[str, Any]], None] | None = None
+
+
+@contextmanager
+def attach(spec: ServerSpec) -> Iterator[dict[str, Any]]:
+    """Hold the servers of ``spec`` for one run: started if none answer (restarted if dead
+    or unhealthy), locked against other runs until the context ends; yields their state."""
     # Per host: a state file written on another node names pids that mean nothing here.
-    home = SHARED_DIR.resolve() / f"{socket.gethostname()}-{server_key(engine, model_path)}"
+    home = SHARED_DIR.resolve() / f"{socket.gethostname()}-{spec.key}"
     home.mkdir(parents=True, exist_ok=True)
     with _exclusive(home / "lock"):
         state = read_state(home)
@@ -88,17 +193,14 @@ def launch_shared(
             if state:
                 print(f"[shared server] restarting the servers: {problem}", flush=True)
                 stop(home)
-            state = start(home, engine, model_path)
-        reset_prefix_caches(state["servers"])
+            state = start(home, spec)
+        if spec.before_each_run is not None:
+            spec.before_each_run(state)
         state["runs"] += 1
         state["last_used"] = time.time()
         write_state(home, state)
-        endpoints = engine["endpoints"]
-        ports = {s["name"]: s["port"] for s in state["servers"]}
         try:
-            yield dict(
-                engine, endpoints=dict(endpoints, list=[dict(e, port=ports[e["name"]]) for e in endpoints["list"]])
-            )
+            yield state
         finally:
             state = read_state(home) or state
             state["last_used"] = time.time()
@@ -191,29 +293,16 @@ def workflow_pid() -> int:
     return found or os.getppid()
 
 
-def start(home: Path, engine: dict[str, Any], model_path: str) -> dict[str, Any]:
+def start(home: Path, spec: ServerSpec) -> dict[str, Any]:
     """Start the supervisor, which starts the servers; return their state once all answer."""
-    endpoints = engine["endpoints"]
-    servers = []
-    for endpoint in endpoints["list"]:
-        port = endpoint["port"] or free_port()
-        if _port_taken(port):
-            raise UserError(
-                f"engine.endpoints.list ({endpoint['name']}): port {port} on this host is already in use by "
-                f"another process; choose another port, or port: 0 for a free one"
-            )
-        log = home / f"vllm-serve-{endpoint['name']}.log"
-        command = serve_command(
-            model_path, endpoints.get("served_model_name", "model"), "127.0.0.1", port, engine.get("engine_args", {})
-        )
-        servers.append({"name": endpoint["name"], "port": port, "log": str(log), "command": command})
-    spec = {
+    servers = spec.servers(home)
+    supervised = {
         "servers": servers,
-        "env": {**engine.get("env", {}), **SERVER_ENV},
+        "env": spec.env,
         "watch_pid": workflow_pid(),
-        "idle_timeout_s": endpoints.get("idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S),
+        "idle_timeout_s": spec.idle_timeout_s,
     }
-    (home / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
+    (home / "spec.json").write_text(json.dumps(supervised, indent=2) + "\n")
     (home / "state.json").unlink(missing_ok=True)
     (home / "stop").unlink(missing_ok=True)
     with open(home / "supervisor.log", "w") as log:
@@ -225,23 +314,22 @@ def start(home: Path, engine: dict[str, Any], model_path: str) -> dict[str, Any]
             start_new_session=True,  # outlives this run; stopped by the workflow's end, not the job's
         )
     print(
-        f"[shared server] starting {len(servers)} server(s) for {model_path} (supervisor pid {supervisor.pid}, "
+        f"[shared server] starting {len(servers)} server(s) for {spec.describe} (supervisor pid {supervisor.pid}, "
         f"logs in {home}); later runs of this system attach to them",
         flush=True,
     )
 
     def check(waiting: set) -> None:
         if supervisor.poll() is not None:
-            tail = (home / "supervisor.log").read_text()[-1500:]
-            logs = ", ".join(s["log"] for s in servers)
-            raise UserError(f"the shared server(s) exited during start-up; see {logs}\n{tail}")
+            tails = [f"{log}:\n{_tail(Path(log))}" for log in [s["log"] for s in servers] + [home / "supervisor.log"]]
+            raise UserError("the shared server(s) exited during start-up\n" + "\n".join(tails))
 
     wait_until_healthy(
         [("127.0.0.1", s["port"]) for s in servers],
-        endpoints.get("startup_timeout_s", 600),
+        spec.startup_timeout_s,
         check=check,
         describe=lambda waiting: f"see the logs in {home}",
-        what="vllm serve",
+        what=spec.what,
     )
     deadline = time.monotonic() + 30
     while (state := read_state(home)) is None:
@@ -249,6 +337,13 @@ def start(home: Path, engine: dict[str, Any], model_path: str) -> dict[str, Any]
             raise UserError(f"the shared servers' supervisor wrote no state; see {home / 'supervisor.log'}")
         time.sleep(0.1)
     return state
+
+
+def _tail(path: Path, chars: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:].rstrip()
+    except FileNotFoundError:
+        return "(no log)"
 
 
 def stop(home: Path, timeout_s: float = 60.0) -> None:

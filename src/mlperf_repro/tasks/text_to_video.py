@@ -2,7 +2,7 @@
 
 The dataset is a prompt file (one prompt per line, the reference's ``vbench_prompts.txt``);
 the SUT answers each sample with its video's mp4 bytes (harness.video_sut), served by a
-diffusers pipeline in process (backends.diffusers_video). Accuracy is VBench's score of the
+diffusers pipeline in process or in the system's shared video server (backends.diffusers_video). Accuracy is VBench's score of the
 accuracy run's videos (accuracy.vbench), and the accuracy folder carries the videos the round
 names with their captions (accuracy.videos). TEST04 checks that a sample issued again and
 again is not served faster than the performance run (no result caching).
@@ -28,9 +28,13 @@ def make_sut(dataset, *, report_first_token: bool = False):
 
 
 def make_backend(engine: dict[str, Any], *, model_path: str, generation: dict[str, Any], stream: bool, sut):
-    from ..backends.diffusers_video import DiffusersVideoBackend
+    from ..backends import diffusers_video
 
-    return DiffusersVideoBackend(
+    if engine.get("launch", "in_process") == "shared":
+        return diffusers_video.SharedVideoBackend(
+            model_path=model_path, generation=generation, engine=engine, on_complete=sut.complete
+        )
+    return diffusers_video.DiffusersVideoBackend(
         model_path=model_path,
         generation=generation,
         engine_args=engine.get("engine_args", {}),
