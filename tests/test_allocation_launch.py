@@ -292,13 +292,15 @@ def test_without_sbatch_a_slurm_shared_run_says_what_it_needs(default_config, tm
 
 
 def test_the_plan_view_prices_the_mi355x_cluster_with_one_model_load():
-    """The vendor's 11-node MI355X system (the imported example, launch slurm): one model load
-    per LoadGen process; as slurm-shared, one for the workflow run, and the GPU-hours it saves."""
+    """The vendor's 11-node MI355X system (the imported example, launch slurm-shared): one model
+    load for the workflow run; as launch slurm, one per LoadGen process, and the GPU-hours
+    sharing saves."""
     example = yaml.safe_load((REPO / "config/examples/mi355x-multinode-slurm.yaml").read_text())
     (system,) = example["systems"]
-    per_run = estimate_plan(validate_config(copy.deepcopy(example), SCHEMA))
-    example["systems"][system]["engine"]["endpoints"]["launch"] = "slurm-shared"
-    shared = estimate_plan(validate_config(example, SCHEMA))
+    assert example["systems"][system]["engine"]["endpoints"]["launch"] == "slurm-shared"
+    shared = estimate_plan(validate_config(copy.deepcopy(example), SCHEMA))
+    example["systems"][system]["engine"]["endpoints"]["launch"] = "slurm"
+    per_run = estimate_plan(validate_config(example, SCHEMA))
     (would,) = [n for n in per_run.notes if n.startswith(f"model loads of {system}:")]
     (saves,) = [n for n in shared.notes if n.startswith(f"model loads of {system}:")]
     assert "(one per LoadGen process)" in would and "slurm-shared on a SLURM cluster) would save" in would

@@ -134,8 +134,18 @@ def test_default_config_by_hand(tmp_path):
     assert total["disk_bytes"] == pytest.approx(expected_disk)
 
 
+def mi355x_loading_per_run() -> dict:
+    """The imported example with a model load per LoadGen process (launch: slurm), the arithmetic
+    below; as imported (slurm-shared) only its first process loads."""
+    example = load_yaml(MI355X)
+    (system,) = example["systems"].values()
+    assert system["engine"]["endpoints"]["launch"] == "slurm-shared"
+    system["engine"]["endpoints"]["launch"] = "slurm"
+    return validate_config(example, SCHEMA)
+
+
 def test_mi355x_llama2_70b_by_hand():
-    est = estimate_file(str(MI355X), str(SCHEMA))
+    est = estimate_plan(mi355x_loading_per_run())
     # The vendor's published settings (imported): Offline 370/s for 3,600 s, Server 360/s for 1,800 s,
     # Interactive 263/s for the round's 600 s; Offline min_query_count 24,576 (offline_min_samples_per_query);
     # 8 servers of one MI355X on one node; every estimate assumption at its default (run_overhead_s 120).
@@ -208,6 +218,17 @@ def test_mi355x_llama2_70b_by_hand():
         + 3 * (100_000 + 246_360)
         + 3 * 600_000
     )
+
+
+def test_mi355x_llama2_70b_as_imported_loads_the_model_once():
+    """As imported (slurm-shared): the 9 LoadGen processes (6 runs, 3 TEST06) load the model once
+    (run_overhead_s 120); the other 8 attach (attach_overhead_s 5)."""
+    per_run = estimate_plan(mi355x_loading_per_run())
+    shared = estimate_file(str(MI355X), str(SCHEMA))
+    saved = 8 * (120 - 5)
+    assert per_run.total["wall_s"] - shared.total["wall_s"] == pytest.approx(saved)
+    assert per_run.total["gpu_hours"] - shared.total["gpu_hours"] == pytest.approx(saved * 8 / 3600)
+    assert any("1 for its 9 LoadGen processes (launch: slurm-shared)" in n for n in shared.notes)
 
 
 @pytest.mark.parametrize("path", slow_after([DEFAULT_CONFIG, *EXAMPLES]), ids=lambda p: p.name)

@@ -12,7 +12,7 @@ from conftest import REPO, SCHEMA
 
 from mlperf_repro.cli import main as cli_main
 from mlperf_repro.config import load_yaml, validate_config
-from mlperf_repro.estimate import estimate_file
+from mlperf_repro.estimate import estimate_plan
 from mlperf_repro.plan import Plan
 
 EXAMPLE = REPO / "config" / "examples" / "mi355x-gpt-oss-120b.yaml"
@@ -41,7 +41,10 @@ def test_the_example_is_the_vendors_shape(config):
         assert engine["engine_args"]["tensor_parallel_size"] == 1
         assert allocation["accelerator_count"] == 1 and allocation["servers_per_node"] == 8
         assert allocation["nodes"] == nodes
-        assert plan.accelerators(system) == 8 * nodes
+        # The servers run in a SLURM server job every run attaches to (launch slurm-shared): the
+        # run jobs are heads holding no GPU.
+        assert engine["endpoints"]["launch"] == "slurm-shared"
+        assert plan.server_accelerators(system) == 8 * nodes and plan.accelerators(system) == 0
     # Sampling comes from the rules table: temperature 1, at most 10,240 tokens in performance runs.
     generation = plan.generation("gpt-oss-120b", "performance")
     assert (generation.temperature, generation.greedy, generation.max_new_tokens) == (1.0, False, 10240)
@@ -53,7 +56,11 @@ def test_the_example_is_the_vendors_shape(config):
 
 
 def test_plan_prices_every_run_in_gpu_hours():
-    est = estimate_file(str(EXAMPLE), str(SCHEMA))
+    # By hand with a model load per LoadGen process (launch slurm): every run + 120 s.
+    example = load_yaml(EXAMPLE)
+    for system in (SINGLE, MULTI):
+        example["systems"][system]["engine"]["endpoints"]["launch"] = "slurm"
+    est = estimate_plan(validate_config(example, SCHEMA))
     runs = [d for r in est.rows if r.stage.startswith("run: ") for d in r.details if d["rule"] == "loadgen_run"]
     # Both systems, Offline and Server, performance and accuracy.
     assert {(d["system"], d["scenario"], d["mode"]) for d in runs} == {

@@ -272,7 +272,7 @@ def engine_section(
             "per group, driven by one LoadGen head.",
         ),
         "endpoints": {
-            "launch": Noted("slurm", "SLURM starts the servers on every node of the run job's allocation"),
+            "launch": Noted("slurm-shared", "one SLURM server job serves all the system's runs: one model load"),
             "served_model_name": model_name,
             "allocation": {
                 "nodes": Noted(nodes, f"{system.relative(system.base / 'systems' / (system.system_id + '.json'))}"),
