@@ -63,6 +63,8 @@ def test_runs_share_one_video_server_render_as_in_process_and_survive_its_death(
         assert sorted(videos(fresh)) == [0, 1, 2, 3]
         record = json.loads((second / "run_record.json").read_text())
         assert record["backend_stats"]["videos"] == 4 and record["backend_stats"]["server"]["run_on_it"] == 2
+        fresh_record = json.loads((fresh / "run_record.json").read_text())
+        assert record["backend_stats"]["latent"] == fresh_record["backend_stats"]["latent"] == "drawn from seed 42"
 
         (home,) = (tmp_path / SHARED_DIR).iterdir()
         server = read_state(home)["servers"][0]

@@ -189,6 +189,7 @@ class SharedVideoBackend(_QueuedVideoBackend):
         server = state["servers"][0]
         self.url = f"http://127.0.0.1:{server['port']}"
         self.stats["server"] = {"started": state["started"], "run_on_it": state["runs"], "log": server["log"]}
+        self.stats["latent"] = server_health(self.url)["latent"]  # as the in-process backend records it
 
     def describe(self) -> str:
         return f"the shared video server ({self.url})"
@@ -217,6 +218,15 @@ class SharedVideoBackend(_QueuedVideoBackend):
             super().stop()
         finally:
             self._attached.close()
+
+
+def server_health(url: str) -> dict[str, Any]:
+    """A video server's /health answer (its status and where its fixed latent came from)."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/health", timeout=10) as response:
+        return json.loads(response.read())
 
 
 def render_request(url: str, prompts: list[str], timeout_s: float = RENDER_TIMEOUT_S) -> dict[str, Any]:

@@ -4,7 +4,8 @@ for an LLM (no standard serving API exists for video generation, so this is a sm
 
     python -m mlperf_repro.video.server --model DIR --generation JSON --engine-args JSON --port N
 
-``GET /health`` answers 200 once the pipeline is loaded and has rendered its warm-up video.
+``GET /health`` answers 200 once the pipeline is loaded and has rendered its warm-up video
+(``{"status": "ok", "latent": where its fixed latent came from}``).
 ``POST /render`` with ``{"prompts": [...]}`` renders them in one pipeline call (the calls are
 serialised: one pipeline) and answers ``{"videos": [base64 mp4, ...], "generate_seconds",
 "encode_seconds"}``; the mp4 files are encoded outside the pipeline's lock, so a second request
@@ -70,7 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         if self.path == "/health":
-            self._reply(200, {"status": "ok"})
+            self._reply(200, {"status": "ok", "latent": self.server.renderer.latent_source})
         else:
             self._reply(404, {"error": f"no route {self.path}"})
 
