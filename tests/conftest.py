@@ -68,22 +68,15 @@ def stages_of(filename: str) -> list[str]:
     return [stage for stage, prefixes in STAGES.items() if filename.startswith(prefixes)]
 
 
-#: Slow files whose tests start a vLLM or diffusers engine, or read the end-to-end run (which
-#: starts them): they run one at a time (marker `engines`), because each engine reserves a
-#: third of the memory for its KV cache and several of them judge LoadGen runs by latency or
-#: compare two runs' performance (Server/Interactive VALID, TEST04). The other slow tests
-#: (Snakemake dry runs, the SLURM executor's failure handling, Quark, Kubernetes renders) run
-#: on both cores with the fast ones.
-ENGINE_FILES = (
-    "test_gpt_oss_demo.py",
-    "test_wan_demo.py",
-    "test_wan_task.py",
-    "test_shared_server.py",
-    "test_shared_video_server.py",
-)
 #: The files sharing the one-node SLURM test cluster: its daemons bind fixed ports, so one
 #: pytest-xdist worker runs them all.
 SLURM_FILES = ("test_slurm.py", "test_slurm_servers.py", "test_screen_slurm.py")
+
+# Every vLLM engine the tests start reserves 1 GiB of KV cache (a config's own env can say
+# otherwise): the stand-ins need a few MB of it, and the configs' gpu_memory_utilization 0.3
+# reserves 7 GB per engine on 24 GB, which kept engines from running beside each other and
+# cost each start about 7 s (31.6 s against 24.7 s to /health, measured 2026-12-04).
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects and before pytest-xdist reads the groups
@@ -92,8 +85,6 @@ def pytest_collection_modifyitems(items):
         for stage in stages_of(item.path.name):
             item.add_marker(getattr(pytest.mark, stage))
         if item.get_closest_marker("slow"):
-            if item.path.name in ENGINE_FILES or "e2e_workdir" in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.engines)
             # With `--dist loadgroup` a slow file stays on one worker: its module fixtures are
             # built once, not once per worker.
             item.add_marker(pytest.mark.xdist_group("slurm" if item.path.name in SLURM_FILES else item.path.stem))
@@ -285,22 +276,60 @@ def run_reusing_e2e(e2e_workdir: Path, tmp_path: Path, name: str, config: dict, 
     return work
 
 
-@pytest.fixture(scope="session")
-def e2e_workdir(tmp_path_factory) -> Path:
-    """The default pipeline run once at test scale; the end-to-end tests and the real-server
-    endpoint tests read what it produced (model, dataset, LoadGen logs)."""
-    # Developers iterating on assertions can point this at a finished run's directory.
-    reuse = os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
-    if reuse:
-        return Path(reuse)
-    work = make_workdir(tmp_path_factory.mktemp("e2e"))
+def build_once(home: Path, build) -> Path:
+    """``build(home / "work")``'s result, built by the first of the processes that ask for it
+    (the suite's two pytest runs, pytest-xdist's workers) and read by the others: a lock
+    serialises them, ``done`` marks a finished build and ``failed`` a failed one, whose
+    message every later asker fails with instead of building again."""
+    import fcntl
+
+    home.mkdir(parents=True, exist_ok=True)
+    work, done, failed = home / "work", home / "done", home / "failed"
+    with (home / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"(built once for the suite, in {home})\n{failed.read_text()}", pytrace=False)
+        if not done.exists():
+            shutil.rmtree(work, ignore_errors=True)  # a build killed half-way
+            try:
+                build(work)
+            except pytest.fail.Exception as err:
+                failed.write_text(str(err))
+                raise
+            done.touch()
+    return work
+
+
+def shared_tmp(tmp_path_factory) -> Path:
+    """The temporary folder every pytest-xdist worker of this run shares (each worker's own
+    basetemp is a folder of it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def build_e2e(work: Path) -> None:
+    work = make_workdir(work.parent)
     shutil.copyfile(E2E_CONFIG, work / "e2e.yaml")
     result = run_snakemake(work, "--cores", "2", "--configfile", "e2e.yaml", timeout=1800)
     if result.returncode != 0:
         logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in sorted((work / "logs").rglob("*.log")))
         pytest.fail(f"workflow failed:\n{result.stderr[-5000:]}\n{logs}")
     (work / "snakemake.out").write_text(result.stdout + result.stderr)
-    return work
+
+
+@pytest.fixture(scope="session")
+def e2e_workdir(tmp_path_factory) -> Path:
+    """The default pipeline run once at test scale; the end-to-end tests and the real-server
+    endpoint tests read what it produced (model, dataset, LoadGen logs). Built once per suite:
+    ``MLPERF_REPRO_E2E_HOME`` (set by ``./test.sh``) is where, so the suite's second pytest run
+    reads what its first built; without it, once per pytest run. Tests only read it, or copy
+    it; the ones that rerun parts of it in place are marked ``exclusive`` and run first."""
+    # Developers iterating on assertions can point this at a finished run's directory.
+    reuse = os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
+    if reuse:
+        return Path(reuse)
+    home = os.environ.get("MLPERF_REPRO_E2E_HOME")
+    return build_once(Path(home) if home else shared_tmp(tmp_path_factory) / "e2e", build_e2e)
 
 
 @pytest.fixture(scope="session")

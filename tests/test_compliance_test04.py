@@ -21,7 +21,8 @@ from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.loadgen_logs import read_detail
 from mlperf_repro.stages.compliance import verify_job
 
-pytestmark = pytest.mark.slow
+# exclusive: TEST04 compares two runs' performance.
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 CHILD = Path(__file__).with_name("endpoint_child.py")
 MODEL = "results/models/tiny-llama-mxfp4-w4a16-emulated"
 DATASET_DIR = "resources/datasets/openorca-synthetic"

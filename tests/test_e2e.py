@@ -22,7 +22,8 @@ from test_dag import job_counts
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
 
-pytestmark = pytest.mark.slow
+# exclusive: Server/Interactive judged VALID, and tests that rerun parts of the shared end-to-end run in place.
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 CONFIG = REPO / "tests" / "configs" / "e2e.yaml"
 SYSTEM, BENCH, SUBMITTER = "cpu-2c-vllm", "tiny-llama-mxfp4", "E2ETest"
 SCENARIOS = ("Offline", "Server", "Interactive")

@@ -122,6 +122,7 @@ def test_dry_run_plans_one_run_per_scenario_and_count(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive  # judged on the measured scaling efficiency
 def test_the_study_runs_through_the_workflow(e2e_workdir, tmp_path):
     """Model and dataset come from the end-to-end run; the endpoints are simulated (the
     head's behaviour is under test here; real servers are tested in test_endpoints_vllm)."""

@@ -14,7 +14,8 @@ from test_endpoints_vllm import SERVED, engine_record, record_of, run_child, tok
 from mlperf_repro.launch.shared import SHARED_DIR, read_state, stop
 from mlperf_repro.loadgen_logs import read_detail
 
-pytestmark = pytest.mark.slow
+# exclusive: its Server run after the server's death is judged VALID.
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 ACCURACY_CONF = "llama2-70b.Offline.min_query_count = 64\nllama2-70b.Offline.min_duration = 0\n"
 # As the end-to-end run: enough queries for LoadGen's early-stopping estimate to pass.
 SERVER_CONF = (

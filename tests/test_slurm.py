@@ -165,7 +165,6 @@ def time_limit_run(slurm_cluster, tmp_path_factory):
         proc.wait(timeout=30)
 
 
-@pytest.mark.engines  # its jobs start vLLM engines: with the other engine tests, one at a time
 def test_reduced_demo_on_slurm_matches_local_run(slurm_cluster, tmp_path):
     config_text = yaml.safe_dump(reduced_config(), sort_keys=False)
     on_slurm = workdir_with_profiles(tmp_path / "slurm")

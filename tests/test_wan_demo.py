@@ -21,7 +21,8 @@ from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
 from mlperf_repro.video import read_mp4
 
-pytestmark = pytest.mark.slow
+# exclusive: TEST04 compares two runs' performance.
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 SYSTEM, BENCH, MODEL, DATASET = "cpu-2c-diffusers", "tiny-wan-t2v", "tiny-wan", "vbench-prompts-synthetic"
 FACTS = load_round("v6.0").benchmark("wan-2.2-t2v-a14b")
 VIDEO = {"height": 32, "width": 32, "num_frames": 5, "num_inference_steps": 2}

@@ -173,6 +173,7 @@ def test_an_accuracy_run_logs_every_video_as_a_real_mp4(tiny_wan, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive  # TEST04 compares two runs' performance
 @pytest.mark.parametrize("cache, passes", [(False, True), (True, False)])
 def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_path, cache, passes):
     conf = (
