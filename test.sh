@@ -23,5 +23,5 @@ run() {
     if [ "$rc" != 0 ] && [ "$rc" != 5 ] && [ "$status" = 0 ]; then status=$rc; fi
 }
 run -m exclusive "$@"
-run -m "not exclusive" -n 3 --dist loadgroup "$@"
+run -m "not exclusive" -n 3 --dist loadfile "$@"
 exit "$status"

@@ -79,15 +79,34 @@ SLURM_FILES = ("test_slurm.py", "test_slurm_servers.py", "test_screen_slurm.py")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects and before pytest-xdist reads the groups
+def pytest_itemcollected(item):
+    for stage in stages_of(item.path.name):
+        item.add_marker(getattr(pytest.mark, stage))
+
+
 def pytest_collection_modifyitems(items):
-    for item in items:
-        for stage in stages_of(item.path.name):
-            item.add_marker(getattr(pytest.mark, stage))
-        if item.get_closest_marker("slow"):
-            # With `--dist loadgroup` a slow file stays on one worker: its module fixtures are
-            # built once, not once per worker.
-            item.add_marker(pytest.mark.xdist_group("slurm" if item.path.name in SLURM_FILES else item.path.stem))
+    # The SLURM files first, then the other files with slow tests, so that pytest-xdist hands the
+    # longest work out first (every worker sorts alike: their collections must agree).
+    slow_files = {item.path.name for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if item.path.name in SLURM_FILES else 1 if item.path.name in slow_files else 2)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the SLURM files as one file: each file's tests on one worker, so
+    its module fixtures (a model, a workflow run) are built once, and the one-node SLURM test
+    cluster, whose daemons bind fixed ports, is started by one worker only. (pytest-xdist's
+    ``loadgroup``, which this replaces, forms no group under pytest 9: it renames each test by
+    appending ``@group`` to ``item._nodeid``, and pytest 9 derives the name from its parts.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return "slurm" if Path(file).name in SLURM_FILES else file
+
+    return FileScheduling(config, log)
 
 
 #: The default config's text-to-video part (its own tests: test_wan_*.py, test_estimate_wan.py).
