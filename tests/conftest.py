@@ -84,11 +84,48 @@ def pytest_itemcollected(item):
         item.add_marker(getattr(pytest.mark, stage))
 
 
+#: The slow files that take longest (a few minutes each beside other tests, ./test.sh's second
+#: run on 2026-12-04), handed out first after the SLURM files: the gpt-oss stand-in's workflow
+#: run, started late, alone made the run 7 minutes longer.
+LONGEST_FILES = (
+    "test_gpt_oss_demo.py",
+    "test_e2e_repeats.py",
+    "test_import_round_trip.py",
+    "test_find_performance.py",
+    "test_endpoints_vllm_data_parallel.py",
+    "test_quant_quark.py",
+    "test_endpoints_vllm.py",
+)
+
+
 def pytest_collection_modifyitems(items):
-    # The SLURM files first, then the other files with slow tests, so that pytest-xdist hands the
-    # longest work out first (every worker sorts alike: their collections must agree).
+    # The SLURM files first, then the longest files, then the other files with slow tests, so
+    # that pytest-xdist hands the longest work out first (every worker sorts alike: their
+    # collections must agree).
     slow_files = {item.path.name for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: 0 if item.path.name in SLURM_FILES else 1 if item.path.name in slow_files else 2)
+
+    def rank(item) -> tuple[int, int]:
+        name = item.path.name
+        if name in SLURM_FILES:
+            return (0, 0)
+        if name in LONGEST_FILES:
+            return (1, LONGEST_FILES.index(name))
+        return (2 if name in slow_files else 3, 0)
+
+    items.sort(key=rank)
+
+
+@pytest.fixture(autouse=True)
+def _each_test_leaves_the_environment_as_it_found_it():
+    """Importing vLLM in a test sets variables (PYTORCH_NVML_BASED_CUDA_CHECK, AITER_SITUV2_*)
+    that every workflow a later test of the same process starts would inherit and record as
+    its serving environment (provenance ENV_PREFIXES), so two runs of one config compared as
+    differing. Fixtures of wider scope set theirs before this one saves."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def pytest_xdist_make_scheduler(config, log):
