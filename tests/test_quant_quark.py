@@ -17,7 +17,7 @@ import torch
 from mlperf_repro.errors import UserError
 from mlperf_repro.hashing import sha256_file
 from mlperf_repro.quant import quark_tool
-from mlperf_repro.quant.calibration import select_calibration
+from mlperf_repro.quant.calibration import fixed_length, pad_token_id, select_calibration
 from mlperf_repro.quant.tools import TOOLS, calibration_lines, transformations
 from mlperf_repro.quant.validate import dequantized_shards, validate_checkpoint
 
@@ -132,6 +132,53 @@ def test_per_row_calibration_truncates_each_row_and_joins_none(dataset_file):
     assert rows["sequences"] == 5 and rows["packing"] == "per_row"
     with pytest.raises(UserError, match="calibration.packing.*concatenate, per_row"):
         select_calibration(dataset_file, {"packing": "padded"})
+
+
+def test_fixed_length_pads_on_the_right_to_the_longest():
+    padded, info = fixed_length([[5, 6, 7], [8], [9, 10]], pad_id=2)
+    assert padded == [[5, 6, 7], [8, 2, 2], [9, 10, 2]]
+    assert info == {"length": 3, "pad_token_id": 2, "padded_sequences": 2, "pad_tokens": 3}
+
+
+def test_pad_token_is_the_models_pad_else_its_end_of_sequence(tmp_path):
+    (tmp_path / "config.json").write_text('{"eos_token_id": [7, 8]}')
+    assert pad_token_id(tmp_path) == 7
+    (tmp_path / "generation_config.json").write_text('{"pad_token_id": 0}')
+    assert pad_token_id(tmp_path) == 0
+    (tmp_path / "config.json").write_text('{"pad_token_id": 3, "eos_token_id": 2}')
+    assert pad_token_id(tmp_path) == 3
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "generation_config.json").unlink()
+    with pytest.raises(UserError, match=r"config.json.*pad_token_id or eos_token_id.*packing: concatenate"):
+        pad_token_id(tmp_path)
+
+
+@_runs_quark
+def test_vendor_packing_per_row_runs_through_gptq(model_dir, dataset_file, tmp_path):
+    """The vendor's calibration (each row one sequence, truncated: ``packing: per_row``) gives
+    sequences of unequal length; Quark's layer-wise replay (GPTQ, AutoSmoothQuant) failed on them
+    ("The size of tensor a (33) must match the size of tensor b (17)"). They are padded to one
+    length, and the codec still decodes Quark's own quantize-dequantize bit for bit."""
+    from safetensors.torch import load_file
+
+    recipe = {**RECIPE, "calibration": {"samples": 8, "seed": 3, "seq_len": 32, "packing": "per_row"}}
+    calibration = select_calibration(dataset_file, recipe["calibration"])
+    lengths = [len(ids) for ids in calibration["input_ids"]]
+    assert len(set(lengths)) > 1
+    qdq = tmp_path / "qdq.safetensors"
+    report = quark_tool.run_quark(
+        model_dir, tmp_path / "q", recipe, calibration, work_dir=tmp_path, qdq_reference=qdq, device="cpu"
+    )
+    padding = report["calibration_padding"]
+    assert padding["length"] == max(lengths) and padding["pad_tokens"] == sum(max(lengths) - n for n in lengths)
+    assert report["calibration_tokens"] == max(lengths) * len(lengths)
+    sent = json.loads((tmp_path / "calibration.json").read_text())["input_ids"]
+    assert {len(ids) for ids in sent} == {max(lengths)}
+    assert [ids[:n] for ids, n in zip(sent, lengths)] == calibration["input_ids"]
+    decoded: dict[str, torch.Tensor] = {}
+    for _, tensors in dequantized_shards(tmp_path / "q", dtype=torch.float32):
+        decoded.update(tensors)
+    assert all(torch.equal(decoded[name], expected) for name, expected in load_file(qdq).items())
 
 
 @_runs_quark

@@ -9,8 +9,10 @@ stack: ``./install.sh --quark`` builds ``.venv-quark`` from ``envs/quark.txt`` (
    ``random.Random(seed).sample``; their tokens, concatenated in row order, are cut into
    sequences of ``seq_len`` tokens (the last, shorter piece dropped unless it is the only one),
    as Quark's own pile-val loader does: every sequence has one length, which Quark's layer-wise
-   replay (GPTQ) needs, and no padding token enters the statistics. The file's sha256, the
-   seed and the row indices go into the manifest;
+   replay (AutoSmoothQuant, GPTQ) needs, and no padding token enters the statistics. With
+   ``packing: per_row`` the rows keep their own lengths; when the recipe has algorithms they are
+   right-padded to the longest (:func:`.calibration.fixed_length`; the padding goes into the
+   manifest). The file's sha256, the seed and the row indices go into the manifest;
 2. runs :mod:`mlperf_repro.quant.quark_runner` by path in the Quark environment
    (``LLMTemplate.get_config`` for OCP MXFP4 weights and activations, ``kv_cache: fp8``,
    ``algorithms``, then ``export_safetensors``: ``quant_method: quark``);
@@ -33,7 +35,7 @@ from typing import Any
 
 from .. import provenance
 from ..errors import UserError
-from .calibration import select_calibration
+from .calibration import fixed_length, pad_token_id, select_calibration
 from .formats import format_for
 from .prequantized import (
     _NOT_COPIED,
@@ -84,7 +86,10 @@ def run_quark(
     if fmt.name != "mxfp4":
         raise UserError(f"tool quark quantizes to MXFP4 only; the recipe's scheme {recipe['scheme']!r} is {fmt.name}")
     work = Path(work_dir)
-    (work / "calibration.json").write_text(json.dumps({"input_ids": calibration["input_ids"]}))
+    input_ids, padding = calibration["input_ids"], None
+    if recipe.get("algorithms") and len({len(ids) for ids in input_ids}) > 1:
+        input_ids, padding = fixed_length(input_ids, pad_token_id(model_dir))
+    (work / "calibration.json").write_text(json.dumps({"input_ids": input_ids}))
     args = {
         "model_dir": str(model_dir),
         "output_dir": str(output_dir),
@@ -111,7 +116,10 @@ def run_quark(
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-15:]
         raise UserError(f"Quark failed (exit {proc.returncode}, log {log}):\n  " + "\n  ".join(tail))
-    return json.loads((work / "report.json").read_text())
+    report = json.loads((work / "report.json").read_text())
+    if padding:
+        report["calibration_padding"] = padding
+    return report
 
 
 def quark_job(
@@ -164,7 +172,10 @@ def quark_job(
         "weight_format": validation.weight_format,
         "quant_method": validation.quant_method,
         "codec_version": WEIGHT_FORMATS[validation.weight_format].codec_version(),
-        "calibration": {k: v for k, v in calibration.items() if k != "input_ids"},
+        "calibration": {
+            **{k: v for k, v in calibration.items() if k != "input_ids"},
+            **({"padding": report["calibration_padding"]} if "calibration_padding" in report else {}),
+        },
         "quark": report,
         "validation": validation.to_dict(),
         "evaluation": evaluation,
