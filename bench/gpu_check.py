@@ -221,23 +221,35 @@ def stage_qdq(args, work: Path) -> dict[str, Any]:
 
 
 def stage_scale(args, work: Path) -> dict[str, Any]:
-    """In a child process with a time limit (a GPU-sized run must not eat the whole lease)."""
-    command = [sys.executable, __file__, "--scale-child", str(work), "--scale-layers", str(args.scale_layers)]
-    command += ["--scale-samples", str(args.scale_samples)] + (["--rehearse-on-cpu"] if REHEARSE else [])
-    timeout = max(30.0, args.deadline_at - time.time())  # the last stage: what is left of the deadline
-    started = time.time()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=_env())
-    except subprocess.TimeoutExpired as exc:
-        tail = (exc.stderr or b"")[-1500:]
-        return {"error": f"did not finish within {timeout:.0f} s", "stderr_tail": _text(tail)}
-    record = {"exit": done.returncode, "wall_s": round(time.time() - started, 1)}
-    result = work / "scale" / "result.json"
-    if result.is_file():
-        record.update(json.loads(result.read_text()))
-    if done.returncode:
-        record["stderr_tail"] = done.stderr[-2000:]
-    return record
+    """One child process per ``--scale-samples`` count, each with what is left of the deadline
+    (a GPU-sized run must not eat the whole lease); Quark's log of each goes to OUT."""
+    records: dict[str, Any] = {}
+    for samples in [int(n) for n in str(args.scale_samples).split(",")]:
+        command = [sys.executable, __file__, "--scale-child", str(work), "--scale-layers", str(args.scale_layers)]
+        command += ["--scale-samples", str(samples)] + (["--rehearse-on-cpu"] if REHEARSE else [])
+        timeout = args.deadline_at - time.time()
+        if timeout < 30:
+            records[str(samples)] = {"skipped": "deadline passed"}
+            continue
+        started = time.time()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=_env())
+            record: dict[str, Any] = {"exit": done.returncode}
+            if done.returncode:
+                record["stderr_tail"] = done.stderr[-2000:]
+        except subprocess.TimeoutExpired as exc:
+            record = {
+                "error": f"did not finish within {timeout:.0f} s",
+                "stderr_tail": _text(exc.stderr or b"")[-1500:],
+            }
+        record["wall_s"] = round(time.time() - started, 1)
+        result, log = work / "scale" / "result.json", work / "scale" / "run" / "quark.log"
+        if result.is_file():
+            record.update(json.loads(result.read_text()))
+        if log.is_file():
+            shutil.copyfile(log, args.out / f"scale-{samples}-quark.log")
+        records[str(samples)] = record
+    return records
 
 
 def scale_child(work: Path, layers: int, samples: int) -> None:
@@ -384,14 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
     parser.add_argument("--deadline-s", type=float, default=480, help="seconds after which no stage starts")
     parser.add_argument("--scale-layers", type=int, default=1)
-    parser.add_argument("--scale-samples", type=int, default=256)
+    parser.add_argument(
+        "--scale-samples", default="128", help="calibration rows; several, comma-separated, run in turn"
+    )
     parser.add_argument("--rehearse-on-cpu", action="store_true", help="run the GPU stages on the CPU (see above)")
     parser.add_argument("--scale-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     global REHEARSE
     REHEARSE = args.rehearse_on_cpu
     if args.scale_child:
-        scale_child(args.scale_child, args.scale_layers, args.scale_samples)
+        scale_child(args.scale_child, args.scale_layers, int(args.scale_samples))
         return 0
     args.deadline_at = time.time() + args.deadline_s
     args.out.mkdir(parents=True, exist_ok=True)

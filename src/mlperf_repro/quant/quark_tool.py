@@ -108,6 +108,10 @@ def run_quark(
     # Quark's torch compiles with inductor: its own cache, since another torch build's (vLLM's,
     # in /tmp/torchinductor_<user>) made its C++ compile fail ("'at::vec' has not been declared").
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(work_dir) / "inductor-cache"))
+    if device == "cpu":
+        # Quark's GPTQ synchronises CUDA whenever torch sees a GPU, also for a model on the CPU
+        # ("Expected a cuda device, but got: cpu", amd-quark 0.13 on an H200 host): hide the GPUs.
+        env.update(CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
     log = work / "quark.log"
     with open(log, "w") as handle:
         proc = subprocess.run(
