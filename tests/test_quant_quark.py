@@ -153,6 +153,17 @@ def test_pad_token_is_the_models_pad_else_its_end_of_sequence(tmp_path):
         pad_token_id(tmp_path)
 
 
+def test_autosmoothquant_one_call_size_is_warned_about(tmp_path):
+    """The Llama 2 70B shapes and the vendor's calibration volume: ASQ's one fake-quantize call
+    over every token x intermediate_size crosses 2**31 (seen failing on an H200 at 128 x 1,024)."""
+    (tmp_path / "config.json").write_text('{"hidden_size": 8192, "intermediate_size": 28672}')
+    vendor = [[1] * 1024] * 1000
+    warning = quark_tool.one_call_activation_warning(tmp_path, vendor, ["autosmoothquant", "gptq"])
+    assert "1,024,000 calibration tokens x 28,672" in warning and "Under 74,898 tokens" in warning
+    assert quark_tool.one_call_activation_warning(tmp_path, [[1] * 1024] * 64, ["autosmoothquant"]) is None
+    assert quark_tool.one_call_activation_warning(tmp_path, vendor, ["gptq"]) is None
+
+
 @_runs_quark
 def test_vendor_packing_per_row_runs_through_gptq(model_dir, dataset_file, tmp_path):
     """The vendor's calibration (each row one sequence, truncated: ``packing: per_row``) gives

@@ -50,6 +50,12 @@ from .prequantized import (
 from .validate import WEIGHT_FORMATS, validate_checkpoint
 
 ENV_VARIABLE = "MLPERF_REPRO_QUARK_ENV"
+# amd-quark 0.13's AutoSmoothQuant fake-quantizes the activations of the whole calibration set
+# in one call. On an H200 (torch 2.11+cu130) such calls failed with "CUDA error: invalid
+# argument" on a Llama 2 70B-shaped block at 128 and 256 sequences of 1,024 tokens (the down
+# projection's input: 3.8e9 and 7.5e9 elements) and passed at 64 (1.9e9): consistent with a
+# 2**31-element limit (bench/README.md, gpu_check.py).
+ONE_CALL_ELEMENT_LIMIT = 2**31
 RUNNER = Path(__file__).with_name("quark_runner.py")
 # Quark writes these itself; the rest of the model folder's small files (tokenizer) are copied.
 _FROM_QUARK = {"config.json", "generation_config.json", "model.safetensors.index.json"}
@@ -66,6 +72,29 @@ def quark_env() -> Path:
 def quark_python() -> Path | None:
     python = quark_env() / "bin" / "python"
     return python if python.is_file() else None
+
+
+def one_call_activation_warning(model_dir: str | Path, input_ids: list[list[int]], algorithms: list[str]) -> str | None:
+    """Why AutoSmoothQuant may fail on this calibration set, or None: its one fake-quantize call
+    covers every calibration token times the widest Linear input (``intermediate_size``)."""
+    if "autosmoothquant" not in [a.lower() for a in algorithms]:
+        return None
+    config_path = Path(model_dir) / "config.json"
+    if not config_path.is_file():
+        return None
+    config = json.loads(config_path.read_text())
+    config = config.get("text_config", config)
+    width = max(int(config.get("intermediate_size") or 0), int(config.get("hidden_size") or 0))
+    tokens = sum(len(ids) for ids in input_ids)
+    if tokens * width < ONE_CALL_ELEMENT_LIMIT:
+        return None
+    most = ONE_CALL_ELEMENT_LIMIT // max(width, 1)
+    return (
+        f"AutoSmoothQuant fake-quantizes all {tokens:,} calibration tokens x {width:,} (the widest Linear input) = "
+        f"{tokens * width:.2e} activations in one call; with amd-quark 0.13 on CUDA such calls of 2**31 elements "
+        f"or more failed with 'CUDA error: invalid argument' (bench/README.md, gpu_check.py). "
+        f"Under {most:,} tokens stays below that (calibration.samples x seq_len)"
+    )
 
 
 def run_quark(
@@ -90,6 +119,9 @@ def run_quark(
     if recipe.get("algorithms") and len({len(ids) for ids in input_ids}) > 1:
         input_ids, padding = fixed_length(input_ids, pad_token_id(model_dir))
     (work / "calibration.json").write_text(json.dumps({"input_ids": input_ids}))
+    warning = one_call_activation_warning(model_dir, input_ids, list(recipe.get("algorithms") or []))
+    if warning and device != "cpu":
+        print(f"quark: warning: {warning}", file=sys.stderr, flush=True)
     args = {
         "model_dir": str(model_dir),
         "output_dir": str(output_dir),
@@ -123,6 +155,8 @@ def run_quark(
     report = json.loads((work / "report.json").read_text())
     if padding:
         report["calibration_padding"] = padding
+    if warning and device != "cpu":
+        report["warnings"] = [warning]
     return report
 
 
