@@ -115,6 +115,15 @@ def calibration_file(path: Path, vocab: int, rows: int, min_len: int, max_len: i
     return path
 
 
+def tiny_inputs(work: Path) -> tuple[Path, Path]:
+    """The tiny random Llama and its calibration table, made once per work folder."""
+    model, calib = work / "tiny-llama", work / "calibration.pkl"
+    if not model.is_dir():
+        build_llama(model, TINY, TINY["num_hidden_layers"], "cpu")
+        calibration_file(calib, TINY["vocab_size"], 40, 16, 96)
+    return model, calib
+
+
 def gpu_count() -> int:
     import torch
 
@@ -165,8 +174,7 @@ def _manifest_summary(manifest: dict[str, Any]) -> dict[str, Any]:
 def stage_quark(args, work: Path) -> dict[str, Any]:
     from mlperf_repro.quant.quark_tool import quark_job
 
-    model = build_llama(work / "tiny-llama", TINY, TINY["num_hidden_layers"], "cpu")
-    calib = calibration_file(work / "calibration.pkl", TINY["vocab_size"], 40, 16, 96)
+    model, calib = tiny_inputs(work)
     started = time.time()
     manifest = quark_job(
         str(model),
@@ -208,10 +216,7 @@ def stage_qdq(args, work: Path) -> dict[str, Any]:
     from mlperf_repro.quant.calibration import select_calibration
     from mlperf_repro.quant.quark_tool import run_quark
 
-    model, calib = work / "tiny-llama", work / "calibration.pkl"
-    if not model.is_dir():
-        build_llama(model, TINY, TINY["num_hidden_layers"], "cpu")
-        calibration_file(calib, TINY["vocab_size"], 40, 16, 96)
+    model, calib = tiny_inputs(work)
     out, run_dir = work / "qdq", work / "qdq-run"
     out.mkdir(exist_ok=True)
     run_dir.mkdir(exist_ok=True)
@@ -340,10 +345,7 @@ def stage_cpu_vs_gpu(args, work: Path) -> dict[str, Any]:
     from mlperf_repro.quant.calibration import select_calibration
     from mlperf_repro.quant.quark_tool import run_quark
 
-    model, calib = work / "tiny-llama", work / "calibration.pkl"
-    if not model.is_dir():
-        build_llama(model, TINY, TINY["num_hidden_layers"], "cpu")
-        calibration_file(calib, TINY["vocab_size"], 40, 16, 96)
+    model, calib = tiny_inputs(work)
     calibration = select_calibration(calib, CPU_RECIPE["calibration"])
     packed = []
     for side, device in enumerate(("cpu", accelerator())):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,28 @@ def test_pad_token_is_the_models_pad_else_its_end_of_sequence(tmp_path):
     (tmp_path / "generation_config.json").unlink()
     with pytest.raises(UserError, match=r"config.json.*pad_token_id or eos_token_id.*packing: concatenate"):
         pad_token_id(tmp_path)
+
+
+def test_device_cpu_hides_the_gpus_from_quark(monkeypatch, tmp_path, model_dir):
+    """Quark's GPTQ synchronises CUDA whenever torch sees a GPU, also for a model on the CPU
+    (seen on an H200 host): asked for the CPU, the runner's environment shows it no GPU. The
+    Quark environment here is a stand-in Python that records the environment it was given."""
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text(
+        "#!/bin/sh\n"
+        f"exec {sys.executable} -c 'import json, os, sys; a = json.load(open(sys.argv[2])); "
+        'json.dump({k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")}, '
+        'open(a["report"], "w"))\' "$@"\n'
+    )
+    (env / "bin" / "python").chmod(0o755)
+    monkeypatch.setenv(quark_tool.ENV_VARIABLE, str(env))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    calibration = {"input_ids": [[1, 2, 3]], "seed": 0}
+    seen = quark_tool.run_quark(model_dir, tmp_path / "q", RECIPE, calibration, work_dir=tmp_path, device="cpu")
+    assert seen == {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
+    seen = quark_tool.run_quark(model_dir, tmp_path / "q", RECIPE, calibration, work_dir=tmp_path, device=None)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
 def test_autosmoothquant_one_call_size_is_warned_about(tmp_path):
