@@ -6,13 +6,7 @@ The recipe and its pitfalls, as measured on this kind of machine:
   ``SLURM_CONF`` before the in-job ``srun``;
 - no cgroup plugins (a container has no delegated cgroup tree), everything runs as root;
 - ``MinJobAge=600`` keeps finished jobs in ``squeue``/``scontrol`` long enough for the plugin's
-  status checks and for the tests to read what each job was granted;
-- ``sacct`` is hidden while the cluster runs: snakemake-executor-plugin-slurm 2.8.0 switches a
-  status cycle to ``sacct`` whenever its ``scontrol show config`` call takes over 10 s (seen on
-  this 2-core machine under the suite's load: slurmctld's log "slurm_msg_sendto ... msg_type=2002:
-  Unexpected missing socket error"), ``sacct`` fails without slurmdbd, and a cycle whose every
-  status query failed yields no active job, so the workflow waits for its jobs forever. Without
-  ``sacct`` on PATH the plugin stays on ``squeue``.
+  status checks and for the tests to read what each job was granted.
 
 Every wait has a hard timeout: a broken cluster fails the caller, it never hangs it.
 """
@@ -221,22 +215,6 @@ def _start_munged() -> bool:
     raise SlurmError("munged started but munge -n | unmunge still fails after 15 s")
 
 
-SACCT_HIDDEN_SUFFIX = ".hidden-by-mlperf-repro-tests"
-
-
-def _hide_sacct() -> None:
-    path = tool("sacct")
-    if path:
-        os.replace(path, path + SACCT_HIDDEN_SUFFIX)
-
-
-def _restore_sacct() -> None:
-    for folder in ("/usr/bin", "/usr/local/bin", "/bin"):
-        hidden = Path(folder) / f"sacct{SACCT_HIDDEN_SUFFIX}"
-        if hidden.exists():
-            os.replace(hidden, hidden.with_name("sacct"))
-
-
 def _remove_stale_cluster() -> None:
     """A symlinked config left by a test session that died: stop its daemons, drop the link.
     A real (non-symlink) config belongs to someone else and is never touched."""
@@ -289,8 +267,6 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
     root = None
     try:
         _remove_stale_cluster()
-        _restore_sacct()  # left hidden by a test session that died
-        _hide_sacct()
         if _port_in_use(SLURMCTLD_PORT):
             raise SlurmError(f"port {SLURMCTLD_PORT} is in use: a slurmctld not started by the fixture is running")
         root = Path(tempfile.mkdtemp(prefix="mlperf-repro-slurm-"))
@@ -328,7 +304,6 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
         cluster.start_seconds = time.monotonic() - began
         return cluster
     except BaseException:
-        _restore_sacct()
         if root is not None:
             if SLURM_CONF.is_symlink() and Path(os.readlink(SLURM_CONF)) == root / "slurm.conf":
                 SLURM_CONF.unlink()
@@ -364,7 +339,6 @@ def stop(cluster: SlurmCluster, release_lock: bool = True) -> None:
         _stop_pid(MUNGE_PID)
     if SLURM_CONF.is_symlink():
         SLURM_CONF.unlink()
-    _restore_sacct()
     shutil.rmtree(cluster.root, ignore_errors=True)
     if release_lock:
         fcntl.flock(cluster.lock_fd, fcntl.LOCK_UN)
