@@ -6,7 +6,13 @@ The recipe and its pitfalls, as measured on this kind of machine:
   ``SLURM_CONF`` before the in-job ``srun``;
 - no cgroup plugins (a container has no delegated cgroup tree), everything runs as root;
 - ``MinJobAge=600`` keeps finished jobs in ``squeue``/``scontrol`` long enough for the plugin's
-  status checks and for the tests to read what each job was granted.
+  status checks and for the tests to read what each job was granted;
+- while the cluster runs, ``/usr/local/bin/sacct`` answers the plugin's job-state query
+  (``sacct ... --name <run id>``) from ``squeue``, as a site with slurmdbd would; other calls go
+  to the real ``sacct``. snakemake-executor-plugin-slurm 2.8.0 switches a status cycle to sacct
+  whenever its ``scontrol show config`` call takes over 10 s (seen under the suite's load), and a
+  cycle in which sacct answers nothing drops every job it waits for: the workflow then waits
+  until its timeout (profiles/slurm/config.yaml says so for users).
 
 Every wait has a hard timeout: a broken cluster fails the caller, it never hangs it.
 """
@@ -215,6 +221,35 @@ def _start_munged() -> bool:
     raise SlurmError("munged started but munge -n | unmunge still fails after 15 s")
 
 
+SACCT_STAND_IN = Path("/usr/local/bin/sacct")
+SACCT_MARKER = "# mlperf-repro test cluster: job states from squeue"
+
+
+def _install_sacct_stand_in() -> None:
+    real = shutil.which("sacct", path="/usr/bin:/bin")
+    if not real or (SACCT_STAND_IN.exists() and SACCT_MARKER not in SACCT_STAND_IN.read_text(errors="replace")):
+        return  # no sacct to stand in for, or someone else's program there
+    SACCT_STAND_IN.parent.mkdir(parents=True, exist_ok=True)
+    SACCT_STAND_IN.write_text(
+        "#!/bin/sh\n"
+        f"{SACCT_MARKER}\n"
+        'name=""; previous=""\n'
+        'for arg in "$@"; do\n'
+        '    [ "$previous" = "--name" ] && name="$arg"\n'
+        '    case "$arg" in --name=*) name="${arg#--name=}" ;; esac\n'
+        '    previous="$arg"\n'
+        "done\n"
+        f'[ -n "$name" ] || exec {real} "$@"\n'
+        "exec squeue --states=all --noheader --format='%i|%T' --name \"$name\"\n"
+    )
+    SACCT_STAND_IN.chmod(0o755)
+
+
+def _remove_sacct_stand_in() -> None:
+    if SACCT_STAND_IN.exists() and SACCT_MARKER in SACCT_STAND_IN.read_text(errors="replace"):
+        SACCT_STAND_IN.unlink()
+
+
 def _remove_stale_cluster() -> None:
     """A symlinked config left by a test session that died: stop its daemons, drop the link.
     A real (non-symlink) config belongs to someone else and is never touched."""
@@ -267,6 +302,7 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
     root = None
     try:
         _remove_stale_cluster()
+        _install_sacct_stand_in()
         if _port_in_use(SLURMCTLD_PORT):
             raise SlurmError(f"port {SLURMCTLD_PORT} is in use: a slurmctld not started by the fixture is running")
         root = Path(tempfile.mkdtemp(prefix="mlperf-repro-slurm-"))
@@ -304,6 +340,7 @@ def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: 
         cluster.start_seconds = time.monotonic() - began
         return cluster
     except BaseException:
+        _remove_sacct_stand_in()
         if root is not None:
             if SLURM_CONF.is_symlink() and Path(os.readlink(SLURM_CONF)) == root / "slurm.conf":
                 SLURM_CONF.unlink()
@@ -339,6 +376,7 @@ def stop(cluster: SlurmCluster, release_lock: bool = True) -> None:
         _stop_pid(MUNGE_PID)
     if SLURM_CONF.is_symlink():
         SLURM_CONF.unlink()
+    _remove_sacct_stand_in()
     shutil.rmtree(cluster.root, ignore_errors=True)
     if release_lock:
         fcntl.flock(cluster.lock_fd, fcntl.LOCK_UN)
