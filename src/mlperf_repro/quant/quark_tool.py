@@ -52,9 +52,9 @@ from .validate import WEIGHT_FORMATS, validate_checkpoint
 ENV_VARIABLE = "MLPERF_REPRO_QUARK_ENV"
 # amd-quark 0.13's AutoSmoothQuant fake-quantizes the activations of the whole calibration set
 # in one call. On an H200 (torch 2.11+cu130) such calls failed with "CUDA error: invalid
-# argument" on a Llama 2 70B-shaped block at 128 and 256 sequences of 1,024 tokens (the down
-# projection's input: 3.8e9 and 7.5e9 elements) and passed at 64 (1.9e9): consistent with a
-# 2**31-element limit (bench/README.md, gpu_check.py).
+# argument" on a Llama 2 70B-shaped block at 128 and 256 sequences of up to 1,024 tokens (the
+# down projection's input: about 3.8e9 and 7.5e9 elements once padded) and passed at 64 (about
+# 1.9e9): consistent with a 2**31-element limit (bench/README.md, gpu_check.py).
 ONE_CALL_ELEMENT_LIMIT = 2**31
 RUNNER = Path(__file__).with_name("quark_runner.py")
 # Quark writes these itself; the rest of the model folder's small files (tokenizer) are copied.
