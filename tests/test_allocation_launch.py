@@ -306,3 +306,43 @@ def test_the_plan_view_prices_the_mi355x_cluster_with_one_model_load():
     assert "(one per LoadGen process)" in would and "slurm-shared on a SLURM cluster) would save" in would
     assert "(launch: slurm-shared); saves" in saves and "GPU-hours" in saves
     assert would.rsplit("save ", 1)[1] == saves.split("saves ", 1)[1].removesuffix(" against a load per process")
+
+
+def _counting_command(tmp_path, stderr: str, answers_after: int):
+    """A command that fails with ``stderr`` until its ``answers_after``-th call, then prints "ok";
+    the calls are counted in a file beside it."""
+    calls = tmp_path / "calls"
+    script = tmp_path / "scontrol-stand-in"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"n=$(( $(cat {calls} 2>/dev/null || echo 0) + 1 )); echo $n > {calls}\n"
+        f"if [ $n -ge {answers_after} ]; then echo ok; exit 0; fi\n"
+        f'echo "{stderr}" >&2; exit 1\n'
+    )
+    script.chmod(0o755)
+    return [str(script)], calls
+
+
+def test_a_busy_controller_is_asked_again_a_wrong_request_is_not(tmp_path):
+    """slurmctld under load answers "Socket timed out on send/recv operation" (seen on the test
+    cluster: a run failed on it and was retried); a read-only query asks again, a submission
+    (which may have gone through) and a wrong request do not."""
+    from mlperf_repro.launch.slurm import _slurm_query
+
+    busy = "slurm_load_jobs error: Socket timed out on send/recv operation"
+    command, calls = _counting_command(tmp_path, busy, answers_after=3)
+    assert _slurm_query(command, pauses=(0.01, 0.01, 0.01)) == "ok\n"
+    assert calls.read_text().strip() == "3"
+    calls.unlink()
+    with pytest.raises(UserError, match="Socket timed out"):
+        _slurm_query(command, retry=False)
+    assert calls.read_text().strip() == "1"
+    calls.unlink()
+    with pytest.raises(UserError, match="Socket timed out"):
+        _slurm_query(command, pauses=(0.01,))
+    assert calls.read_text().strip() == "2"
+    calls.unlink()
+    wrong, calls = _counting_command(tmp_path, "slurm_load_jobs error: Invalid job id specified", answers_after=3)
+    with pytest.raises(UserError, match="Invalid job id"):
+        _slurm_query(wrong, pauses=(0.01, 0.01))
+    assert calls.read_text().strip() == "1"

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,20 +21,32 @@ from . import register_launcher
 from .common import serve_command, stop_process, wait_until_healthy
 
 SLURM_QUERY_TIMEOUT_S = 30
+# What SLURM's commands print when the controller is busy rather than the request wrong
+# ("slurm_load_jobs error: Socket timed out on send/recv operation" was seen on the test
+# cluster under load): a read-only query is asked again after these pauses.
+TRANSIENT_CONTROLLER_ERRORS = ("Socket timed out", "Unable to contact slurm controller", "Connection refused")
+QUERY_RETRY_PAUSES_S = (2.0, 5.0, 10.0)
 
 
-def _slurm_query(args: list[str]) -> str:
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=SLURM_QUERY_TIMEOUT_S)
-    except FileNotFoundError:
-        raise UserError(f"launch: slurm needs SLURM's commands on this node ({args[0]} not found)") from None
-    except subprocess.TimeoutExpired:
-        raise UserError(
-            f"'{' '.join(args)}' did not answer within {SLURM_QUERY_TIMEOUT_S} s; is slurmctld up?"
-        ) from None
-    if done.returncode != 0:
-        raise UserError(f"'{' '.join(args)}' failed: {done.stderr.strip()[:300]}")
-    return done.stdout
+def _slurm_query(args: list[str], *, retry: bool = True, pauses: tuple[float, ...] = QUERY_RETRY_PAUSES_S) -> str:
+    """The command's output. With ``retry`` (read-only queries; never a submission, which may have
+    gone through) a busy controller's answer is asked for again after each of ``pauses``."""
+    for pause in (*pauses, None) if retry else (None,):
+        try:
+            done = subprocess.run(args, capture_output=True, text=True, timeout=SLURM_QUERY_TIMEOUT_S)
+        except FileNotFoundError:
+            raise UserError(f"launch: slurm needs SLURM's commands on this node ({args[0]} not found)") from None
+        except subprocess.TimeoutExpired:
+            why = f"'{' '.join(args)}' did not answer within {SLURM_QUERY_TIMEOUT_S} s; is slurmctld up?"
+        else:
+            if done.returncode == 0:
+                return done.stdout
+            why = f"'{' '.join(args)}' failed: {done.stderr.strip()[:300]}"
+            if not any(text in done.stderr for text in TRANSIENT_CONTROLLER_ERRORS):
+                break
+        if pause is not None:
+            time.sleep(pause)
+    raise UserError(why)
 
 
 def allocation_hosts(job_id: str) -> list[str]:

@@ -215,7 +215,7 @@ def run_job_placement() -> dict[str, str]:
 def submit(home: Path, engine: dict[str, Any], model_path: str, screening: dict | None) -> str:
     (home / "spec.json").write_text(json.dumps(server_job_spec(engine, model_path, screening), indent=2) + "\n")
     command = sbatch_command(home, engine["endpoints"]["allocation"], run_job_placement())
-    job_id = _slurm_query(command).strip().split(";")[0]
+    job_id = _slurm_query(command, retry=False).strip().split(";")[0]
     if not job_id.isdigit():
         raise UserError(f"sbatch answered {job_id!r}, not a job id: {shlex.join(command)}")
     (home / "job.json").write_text(
