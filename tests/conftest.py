@@ -272,7 +272,8 @@ def make_workdir(tmp_path: Path) -> Path:
     """A copy of the workflow's entry files in tmp_path, so runs never touch the checkout."""
     work = tmp_path / "work"
     work.mkdir()
-    for item in ("Snakefile", "workflow", "scripts", "config", "envs"):
+    # artifacts: the shipped demo checkpoints the configs acquire (file://artifacts/...).
+    for item in ("Snakefile", "workflow", "scripts", "config", "envs", "artifacts"):
         src = REPO / item
         if src.is_dir():
             shutil.copytree(src, work / item)

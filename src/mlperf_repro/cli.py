@@ -6,7 +6,8 @@ per stage, estimated from a config before anything runs), ``k8s-render``, ``quan
 (any quantized checkpoint folder against its config, decoded with the project's codecs),
 ``harmony-vocab`` (gpt-oss's o200k vocabulary from the npm tiktoken package), ``import`` (a
 config that reproduces one system of a published submission), ``lock`` (the environment a
-config resolves to, written beside it; the workflow checks it before any run). The workflow
+config resolves to, written beside it; the workflow checks it before any run),
+``demo-checkpoints`` (rebuild or check the shipped demo models). The workflow
 itself runs with ``snakemake``.
 """
 
@@ -142,6 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     import_parser.add_argument(
         "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
     )
+    demo_parser = commands.add_parser(
+        "demo-checkpoints",
+        help="rebuild the shipped demo checkpoints (artifacts/models) from their recorded spec, or --check them",
+        description="The default config acquires its stand-in model from artifacts/models/<name>/ (file:// source, "
+        "checked against <name>.sha256) instead of training it on every fresh run. This command trains each "
+        "shipped checkpoint again from the source and spec in its build_report.json and writes <name>/ and "
+        "<name>.sha256 under --out; --check rebuilds into a scratch folder and lists every file that differs "
+        "from the committed manifest (exit 1 when any does).",
+    )
+    demo_parser.add_argument("names", nargs="*", help="checkpoints to rebuild (default: every shipped one)")
+    demo_parser.add_argument("-o", "--out", help="folder to write into (default: artifacts/models, in place)")
+    demo_parser.add_argument("--check", action="store_true", help="rebuild in a scratch folder and compare")
     lock_parser = commands.add_parser(
         "lock",
         help="write <config>.lock.json: artifacts, containers, quantization, LoadGen and packages of this environment",
@@ -179,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_import(args)
         if args.command == "lock":
             return run_lock(args)
+        if args.command == "demo-checkpoints":
+            return run_demo_checkpoints(args)
         if args.command == "harmony-vocab":
             from .harmony import vocab_from_npm_tiktoken
 
@@ -194,6 +209,23 @@ def main(argv: list[str] | None = None) -> int:
 DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 # The embedded default config (the demo's stand-in models and CPU systems).
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "config.yaml"
+
+
+def run_demo_checkpoints(args: argparse.Namespace) -> int:
+    from .demo import checkpoints
+
+    names = args.names or checkpoints.shipped_names()
+    if args.check:
+        failed = 0
+        for name in names:
+            differing = checkpoints.check(name)
+            verdict = "differs: " + ", ".join(differing) if differing else "reproduced: every file equals the manifest"
+            print(f"{name}: {verdict}")
+            failed += bool(differing)
+        return 1 if failed else 0
+    for name in names:
+        print(checkpoints.rebuild(name, args.out or checkpoints.SHIPPED_DIR))
+    return 0
 
 
 def run_plan(args: argparse.Namespace) -> int:

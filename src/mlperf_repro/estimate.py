@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import UserError
 from .find_performance import AUTO, OFFLINE_SLACK, PROBE_HEADROOM, THROUGHPUT_SCENARIOS, chosen_target
 from .plan import MODES, Job, Plan
 from .quant.formats import FORMATS, format_for
-from .quant.memory import DEFAULT_MEM_MB
+from .quant.memory import DEFAULT_MEM_MB, checkpoint_tensors
 
 # LoadGen writes each generated token into mlperf_log_accuracy.json as 8 hex characters
 # (int32), plus the first token again and the entry's keys.
@@ -285,6 +286,16 @@ class Estimator:
                 "bytes": total * BF16_BYTES_PER_PARAM,
                 "source": f"models.{model}.builtin architecture (vocab_size is an upper bound)",
             }
+        local = self.local_checkpoint(model)
+        tensors = checkpoint_tensors(local) if local else []
+        if tensors:
+            total = sum(elements for elements, _ in tensors)
+            return {
+                "parameters": total,
+                "linear": total,
+                "bytes": sum(p.stat().st_size for p in local.rglob("*") if p.is_file()),
+                "source": f"models.{model}.source {local} (safetensors headers; linear taken as all parameters)",
+            }
         benchmarks = [b for b in self.plan.benchmarks if self.plan.benchmark_cfg(b)["model"] == model]
         if not benchmarks:
             benchmarks = [b for b, cfg in self.config["benchmarks"].items() if cfg["model"] == model]
@@ -306,11 +317,21 @@ class Estimator:
             + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable"),
         }
 
+    def local_checkpoint(self, model: str) -> Path | None:
+        """A model's files on this machine before it is acquired: a file:// source's folder
+        (the shipped demo checkpoints, a site's local copy), relative to the workflow's folder."""
+        source = self.config["models"][model]["source"]
+        if source.startswith("file://"):
+            folder = Path(source[len("file://") :])
+            if folder.is_dir():
+                return folder
+        return None
+
     def quantize_memory(self, model: str, recipe: str) -> dict[str, Any]:
         """The quantize job's memory (``mem_mb``, what the rule asks for:
         mlperf_repro.quant.memory.job_mem_mb, by the recipe's tool), from the builtin
         architecture, the acquired checkpoint's headers, or else the rules table's model size."""
-        from .quant.memory import checkpoint_tensors, job_mem_mb
+        from .quant.memory import job_mem_mb
 
         tool = self.config["quantization"][recipe].get("tool")
         entry = self.config["models"][model]
@@ -323,10 +344,16 @@ class Estimator:
             largest = max(spec.vocab_size * h, spec.intermediate_size * h, h * h) * BF16_BYTES_PER_PARAM
             mem_mb, why = job_mem_mb(largest, self.model_sizes(model)["parameters"], tool=tool)
             return {"mem_mb": mem_mb, "mem_from": f"{why}, builtin architecture"}
-        tensors = checkpoint_tensors(self.plan.model_dir(model))
-        if tensors:
-            mem_mb, why = job_mem_mb(max(b for _, b in tensors), sum(e for e, _ in tensors), tool=tool)
-            return {"mem_mb": mem_mb, "mem_from": f"{why}, acquired checkpoint"}
+        # A file:// source's own folder first: the same figure before and after acquisition.
+        local = self.local_checkpoint(model)
+        for folder, what in (
+            (local, "checkpoint at its file:// source"),
+            (self.plan.model_dir(model), "acquired checkpoint"),
+        ):
+            tensors = checkpoint_tensors(folder) if folder else []
+            if tensors:
+                mem_mb, why = job_mem_mb(max(b for _, b in tensors), sum(e for e, _ in tensors), tool=tool)
+                return {"mem_mb": mem_mb, "mem_from": f"{why}, {what}"}
         if tool == "quark":  # its need is the model's size, which the rules table gives
             sizes = self.model_sizes(model)
             mem_mb, why = job_mem_mb(0, sizes["parameters"], tool=tool)

@@ -121,6 +121,12 @@ class Plan:
     def compliance_test(self, test: str, benchmark: str) -> dict[str, Any]:
         return self.rules.compliance_test(test, self.facts(benchmark).name)
 
+    def compliance_judges_speed(self, test: str, benchmark: str) -> bool:
+        """Whether a compliance test's verdict depends on how fast its run went (it writes
+        verify_performance.txt: TEST01, TEST04), so that its run is a measurement."""
+        entry = self.compliance_test(test, benchmark)
+        return "verify_performance.txt" in (entry.get("verify_files") or [entry.get("verify_file")])
+
     def system_benchmarks(self) -> list[tuple[str, str]]:
         return list(dict.fromkeys((j.system, j.benchmark) for j in self.jobs))
 

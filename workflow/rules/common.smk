@@ -82,6 +82,34 @@ def machine_threads(cluster_cpus):
     return threads
 
 
+def run_threads(cluster_cpus, is_measurement):
+    """threads: of a LoadGen job. A measurement (a performance run, a compliance test judged
+    on speed) owns the machine: machine_threads. A run whose time nobody judges (accuracy
+    mode, TEST06's output checks, the unquantized reference) takes one core locally, so the
+    light jobs of another system run beside it instead of after it; runs of one system still
+    take turns at its shared server's lock. In a cluster run, cluster_cpus as before."""
+    owns = machine_threads(cluster_cpus)
+
+    def threads(wildcards):
+        if workflow.non_local_exec or workflow.remote_exec or is_measurement(wildcards):
+            return owns(wildcards)
+        return 1
+
+    return threads
+
+
+def is_performance_run(wildcards):
+    return run_mode(wildcards) == "performance"
+
+
+def compliance_judges_speed(wildcards):
+    return PLAN.compliance_judges_speed(wildcards.test, wildcards.benchmark)
+
+
+def never(wildcards):
+    return False
+
+
 # Software per stage: heavy jobs run in the system's digest-pinned image when Snakemake is
 # started with --software-deployment-method apptainer; None (CPU hosts) leaves them in the
 # pip environments of envs/.

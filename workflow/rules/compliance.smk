@@ -26,7 +26,8 @@ rule compliance_run:
     retries: RUN_RETRIES
     container:
         system_container
-    threads: machine_threads(cluster_cpus=16)
+    # A test judged on speed (TEST01, TEST04) is a measurement; TEST06/07/09 check outputs.
+    threads: run_threads(cluster_cpus=16, is_measurement=compliance_judges_speed)
     resources:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,

@@ -36,7 +36,7 @@ rule loadgen_run:
     container:
         system_container
     # A measurement owns the machine: no other job may share its cores.
-    threads: machine_threads(cluster_cpus=16)
+    threads: run_threads(cluster_cpus=16, is_measurement=is_performance_run)
     resources:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,
@@ -90,7 +90,7 @@ rule reference_accuracy:
         "logs/reference/{system}/{benchmark}.log",
     container:
         system_container
-    threads: machine_threads(cluster_cpus=16)
+    threads: run_threads(cluster_cpus=16, is_measurement=never)
     resources:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,

@@ -31,58 +31,32 @@ def _fetch(entry: dict[str, Any], dest_dir: Path) -> dict[str, Any]:
     )
 
 
-def _builtin_spec(spec_class, entry: dict[str, Any]):
-    """The builtin model's spec from ``models.<name>.builtin``; a key the kind does not take
-    is a clear error (the schema lists the keys of every kind together)."""
-    import dataclasses
-
-    from ..errors import UserError
-
-    values = dict(entry.get("builtin") or {})
-    known = {f.name for f in dataclasses.fields(spec_class)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise UserError(
-            f"models.<name>.builtin: {', '.join(unknown)} mean nothing to {entry['source']} "
-            f"(its keys: {', '.join(sorted(known))})"
-        )
-    if "vae_dim_mult" in values:
-        values["vae_dim_mult"] = tuple(values["vae_dim_mult"])
-    return spec_class(**values)
-
-
 def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path) -> dict[str, Any]:
     dest_dir = Path(dest_dir)
-    if entry["source"] == "builtin:tiny-llama":
-        from ..accuracy.llama2 import postprocess_text
-        from ..accuracy.rouge import rouge_scores
-        from ..demo.model import DemoModelSpec, build_and_train
+    if entry["source"].startswith("builtin:"):
+        from ..demo.checkpoints import build_model
 
-        spec = _builtin_spec(DemoModelSpec, entry)
-        if dest_dir.exists():
-            shutil.rmtree(dest_dir)
-        report = build_and_train(dest_dir, spec, rouge=lambda p, r: rouge_scores(*postprocess_text(p, r), workers=1))
-        record = record_built(dest_dir, entry["source"], report)
-    elif entry["source"] == "builtin:tiny-gpt-oss":
-        from ..demo import gpt_oss_model
-        from ..demo.model import DemoModelSpec
-
-        spec = _builtin_spec(DemoModelSpec, entry)
-        if dest_dir.exists():
-            shutil.rmtree(dest_dir)
-        report = gpt_oss_model.build_and_train(dest_dir, spec)
-        record = record_built(dest_dir, entry["source"], report)
-    elif entry["source"] == "builtin:tiny-wan":
-        from ..demo.wan_model import TinyWanSpec, build_tiny_wan
-
-        if dest_dir.exists():
-            shutil.rmtree(dest_dir)
-        report = build_tiny_wan(dest_dir, _builtin_spec(TinyWanSpec, entry))
+        report = build_model(entry["source"], entry.get("builtin"), dest_dir)
         record = record_built(dest_dir, entry["source"], report)
     else:
         record = _fetch(entry, dest_dir)
+        shipped = _build_report(dest_dir)
+        if shipped is not None:
+            record["build"] = shipped
     _write_json(record_path, record)
     return record
+
+
+def _build_report(model_dir: Path) -> dict[str, Any] | None:
+    """The report of the build that made a shipped demo checkpoint (artifacts/models), which
+    the summary shows like a model built here; None for any other model (or an unreadable one)."""
+    from ..demo.checkpoints import REPORT_NAME
+
+    try:
+        report = json.loads((model_dir / REPORT_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
 
 
 def acquire_dataset_entry(

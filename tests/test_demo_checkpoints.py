@@ -1,0 +1,97 @@
+"""The shipped demo checkpoints (artifacts/models): acquired like a downloaded model, and
+rebuilt from their recorded spec by ``mlperf-repro demo-checkpoints``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import DEFAULT_CONFIG, REPO
+
+from mlperf_repro.config import load_yaml
+from mlperf_repro.demo import checkpoints
+from mlperf_repro.errors import UserError
+from mlperf_repro.fetch import read_manifest
+from mlperf_repro.fetch.entries import acquire_model_entry
+from mlperf_repro.hashing import sha256_file
+
+SHIPPED = REPO / "artifacts" / "models"
+
+
+def test_the_default_config_acquires_the_shipped_checkpoint_verified(tmp_path, monkeypatch):
+    """The default's stand-in goes through the real acquisition path: a file:// source checked
+    against its sha256 manifest, whose record carries the build report for the summary."""
+    monkeypatch.chdir(REPO)  # the config's paths are relative to the workflow's folder
+    entry = load_yaml(DEFAULT_CONFIG)["models"]["tiny-llama"]
+    assert entry["source"].startswith("file://") and entry["sha256_manifest"]
+    record = acquire_model_entry(entry, tmp_path / "tiny-llama", tmp_path / "record.json")
+    assert record["status"] == "verified"
+    assert record["build"]["source"] == "builtin:tiny-llama"
+    assert record["build"]["rouge_trained"]["rouge1"] > 90
+    assert json.loads((tmp_path / "record.json").read_text()) == record
+
+
+def test_a_tampered_shipped_checkpoint_is_refused_by_name(tmp_path, monkeypatch):
+    source = tmp_path / "tiny-llama"
+    shutil.copytree(SHIPPED / "tiny-llama", source)
+    with open(source / "config.json", "a") as handle:
+        handle.write(" ")
+    entry = {"source": f"file://{source}", "sha256_manifest": str(SHIPPED / "tiny-llama.sha256")}
+    with pytest.raises(UserError, match="config.json"):
+        acquire_model_entry(entry, tmp_path / "acquired", tmp_path / "record.json")
+    assert not (tmp_path / "acquired").exists()
+
+
+def test_every_shipped_checkpoint_matches_its_manifest():
+    names = checkpoints.shipped_names()
+    assert "tiny-llama" in names
+    for name in names:
+        manifest = read_manifest(SHIPPED / f"{name}.sha256")
+        files = {p.relative_to(SHIPPED / name).as_posix(): p for p in (SHIPPED / name).rglob("*") if p.is_file()}
+        assert set(manifest) == set(files), name
+        assert {path: sha256_file(files[path]) for path in files} == manifest, name
+        report = checkpoints.shipped_report(name)
+        assert report["source"] in checkpoints.BUILDERS
+
+
+def _ship_tiny_wan(root):
+    """A shipped checkpoint in ``root`` made by the real builder (tiny-wan builds in a second)."""
+    checkpoints.build_model("builtin:tiny-wan", {"seed": 3}, root / "wan", log=lambda _: None)
+    (root / "wan.sha256").write_text(checkpoints.manifest_lines(root / "wan"))
+
+
+def test_a_rebuild_reproduces_a_shipped_checkpoint_and_names_what_differs(tmp_path):
+    root = tmp_path / "shipped"
+    _ship_tiny_wan(root)
+    assert checkpoints.check("wan", root=root, log=lambda _: None) == []
+    tampered = sorted(p for p in (root / "wan").rglob("*.safetensors"))[0]
+    tampered.write_bytes(tampered.read_bytes()[:-1] + b"\0")
+    (root / "wan.sha256").write_text(checkpoints.manifest_lines(root / "wan"))
+    assert checkpoints.check("wan", root=root, log=lambda _: None) == [tampered.relative_to(root / "wan").as_posix()]
+
+
+def test_unknown_names_and_keys_are_clear_errors(tmp_path):
+    with pytest.raises(UserError, match="no shipped demo checkpoint 'nope'.*tiny-llama"):
+        checkpoints.shipped_report("nope")
+    with pytest.raises(UserError, match="hidden_sise mean nothing to builtin:tiny-llama"):
+        checkpoints.build_model("builtin:tiny-llama", {"hidden_sise": 3}, tmp_path / "m")
+    with pytest.raises(UserError, match="unknown builtin model"):
+        checkpoints.build_model("builtin:nope", {}, tmp_path / "m")
+
+
+@pytest.mark.slow
+def test_the_trainer_reproduces_the_shipped_tiny_llama():
+    """``mlperf-repro demo-checkpoints --check`` trains tiny-llama again from its recorded spec
+    (about 2 minutes on 2 cores) and finds every file equal to the committed manifest: training
+    is seeded and runs in float32 on a fixed number of threads."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mlperf_repro", "demo-checkpoints", "--check", "tiny-llama"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tiny-llama: reproduced" in result.stdout
