@@ -57,15 +57,16 @@ def test_default_config_by_hand(tmp_path):
     assert find.jobs == {"find_performance": 1} and find.wall_s == pytest.approx(16.5 + 30)
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
     # Offline at the target the pass would choose, 100 x 1.1 = 110: max(256, int(1.1 x 10 x 110)
-    # = 1210) samples at 100/s = 12.1 s, + 5 s.
-    assert runs["run: Offline performance"].wall_s == pytest.approx(12.1 + 5)
+    # = 1210) samples, padded to whole passes over the 256 performance samples (llama2's
+    # sample_concatenate_permutation) = 1280 at 100/s = 12.8 s, + 5 s.
+    assert runs["run: Offline performance"].wall_s == pytest.approx(12.8 + 5)
     # Accuracy: 256 samples at 100/s = 2.56 s, + 5 s.
     assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 100 + 5)
-    # Server: max(10 s, 500 queries / 30 qps = 16.667 s) + 5 s.
-    assert runs["run: Server performance"].wall_s == pytest.approx(500 / 30 + 5)
+    # Server: max(10 x 30, 500) queries padded to 2 x 256 = 512 at 30 qps = 17.067 s, + 5 s.
+    assert runs["run: Server performance"].wall_s == pytest.approx(512 / 30 + 5)
     assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 5)
-    # Interactive: max(10 s, 500 / 20 = 25 s) + 5 s = 30 s.
-    assert runs["run: Interactive performance"].wall_s == pytest.approx(30)
+    # Interactive: 512 queries at 20 qps = 25.6 s, + 5 s.
+    assert runs["run: Interactive performance"].wall_s == pytest.approx(30.6)
     assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 5)
     # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 100,
     # Server 100 / 30, Interactive 100 / 20, each + 5 s; three verifications at 5 s.
@@ -105,16 +106,16 @@ def test_default_config_by_hand(tmp_path):
         + 3_443_328 / 50e6
         + 3 * 5  # acquire, quantize, user.conf
         + 46.5  # find performance (it starts the shared server)
-        + 17.1
+        + 17.8
         + 256 / 100
         + 5
-        + 500 / 30
+        + 512 / 30
         + 5
         + 256 / 30
         + 5
-        + 30
+        + 30.6
         + 256 / 20
-        + 5  # runs: 108.02
+        + 5  # runs: 109.72
         + 55.24
         + 39.33333
         + 30
@@ -150,20 +151,26 @@ def test_mi355x_llama2_70b_by_hand():
     # Interactive 263/s for the round's 600 s; Offline min_query_count 24,576 (offline_min_samples_per_query);
     # 8 servers of one MI355X on one node; every estimate assumption at its default (run_overhead_s 120).
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
-    # Offline at 370/s: max(24,576, 1.1 x 3,600 x 370 = 1,465,200) samples (the vendor's log says 1,465,200)
-    # = 3,960 s, + 120 = 4,080 s.
-    assert runs["run: Offline performance"].wall_s == pytest.approx(4080)
-    assert runs["run: Offline performance"].gpu_hours == pytest.approx(4080 * 8 / 3600)  # 9.0667 GPU-h
+    # Offline at 370/s: max(24,576, 1.1 x 3,600 x 370 = 1,465,200) samples (the vendor's log says
+    # effective_samples_per_query 1,465,200), which LoadGen pads to whole passes over the 24,576
+    # performance samples (sample_concatenate_permutation): 60 x 24,576 = 1,474,560 = 3,985.3 s, + 120 s.
+    offline_s = 1_474_560 / 370 + 120
+    assert runs["run: Offline performance"].wall_s == pytest.approx(offline_s)
+    assert runs["run: Offline performance"].gpu_hours == pytest.approx(offline_s * 8 / 3600)  # 9.123 GPU-h
     # Accuracy: all 24,576 samples at 370/s = 66.42 s, + 120 s.
     assert runs["run: Offline accuracy"].wall_s == pytest.approx(24576 / 370 + 120)
-    # Server at 360/s: max(1,800 s, 100 / 360 s) = 1,800 s, + 120 s; accuracy 24,576 / 360 s + 120 s.
-    assert runs["run: Server performance"].wall_s == pytest.approx(1920)
+    # Server at 360/s: max(1,800 x 360, 100) = 648,000 queries, padded to 27 x 24,576 = 663,552 =
+    # 1,843.2 s, + 120 s; accuracy 24,576 / 360 s + 120 s.
+    server_s = 663_552 / 360 + 120
+    assert runs["run: Server performance"].wall_s == pytest.approx(server_s)
     assert runs["run: Server accuracy"].wall_s == pytest.approx(24576 / 360 + 120)
-    # Interactive at 263/s: 600 + 120 s; accuracy 24,576 / 263 s + 120 s.
-    assert runs["run: Interactive performance"].wall_s == pytest.approx(720)
+    # Interactive at 263/s: 600 x 263 = 157,800 queries -> 7 x 24,576 = 172,032 = 654.1 s, + 120 s;
+    # accuracy 24,576 / 263 s + 120 s.
+    interactive_s = 172_032 / 263 + 120
+    assert runs["run: Interactive performance"].wall_s == pytest.approx(interactive_s)
     assert runs["run: Interactive accuracy"].wall_s == pytest.approx(24576 / 263 + 120)
-    run_seconds = 4080 + 24576 / 370 + 120 + 1920 + 24576 / 360 + 120 + 720 + 24576 / 263 + 120  # 7126.2 s
-    assert sum(r.gpu_hours for r in runs.values()) == pytest.approx(run_seconds * 8 / 3600)  # 15.836 GPU-h
+    run_seconds = offline_s + 24576 / 370 + 120 + server_s + 24576 / 360 + 120 + interactive_s + 24576 / 263 + 120
+    assert sum(r.gpu_hours for r in runs.values()) == pytest.approx(run_seconds * 8 / 3600)  # 16.02 GPU-h
     # TEST06: 100 queries at 370, 360 and 263 qps, each + 120 s, on 8 GPUs.
     compliance = stage(est, "compliance")
     compliance_seconds = 100 / 370 + 100 / 360 + 100 / 263 + 3 * 120
@@ -256,7 +263,7 @@ def test_gpu_hours_follow_nodes_and_screening(default_config):
     system["gpu_screening"] = {"enabled": True}
     est = estimate_plan(validate_config(config, SCHEMA))
     offline = next(r for r in est.rows if r.stage == "run: Offline performance")
-    assert offline.gpu_hours == pytest.approx(42.1 * 8 / 3600)  # 12.1 s at the auto target + 30 s
+    assert offline.gpu_hours == pytest.approx(42.8 * 8 / 3600)  # 12.8 s at the auto target + 30 s
     # The find-performance pass occupies them as well: 16.5 s + 30 s.
     assert stage(est, "find performance").gpu_hours == pytest.approx(46.5 * 8 / 3600)
     screen = stage(est, "screen GPUs")
@@ -297,12 +304,13 @@ def test_multinode_scaling_study_by_hand():
     est = estimate_file(str(REPO / "config/examples/multinode-local.yaml"), str(SCHEMA))
     scaling = stage(est, "scaling study")
     # Offline on 1 and 2 of the 2 servers, target_qps 150 scaled by n/2: n=1 at 75/s issues
-    # max(256, int(1.1 x 10 x 75) = 825) samples = 11 s; n=2 at 150/s 1650 samples = 11 s; each
-    # + the default 120 s; two user.confs and the report at 5 s.
+    # max(256, int(1.1 x 10 x 75) = 825) samples, padded to whole passes over the 256 performance
+    # samples (sample_concatenate_permutation) = 1024 in 13.65 s; n=2 at 150/s 1650 -> 1792
+    # samples in 11.95 s; each + the default 120 s; two user.confs and the report at 5 s.
     assert scaling.jobs == {"scaling_user_conf": 2, "scaling_run": 2, "scaling_report": 1}
     runs = [d for d in scaling.details if d["rule"] == "scaling_run"]
-    assert [d["queries"] for d in runs] == [825, 1650]
-    assert scaling.wall_s == pytest.approx(2 * (11 + 120) + 3 * 5)  # 277 s
+    assert [d["queries"] for d in runs] == [1024, 1792]
+    assert scaling.wall_s == pytest.approx(1024 / 75 + 1792 / 150 + 2 * 120 + 3 * 5)  # 280.6 s
     assert scaling.gpu_hours == 0 and scaling.disk_bytes == 2 * 100_000
 
 
@@ -321,9 +329,16 @@ def test_run_lengths_per_scenario_rule():
     est = Estimator(validate_config(load_yaml(DEFAULT_CONFIG), SCHEMA))
     bench = "tiny-llama-mxfp4"
     # SingleStream back to back at 1/target_qps = 20 s each: max(600 s, 100 queries x 20 s) = 2000 s
-    # (100 is LoadGen's default min_query_count, from the rules table).
-    run = est.performance_run({"target_qps": 0.05}, "SingleStream", bench)
+    # (100 is LoadGen's default min_query_count, from the rules table), without concatenation.
+    run = est.performance_run({"target_qps": 0.05, "sample_concatenate_permutation": 0}, "SingleStream", bench)
     assert (run["queries"], run["seconds"]) == (100, pytest.approx(2000))
+    # With llama2's sample_concatenate_permutation (mlperf.conf): max(100, 2 x 600 x 5 = 6000)
+    # queries, up to the next multiple of the 24,576 performance samples.
+    run = est.performance_run({"target_qps": 5}, "SingleStream", bench)
+    assert run["queries"] == 24576 and run["seconds"] == pytest.approx(24576 / 5)
+    # Server: 600 s x 50 = 30,000 arrivals, padded to 2 x 24,576 (the Interactive run of issue 33).
+    run = est.performance_run({"target_qps": 50}, "Interactive", bench)
+    assert run["queries"] == 49152 and run["seconds"] == pytest.approx(49152 / 50)
     # max_duration caps a Server run: 600 s asked, 300 s allowed.
     run = est.performance_run({"target_qps": 10, "max_duration": 300000}, "Server", bench)
     assert run["seconds"] == pytest.approx(300)
@@ -331,5 +346,7 @@ def test_run_lengths_per_scenario_rule():
     run = est.performance_run({"target_qps": 100, "max_query_count": 10000}, "Offline", bench)
     assert (run["queries"], run["seconds"]) == (10000, pytest.approx(100))
     # An audit.config without min_duration (TEST04) keeps the run's own; min_query_count 20 changes nothing.
-    run = est.performance_run({"target_qps": 0.05}, "SingleStream", bench, audit={"min_query_count": 20})
+    run = est.performance_run(
+        {"target_qps": 0.05, "sample_concatenate_permutation": 0}, "SingleStream", bench, audit={"min_query_count": 20}
+    )
     assert run["seconds"] == pytest.approx(600)

@@ -73,10 +73,12 @@ def test_plan_prices_every_run_in_gpu_hours():
         assert detail["accelerators"] == (8 if detail["system"] == SINGLE else 96)
         assert detail["wall_s"] > 0
     offline = next(r for r in est.rows if r.stage == "run: Offline performance")
-    # Single node: min_duration 2,400 s at 70/s -> max(6,396, 1.1 x 2,400 x 70 = 184,800) samples
-    # = 2,640 s, + 120 s overhead, on 8 GPUs. Cluster: 600 s at 820/s -> 541,200 samples = 660 s,
-    # + 120 s, on 96 GPUs.
-    assert offline.gpu_hours == pytest.approx((2760 * 8 + 780 * 96) / 3600)  # 26.93 GPU-h
+    # Single node: min_duration 2,400 s at 70/s -> max(6,396, 1.1 x 2,400 x 70 = 184,800) samples,
+    # padded to whole passes over the 6,396 performance samples (sample_concatenate_permutation):
+    # 29 x 6,396 = 185,484 = 2,649.8 s, + 120 s overhead, on 8 GPUs. Cluster: 600 s at 820/s ->
+    # 541,200 -> 85 x 6,396 = 543,660 samples = 663.0 s, + 120 s, on 96 GPUs.
+    single_s, cluster_s = 185_484 / 70 + 120, 543_660 / 820 + 120
+    assert offline.gpu_hours == pytest.approx((single_s * 8 + cluster_s * 96) / 3600)  # 27.03 GPU-h
     assert est.total["gpu_hours"] > offline.gpu_hours
     # Accuracy runs cover the round's 4,395-row accuracy file, not the 6,396 performance rows:
     # 4,395 at 70/s = 62.8 s (+ 120 s) on 8 GPUs; at 820/s = 5.36 s (+ 120 s) on 96.

@@ -8,6 +8,7 @@ import datetime
 import json
 import platform
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -93,6 +94,8 @@ def test_short_run_settings():
         "target_qps": 300.0,
         "min_duration": 60000,
         "min_query_count": 1,  # the length follows target x min_duration, not the round's 24,576
+        # Not whole passes over the performance samples (the round's mlperf.conf value for llama2).
+        "sample_concatenate_permutation": 0,
         "performance_sample_count_override": 256,
     }
     server = short_run_settings("Server", {**base, "min_query_count": 100}, 20.0, 60000, 500)
@@ -196,6 +199,7 @@ def test_the_stage_writes_the_result_and_the_user_conf_reads_it(tmp_path, defaul
         conf = dict(line.split(" = ") for line in user_conf.read_text().splitlines() if not line.startswith("#"))
         qps = float(conf["llama2-70b.Offline.target_qps"])
         asked.append((qps, conf["llama2-70b.Offline.min_duration"], conf["llama2-70b.Offline.min_query_count"]))
+        assert conf["llama2-70b.Offline.sample_concatenate_permutation"] == "0"  # a short run only
         out_dir.mkdir(parents=True)
         covered = 1.1 * 10 * qps / 250 >= 10
         lines = [
@@ -220,6 +224,7 @@ def test_the_stage_writes_the_result_and_the_user_conf_reads_it(tmp_path, defaul
     text = plan.user_conf_text(SYSTEM, BENCH, "Offline", str(out))
     assert "llama2-70b.Offline.target_qps = 275\n" in text
     assert "target_qps auto: 275.0 chosen by the find-performance pass" in text
+    assert "sample_concatenate_permutation" not in text  # the packaged run keeps the round's (mlperf.conf)
     with pytest.raises(ValueError, match="no find-performance result"):
         plan.user_conf_text(SYSTEM, BENCH, "Offline")
 
@@ -281,9 +286,85 @@ def test_a_scaling_study_scales_the_found_target(tmp_path):
         for d in r.details
         if d["rule"] == "scaling_run" and d["scenario"] == "Offline" and d["endpoints"] == 1
     )
-    # Test scale of the end-to-end config: min_duration 3 s, Offline min_query_count 64.
-    assert point["queries"] == max(64, int(1.1 * 3 * 27.5))
-    assert point["test_seconds"] == pytest.approx(point["queries"] / 25)
+    # Test scale of the end-to-end config: min_duration 3 s, Offline min_query_count 64:
+    # max(64, int(1.1 x 3 x 27.5) = 90) samples, padded to whole passes over its 64 performance
+    # samples (llama2's sample_concatenate_permutation) = 128.
+    assert point["queries"] == 128
+    assert point["test_seconds"] == pytest.approx(128 / 25)
+
+
+# -- a real short run ---------------------------------------------------------------------------
+def test_a_real_short_run_lasts_what_its_settings_say_whatever_the_sample_count(tmp_path, monkeypatch):
+    """One short run of a full-scale llama2 Interactive search, as the stage makes it: real LoadGen
+    in its own process with the round's mlperf.conf, which loads 24,576 performance samples and
+    asks sample_concatenate_permutation. Served by a SIMULATED endpoint (the run's length is under
+    test, not a server). LoadGen generates what min_duration x target_qps and min_query_count ask,
+    not a whole pass over the 24,576 samples (issue 33: 24,576 queries, 8 minutes at 50/s)."""
+    import pandas as pd
+    from sim_endpoints import free_ports, simulated_endpoints
+    from simulated_endpoint import SimulatedEndpointSpec
+    from test_scaling import BENCH as SCALING_BENCH
+    from test_scaling import SYSTEM as HEAD
+    from test_scaling import scaling_config
+
+    from mlperf_repro.fetch import record_built
+    from mlperf_repro.loadgen_logs import read_detail
+
+    (port,) = free_ports(1)
+    config = scaling_config([port])
+    del config["scaling_study"]
+    config["test_scale"]["enabled"] = False  # the round's own sample counts
+    (dataset_name,) = config["datasets"]
+    config["datasets"][dataset_name]["builtin"]["samples"] = 24576
+    config["systems"][HEAD]["benchmarks"][SCALING_BENCH] = {
+        "Offline": {"target_qps": 250},
+        "Interactive": {"target_qps": "auto", "start_qps": 250},
+    }
+    min_duration_s, qps, min_queries = 2, 250, 500
+    config["find_performance"] = {"min_duration_ms": min_duration_s * 1000, "max_steps": 1, "min_query_count": 500}
+    plan = plan_of(config)
+    search = plan.find_performance_request(HEAD, SCALING_BENCH, "Interactive")
+    assert plan.performance_sample_count(SCALING_BENCH) == 24576
+    assert "performance_sample_count_override" not in search["settings"]  # mlperf.conf's 24,576 applies
+
+    monkeypatch.chdir(tmp_path)  # the plan's paths are relative to the workflow's directory
+    dataset_file = Path(plan.dataset_file(SCALING_BENCH, "performance"))
+    dataset_file.parent.mkdir(parents=True)
+    prompts = [[1 + i % 997, 2 + i % 991, 3 + i % 983] for i in range(24576)]
+    pd.DataFrame({"tok_input": prompts, "output": [""] * len(prompts)}).to_pickle(dataset_file)
+    record_built(dataset_file.parent, "test: 24,576 token prompts", {})
+    run = {
+        "model_dir": str(tmp_path / "model"),  # external endpoints: the servers hold the model
+        "dataset_dir": str(dataset_file.parent),
+        "dataset_file": str(dataset_file),
+        "prompt_check": plan.prompt_check(SCALING_BENCH, "performance"),
+        "loadgen_model": plan.loadgen_model(SCALING_BENCH, "Interactive"),
+        "loadgen_scenario": plan.loadgen_scenario("Interactive"),
+        "performance_sample_count": plan.performance_sample_count(SCALING_BENCH),
+        "generation": plan.generation_params(SCALING_BENCH, "performance"),
+        "engine": plan.engine(HEAD),
+        "task": plan.task(SCALING_BENCH),
+    }
+    runs_dir = tmp_path / "search"
+    sim = SimulatedEndpointSpec(port=port, slots=256, tokens_per_s=2000, ttft_s=0.005, output_tokens=4)
+    with simulated_endpoints([sim]):
+        try:
+            find_performance_job(
+                run=run, search=search, out_json=str(tmp_path / "Interactive.json"), runs_dir=str(runs_dir)
+            )
+        except UserError as exc:
+            # Whether the run met the latency limits depends on this machine's load; its length does not.
+            assert "no short run was valid down to target_qps 250" in str(exc)
+    assert (
+        "llama2-70b-interactive.Server.sample_concatenate_permutation = 0\n"
+        in (runs_dir / "step1.user.conf").read_text()
+    )
+    detail = read_detail(runs_dir / "step1" / "mlperf_log_detail.txt")
+    assert detail["effective_performance_sample_count"] == 24576
+    assert detail["effective_sample_concatenate_permutation"] is False
+    # Poisson arrivals: about min_duration x target_qps = 500 (the same as min_query_count here);
+    # with the round's concatenation it would be 24,576.
+    assert min_queries <= detail["generated_query_count"] <= 1.2 * max(min_queries, min_duration_s * qps)
 
 
 # -- the plan -------------------------------------------------------------------------------
@@ -383,12 +464,56 @@ def test_plan_view_counts_the_passes_and_prices_auto_at_start_qps(default_config
     # Server: at most max_steps (6) runs of max(10 s, 500 queries / 25 qps = 20 s), + 30 s each.
     assert server["loadgen_runs"] == 6 and server["wall_s"] == pytest.approx(6 * (20 + 30))
     runs = {r.stage: r for r in est.rows}
-    # Offline at target 200 x 1.1 = 220: max(256, 1.1 x 10 x 220 = 2420) samples at 200/s = 12.1 s.
-    assert runs["run: Offline performance"].wall_s == pytest.approx(2420 / 200 + 30)
+    # Offline at target 200 x 1.1 = 220: max(256, 1.1 x 10 x 220 = 2420) samples, padded to whole
+    # passes over the 256 performance samples (sample_concatenate_permutation) = 2560 at 200/s.
+    assert runs["run: Offline performance"].wall_s == pytest.approx(2560 / 200 + 30)
     assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 200 + 30)
-    # Server at 25 x 0.9 = 22.5 qps: max(10 s, 500 / 22.5) + 30 s.
-    assert runs["run: Server performance"].wall_s == pytest.approx(500 / 22.5 + 30)
+    # Server at 25 x 0.9 = 22.5 qps: max(10 x 22.5, 500) queries, padded to 2 x 256, + 30 s.
+    assert runs["run: Server performance"].wall_s == pytest.approx(512 / 22.5 + 30)
     assert any("unknown until measured; priced at start_qps" in note for note in est.notes)
+
+
+def test_plan_view_prices_each_short_run_at_min_duration_whatever_the_sample_count():
+    """The conformance example (24,576 performance samples, 30 s short runs, 4 steps, 30 s per
+    LoadGen process): each short run lasts its min_duration, as the runs do now that they do not
+    concatenate (issue 33: each ran 24,576 queries, 8 to 12 minutes, against 30 s priced)."""
+    from conftest import REPO
+
+    config = yaml.safe_load((REPO / "config/examples/conformance-cpu.yaml").read_text())
+    est = estimate_plan(validate_config(config, SCHEMA))
+    offline, server, interactive = next(r for r in est.rows if r.stage == "find performance").details
+    # Offline: one run asking 1.5 x 320/s, 1.1 x 30 s x 480 = 15,840 samples at 320/s = 49.5 s.
+    assert (offline["loadgen_runs"], offline["short_run_seconds"]) == (1, pytest.approx(49.5))
+    assert offline["wall_s"] == pytest.approx(49.5 + 30)
+    # Server and Interactive: at most 4 runs of max(30 s, 500 queries / start_qps) = 30 s each.
+    for search in (server, interactive):
+        assert (search["loadgen_runs"], search["short_run_seconds"]) == (4, 30)
+        assert search["wall_s"] == pytest.approx(4 * (30 + 30))
+    # Where min_query_count outlasts min_duration: 500 queries at 10/s = 50 s.
+    config["systems"]["cpu-2c-vllm"]["benchmarks"]["tiny-llama-mxfp4"]["Interactive"]["start_qps"] = 10
+    est = estimate_plan(validate_config(config, SCHEMA))
+    interactive = next(r for r in est.rows if r.stage == "find performance").details[2]
+    assert interactive["wall_s"] == pytest.approx(4 * (50 + 30))
+
+
+def test_plan_view_prices_a_singlestream_short_run_at_min_duration(demo_config):
+    """SingleStream runs back to back and ends once min_duration is met: the target 1.5 x start_qps
+    asked only sets how many queries LoadGen generates."""
+    demo_config["systems"]["cpu-2c-diffusers"]["benchmarks"]["tiny-wan-t2v"]["SingleStream"] = {
+        "target_qps": "auto",
+        "start_qps": 0.5,
+    }
+    est = estimate_plan(validate_config(demo_config, SCHEMA))
+    search = next(
+        d for r in est.rows if r.stage == "find performance" for d in r.details if d["scenario"] == "SingleStream"
+    )
+    short_s = (
+        plan_of(demo_config).find_performance_request("cpu-2c-diffusers", "tiny-wan-t2v", "SingleStream")[
+            "min_duration_ms"
+        ]
+        / 1000
+    )
+    assert search["loadgen_runs"] == 1 and search["short_run_seconds"] == pytest.approx(short_s)
 
 
 def test_plan_view_says_plainly_what_it_cannot_price(default_config):

@@ -17,6 +17,7 @@ from sim_endpoints import free_ports, simulated_endpoints
 from simulated_endpoint import SimulatedEndpointSpec
 
 from mlperf_repro import progress
+from mlperf_repro.loadgen_logs import read_detail
 from mlperf_repro.progress import PROGRESS_PREFIX, STALL_PREFIX, Progress, ProgressSettings
 
 CHILD = Path(__file__).with_name("harness_child.py")
@@ -197,11 +198,14 @@ def test_a_loadgen_run_logs_periodic_lines_with_queries_and_tokens_per_second(tm
     assert "RECORD " in text
     lines = [line for line in text.splitlines() if line.startswith(PROGRESS_PREFIX)]
     label = f"{PROGRESS_PREFIX}loadgen llama2-70b Server performance: "
-    # 3 s at 200 queries/s: max(min_query_count 64, 3 x 200) expected.
-    assert lines[0] == f"{label}started (600 queries expected)"
+    # 3 s at 200 queries/s: max(min_query_count 64, 3 x 200), padded to whole passes over the 32
+    # performance samples (llama2's sample_concatenate_permutation): 608 expected.
+    assert lines[0] == f"{label}started (608 queries expected)"
+    # LoadGen's own count (its schedule seed is mlperf.conf's, so the run is the same every time).
+    assert read_detail(tmp_path / "run" / "mlperf_log_detail.txt")["generated_query_count"] == 608
     periodic = [line for line in lines if "queries/s" in line and "tokens/s" in line and "of min_duration 3s" in line]
     assert len(periodic) >= 3, text
-    assert any("/600 queries" in line for line in periodic)
+    assert any("/608 queries" in line for line in periodic)
     assert lines[-1].startswith(f"{label}finished: ")
     assert STALL_PREFIX not in text
 

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-from .find_performance import AUTO, OFFLINE_SLACK, PROBE_HEADROOM, THROUGHPUT_SCENARIOS, chosen_target
+from .find_performance import (
+    AUTO,
+    PROBE_HEADROOM,
+    SHORT_RUN_SAMPLE_CONCATENATE_PERMUTATION,
+    THROUGHPUT_SCENARIOS,
+    chosen_target,
+)
+from .loadgen_counts import OFFLINE_SLACK, generated_queries
 from .plan import MODES, Job, Plan
 from .quant.formats import FORMATS, format_for
 from .quant.memory import DEFAULT_MEM_MB, checkpoint_tensors
@@ -397,15 +404,15 @@ class Estimator:
         samples/s the machine runs Offline and SingleStream at, where it is not target_qps
         (target_qps auto: the pass's target lies a margin above the measured rate)."""
         rules = self.plan.rules
+        facts = self.plan.facts(benchmark).facts
         settings = dict(settings)
         if audit:
-            for key in ("min_duration", "min_query_count"):
+            for key in ("min_duration", "min_query_count", "sample_concatenate_permutation"):
                 if key in audit:
                     settings[key] = audit[key]
         qps = float(settings["target_qps"])
         duration_s = float(settings.get("min_duration", rules.min_duration_ms)) / 1000
         if scenario == "Offline":
-            facts = self.plan.facts(benchmark).facts
             # user.conf, else LoadGen's mlperf.conf value, else the checker's Offline minimum.
             minimum = float(
                 settings.get(
@@ -415,7 +422,6 @@ class Estimator:
                     ),
                 )
             )
-            queries = max(minimum, int(OFFLINE_SLACK * duration_s * qps))
         else:
             # Server/Interactive: Poisson arrivals at target_qps; SingleStream: back to back at
             # 1/target_qps each. Either way the run ends once both minimums are met.
@@ -423,7 +429,18 @@ class Estimator:
             # checker applies that only to runs without early stopping, and Server runs stop
             # early (published gpt-oss Server logs: effective_min_query_count 100).
             minimum = float(settings.get("min_query_count", rules["default_min_query_count"]))
-            queries = max(minimum, duration_s * qps)
+        # The round's sample_concatenate_permutation (mlperf.conf) pads the run to whole passes
+        # over the loaded performance samples, unless user.conf or the audit turns it off.
+        queries = generated_queries(
+            self.plan.loadgen_scenario(scenario),
+            min_duration_s=duration_s,
+            target_qps=qps,
+            min_query_count=minimum,
+            loaded_samples=int(settings.get("performance_sample_count_override") or facts["performance_sample_count"]),
+            concatenate=bool(
+                settings.get("sample_concatenate_permutation", facts.get("sample_concatenate_permutation"))
+            ),
+        )
         if settings.get("max_query_count"):
             queries = min(queries, float(settings["max_query_count"]))
         seconds = queries / (rate if rate and scenario in THROUGHPUT_SCENARIOS else qps)
@@ -469,9 +486,12 @@ class Estimator:
         return {"queries": None, "seconds": stretch * duration_s, "target_qps": None, "min_duration_s": duration_s}
 
     def find_performance(self) -> Row:
-        """The find-performance passes of the target_qps auto scenarios: Offline and SingleStream
-        one short run from start_qps (asking PROBE_HEADROOM x it), up to max_steps climbing from
-        a low rate without one; Server and Interactive up to max_steps (the bisection's bound)."""
+        """The find-performance passes of the target_qps auto scenarios, whatever the performance
+        sample count (the short runs turn sample_concatenate_permutation off): Offline one short
+        run from start_qps (asking PROBE_HEADROOM x it, 1.1 x that x min_duration samples done at
+        start_qps), SingleStream one of min_duration, up to max_steps climbing from a low rate
+        without one; Server and Interactive up to max_steps (the bisection's bound) of
+        max(min_duration, min_query_count / start_qps) each."""
         plan = self.plan
         row = Row("find performance")
         for job in plan.find_performance_jobs:
@@ -483,12 +503,23 @@ class Estimator:
                 start = self.expected_rate(job.system, job.benchmark, "Offline")
             if job.scenario in THROUGHPUT_SCENARIOS:
                 runs = 1 if request["start_qps"] else request["max_steps"]
-                slack = OFFLINE_SLACK if job.scenario == "Offline" else 1.0
-                # It asks PROBE_HEADROOM x start; the machine runs at start.
-                per_run = slack * PROBE_HEADROOM * short_s if request["start_qps"] else short_s
+                # It asks PROBE_HEADROOM x start, one query at least; the machine runs at start.
+                asked, minimum = PROBE_HEADROOM * (start or 0.0), 1
             else:
                 runs = request["max_steps"]
-                per_run = max(short_s, request["min_query_count"] / start) if start else short_s
+                asked, minimum = start, request["min_query_count"]
+            if start:
+                queries = generated_queries(
+                    plan.loadgen_scenario(job.scenario),
+                    min_duration_s=short_s,
+                    target_qps=asked,
+                    min_query_count=minimum,
+                    concatenate=bool(SHORT_RUN_SAMPLE_CONCATENATE_PERMUTATION),
+                )
+                # SingleStream ends once min_duration is met, however many queries it generated.
+                per_run = short_s if job.scenario == "SingleStream" else queries / start
+            else:
+                per_run = short_s
             row.add(
                 "find_performance",
                 runs * (per_run + self.overhead(job.system)),
@@ -785,6 +816,10 @@ class Estimator:
         notes = [
             "run lengths: Offline issues max(min_query_count, 1.1 x min_duration x target_qps) samples at "
             "target_qps; Server/Interactive/SingleStream run max(min_duration, min_query_count / target_qps); "
+            "where the round sets sample_concatenate_permutation (mlperf.conf), LoadGen pads both up to a "
+            "multiple of the performance sample count (SingleStream: above 2 x min_duration x target_qps); "
+            "find-performance short runs turn it off and last min_duration (Offline 1.1 x 1.5 x it), whatever "
+            "the sample count, plus the drain of an overloaded Server/Interactive run; "
             "accuracy runs process every dataset sample at target_qps; compliance runs apply their audit.config "
             f"(rules table {self.plan.rules.name})",
             "GPU-hours: wall time x every accelerator of the system (accelerators_per_node x number_of_nodes, "

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import progress
 from ..errors import UserError
-from ..find_performance import OFFLINE_SLACK
+from ..loadgen_counts import generated_queries
 from ..loadgen_logs import read_detail, result_is_valid
 from .dataset import TokenDataset
 from .sut import LlmSut
@@ -148,19 +148,30 @@ def run_loadgen_test(
 def expected_queries(test: LoadgenTest, settings, dataset_size: int) -> int | None:
     """About how many query samples the test will complete (LoadGen's rules: an accuracy run
     issues every sample once; a performance run lasts until min_duration and min_query_count
-    are both met, Offline in one query of max(min_query_count, 1.1 x min_duration x target))."""
+    are both met, Offline in one query of max(min_query_count, 1.1 x min_duration x target),
+    padded to whole permutations of the loaded samples with sample_concatenate_permutation)."""
     if test.mode == "accuracy":
         return dataset_size
-    seconds = settings.min_duration_ms / 1000.0
     scenario = test.loadgen_scenario
     if scenario == "Offline":
-        count = max(settings.min_query_count, int(OFFLINE_SLACK * seconds * settings.offline_expected_qps))
+        qps = settings.offline_expected_qps
     elif scenario == "Server":
-        count = max(settings.min_query_count, int(seconds * settings.server_target_qps))
+        qps = settings.server_target_qps
     elif scenario == "SingleStream" and settings.single_stream_expected_latency_ns > 0:
-        count = max(settings.min_query_count, int(seconds * 1e9 / settings.single_stream_expected_latency_ns))
+        qps = 1e9 / settings.single_stream_expected_latency_ns
     else:
         return None
+    count = int(
+        generated_queries(
+            scenario,
+            min_duration_s=settings.min_duration_ms / 1000.0,
+            target_qps=qps,
+            min_query_count=settings.min_query_count,
+            loaded_samples=settings.performance_sample_count_override
+            or min(test.performance_sample_count, dataset_size),
+            concatenate=bool(settings.sample_concatenate_permutation),
+        )
+    )
     if settings.max_query_count > 0:
         count = min(count, settings.max_query_count)
     return count or None
