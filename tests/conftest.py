@@ -21,7 +21,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: quantize stage's tests (prefixes of the file name; tests/test_layers.py checks that every
 #: file has exactly one stage).
 STAGES: dict[str, tuple[str, ...]] = {
-    "acquire": ("test_fetch",),
+    "acquire": ("test_fetch", "test_demo_checkpoints"),
     "quantize": ("test_quant_", "test_mxfp4_codec", "test_extending_quant_format"),
     "run": (
         "test_harness",
@@ -45,7 +45,15 @@ STAGES: dict[str, tuple[str, ...]] = {
     "package": ("test_package_units", "test_package_sysfacts"),
     "compare": ("test_compare", "test_scaling", "test_import"),
     "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),
-    "workflow": ("test_e2e", "test_gpt_oss_demo", "test_docs", "test_lint", "test_layers", "test_report_html"),
+    "workflow": (
+        "test_e2e",
+        "test_gpt_oss_demo",
+        "test_docs",
+        "test_lint",
+        "test_layers",
+        "test_report_html",
+        "test_report_summary",
+    ),
 }
 
 

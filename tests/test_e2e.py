@@ -183,7 +183,11 @@ def test_summary_and_check(workdir):
         assert row["unit"] == "Tokens/s"
     assert rows[1]["ttft_limit_ms"] == "2000" and rows[2]["tpot_limit_ms"] == "40"
     summary = (workdir / "results/report/summary.md").read_text()
-    assert "NOT SUBMITTABLE" in summary
+    # The outcome first: the check's verdict, the counts, and why it may not be submitted.
+    verdict, scale = summary.splitlines()[2:4]
+    assert verdict.startswith("**Submission check: PASS** (0 error(s)")
+    assert "3 of 3 results VALID, 3 of 3 meet their accuracy target" in verdict
+    assert scale.startswith("**NOT SUBMITTABLE: test-scale run")
     # The quantization table: the recipe, its logit error and the accuracy as % of the unquantized run's.
     row = next(line for line in summary.splitlines() if line.startswith(f"| {BENCH} | mxfp4-w4a16 |"))
     assert "| mxfp4_weight_only | quark | logits: rel " in row and re.search(r"rouge1 [0-9.]+ \([0-9.]+% of ", row)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .errors import UserError
@@ -293,7 +292,7 @@ class Estimator:
                 "bytes": total * BF16_BYTES_PER_PARAM,
                 "source": f"models.{model}.builtin architecture (vocab_size is an upper bound)",
             }
-        local = self.local_checkpoint(model)
+        local = self.plan.local_checkpoint(model)
         tensors = checkpoint_tensors(local) if local else []
         if tensors:
             total = sum(elements for elements, _ in tensors)
@@ -324,16 +323,6 @@ class Estimator:
             + (", parameters" if params else "; parameters taken as model_bytes / 2 (bf16), all quantizable"),
         }
 
-    def local_checkpoint(self, model: str) -> Path | None:
-        """A model's files on this machine before it is acquired: a file:// source's folder
-        (the shipped demo checkpoints, a site's local copy), relative to the workflow's folder."""
-        source = self.config["models"][model]["source"]
-        if source.startswith("file://"):
-            folder = Path(source[len("file://") :])
-            if folder.is_dir():
-                return folder
-        return None
-
     def quantize_memory(self, model: str, recipe: str) -> dict[str, Any]:
         """The quantize job's memory (``mem_mb``, what the rule asks for:
         mlperf_repro.quant.memory.job_mem_mb, by the recipe's tool), from the builtin
@@ -352,7 +341,7 @@ class Estimator:
             mem_mb, why = job_mem_mb(largest, self.model_sizes(model)["parameters"], tool=tool)
             return {"mem_mb": mem_mb, "mem_from": f"{why}, builtin architecture"}
         # A file:// source's own folder first: the same figure before and after acquisition.
-        local = self.local_checkpoint(model)
+        local = self.plan.local_checkpoint(model)
         for folder, what in (
             (local, "checkpoint at its file:// source"),
             (self.plan.model_dir(model), "acquired checkpoint"),

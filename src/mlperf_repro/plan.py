@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from .benchmarks import Benchmark, Round, load_round
@@ -120,6 +121,17 @@ class Plan:
 
     def compliance_test(self, test: str, benchmark: str) -> dict[str, Any]:
         return self.rules.compliance_test(test, self.facts(benchmark).name)
+
+    def local_checkpoint(self, model: str, workdir: str | Path = ".") -> Path | None:
+        """A model's files on this machine before it is acquired: a file:// source's folder
+        (the shipped demo checkpoints, a site's local copy), relative paths from ``workdir``
+        (the workflow's folder)."""
+        source = self.config["models"][model]["source"]
+        if source.startswith("file://"):
+            folder = Path(workdir) / source[len("file://") :]
+            if folder.is_dir():
+                return folder
+        return None
 
     def compliance_judges_speed(self, test: str, benchmark: str) -> bool:
         """Whether a compliance test's verdict depends on how fast its run went (it writes

@@ -263,6 +263,9 @@ def estimated_bytes(plan: Plan, workdir: Path) -> int:
                 fraction = format_for(recipe["scheme"]).bytes_per_param / BF16_BYTES_PER_PARAM
                 total += int(plan.facts(b).facts.get("model_bytes", 0) * fraction)
                 break
+        local = plan.local_checkpoint(model, workdir)
+        if local is not None:  # a file:// source: its own size, not the benchmark's
+            sizes = [sum(p.stat().st_size for p in local.rglob("*") if p.is_file())]
         model_bytes = max(sizes, default=0)
         total += model_bytes
         for m, recipe in plan.quantized_models:

@@ -342,15 +342,11 @@ def to_markdown(
         "submittable",
     )
     lines = [f"# MLPerf Inference {plan.rules.name} summary ({plan.division}, {plan.submitter})", ""]
-    if not plan.submittable:
-        lines += ["**NOT SUBMITTABLE: test-scale run (shortened durations, reduced sample counts).**", ""]
+    lines += verdict_lines(rows, check, plan) + [""]
     lines.append("| " + " | ".join(shown) + " |")
     lines.append("|" + "---|" * len(shown))
     for row in rows:
         lines.append("| " + " | ".join(row[c] or "-" for c in shown) + " |")
-    if check is not None:
-        errors = [f for f in check["findings"] if f["severity"] == "error"]
-        lines += ["", f"Submission check: **{check['status']}** ({len(errors)} error(s)); see results/check/report.txt"]
     spread = spread_lines(spreads or [])
     if spread:
         lines += [""] + spread
@@ -362,6 +358,22 @@ def to_markdown(
         lines += [""] + demo
     lines.append("")
     return "\n".join(lines)
+
+
+def verdict_lines(rows: list[dict[str, str]], check: dict[str, Any] | None, plan: Plan) -> list[str]:
+    """The run's outcome first: the check's verdict, how many results are VALID and met their
+    accuracy target, and whether the tree may be submitted (and if not, why)."""
+    valid = sum(row.get("loadgen_validity") == "VALID" for row in rows)
+    accurate = sum(row.get("accuracy_passed") == "yes" for row in rows)
+    counts = f"{valid} of {len(rows)} results VALID, {accurate} of {len(rows)} meet their accuracy target"
+    if check is None:
+        lines = [f"**Submission check: not run** ({counts})."]
+    else:
+        errors = sum(f["severity"] == "error" for f in check["findings"])
+        lines = [f"**Submission check: {check['status']}** ({errors} error(s); results/check/report.txt): {counts}."]
+    if not plan.submittable:
+        lines.append("**NOT SUBMITTABLE: test-scale run (shortened durations, reduced sample counts).**")
+    return lines
 
 
 def summary_json(plan: Plan, rows: list[dict[str, str]], spreads: list[dict[str, Any]]) -> dict[str, Any]:
