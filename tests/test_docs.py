@@ -33,7 +33,9 @@ def test_every_key_is_described():
     missing = [
         path
         for path, sub in _keys(schema, schema["$defs"])
-        if not (sub.get("description") or schema["$defs"].get(sub.get("$ref", "").split("/")[-1], {}).get("description"))
+        if not (
+            sub.get("description") or schema["$defs"].get(sub.get("$ref", "").split("/")[-1], {}).get("description")
+        )
     ]
     assert not missing, f"schema keys without a description: {missing}"
 
