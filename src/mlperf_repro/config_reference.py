@@ -21,13 +21,16 @@ What the schema says for the reader besides JSON Schema's own keywords:
   is filled in by validation; ``x-default`` is only shown), e.g. "the host's median".
 - ``propertyNames.title``: the placeholder a map's entries are named by in the section
   paths (``<recipe>``); ``<name>`` without it.
+
+A description with several paragraphs is a literal block (``|``): a folded one (``>``) joins
+them. A keyword the renderer does not know is refused (:data:`KEYWORDS`): in YAML flow style
+an unquoted comma cuts a description short and makes the rest a key.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -323,7 +326,8 @@ def render(schema: dict, *, base: str = "config") -> str:
         raise UserError(
             "config schema: unknown keyword(s) "
             + "; ".join(unknown)
-            + " (a comma in an unquoted flow-style description splits it: quote the description)"
+            + " (a comma in an unquoted flow-style description makes such a key: quote the description;"
+            " a JSON Schema keyword new to the schema: teach mlperf_repro.config_reference to render it)"
         )
     defs = schema.get("$defs", {})
     found = sections(schema)
@@ -397,10 +401,9 @@ def check(reference: str | Path, schema_path: str | Path, *, base: str = "config
 
 
 def _first_difference(actual: str, expected: str) -> int:
-    pairs: Iterator[tuple[int, tuple[str, str]]] = enumerate(
-        zip(actual.splitlines(), expected.splitlines(), strict=False), 1
-    )
-    for number, (a, b) in pairs:
+    """The 1-based number of the first line where the two texts differ."""
+    ours, theirs = actual.splitlines(), expected.splitlines()
+    for number, (a, b) in enumerate(zip(ours, theirs), 1):
         if a != b:
             return number
-    return min(len(actual.splitlines()), len(expected.splitlines())) + 1
+    return min(len(ours), len(theirs)) + 1
