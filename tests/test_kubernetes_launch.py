@@ -4,7 +4,7 @@ parts of the lifecycle that do not need an API server: the /health wait against 
 servers, the pod status report, and a teardown that runs on failure and on SIGTERM.
 
 No Kubernetes API server runs here (Debian ships kubectl but no kube-apiserver or kubelet),
-so the create/delete calls themselves are not exercised; see config/README.md."""
+so the create/delete calls themselves are not exercised; see docs/config/kubernetes-servers.md."""
 
 from __future__ import annotations
 

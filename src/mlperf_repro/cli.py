@@ -7,13 +7,15 @@ per stage, estimated from a config before anything runs), ``k8s-render``, ``quan
 ``harmony-vocab`` (gpt-oss's o200k vocabulary from the npm tiktoken package), ``import`` (a
 config that reproduces one system of a published submission), ``lock`` (the environment a
 config resolves to, written beside it; the workflow checks it before any run),
-``demo-checkpoints`` (rebuild or check the shipped demo models). The workflow
+``demo-checkpoints`` (rebuild or check the shipped demo models), ``config-reference``
+(config/README.md from the config schema's descriptions). The workflow
 itself runs with ``snakemake``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -176,6 +178,23 @@ def main(argv: list[str] | None = None) -> int:
     lock_parser.add_argument(
         "--offline", action="store_true", help="ask no registry for the containers' digests (recorded as not resolved)"
     )
+    reference_parser = commands.add_parser(
+        "config-reference",
+        help="write the config reference (config/README.md) from the config schema's descriptions",
+        description="Render the config schema (workflow/schemas/config.schema.yaml) as Markdown: one section "
+        "per object, each a table of key, type, default and meaning. The schema's descriptions are the one "
+        "place a key is documented; config/README.md is this command's output. Without -o the reference is "
+        "printed (its links as config/README.md needs them).",
+    )
+    reference_parser.add_argument("-o", "--out", help="the file to write (default: print it)")
+    reference_parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when the file (-o, default config/README.md) differs from the rendering",
+    )
+    reference_parser.add_argument(
+        "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "k8s-render":
@@ -194,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_lock(args)
         if args.command == "demo-checkpoints":
             return run_demo_checkpoints(args)
+        if args.command == "config-reference":
+            return run_config_reference(args)
         if args.command == "harmony-vocab":
             from .harmony import vocab_from_npm_tiktoken
 
@@ -225,6 +246,30 @@ def run_demo_checkpoints(args: argparse.Namespace) -> int:
         return 1 if failed else 0
     for name in names:
         print(checkpoints.rebuild(name, args.out or checkpoints.SHIPPED_DIR))
+    return 0
+
+
+def run_config_reference(args: argparse.Namespace) -> int:
+    from . import config_reference
+
+    root = DEFAULT_SCHEMA.parents[2]
+    out = Path(args.out) if args.out else root / config_reference.REFERENCE
+    # The descriptions' links are written from the repository root; the file's folder decides them.
+    base = os.path.relpath(out.resolve().parent, root) if (args.out or args.check) else "config"
+    if args.check:
+        problem = config_reference.check(out, args.schema, base=base)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 1
+        print(f"{out}: up to date with {args.schema}")
+        return 0
+    text = config_reference.render_file(args.schema, base=base)
+    if args.out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"wrote {out}")
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -122,7 +122,7 @@ def _describe(error) -> str:
         }[kind]
         return f"{where}: {text} (got {value!r})"
     if kind == "pattern":
-        suffix = f" ({hint})" if hint else ""
+        suffix = f" ({' '.join(hint.split())})" if hint else ""  # one line, whatever the YAML style
         return f"{where}: {value!r} does not have the expected form{suffix}"
     if kind == "oneOf" and isinstance(value, (int, float)) and not isinstance(value, bool):
         # A number that fails its numeric alternative (a rate of 0): say what is wrong with it.

@@ -29,7 +29,7 @@ from typing import Any
 
 TOOL_TIMEOUT_S = 20
 
-# System-description fields "auto" can fill from these facts (config/README.md, "System description").
+# System-description fields "auto" can fill from these facts (config/README.md, systems.<name>.description).
 AUTO_FIELDS = (
     "number_of_nodes",
     "host_processor_model_name",

@@ -15,7 +15,7 @@ had no chance to.
 
 The manifest builders and the waiting/teardown logic are plain functions, tested without a
 cluster; the API calls are in :func:`kubernetes_servers` and have not been run against a
-real cluster (see config/README.md). :func:`render_servers` previews the objects every
+real cluster (see docs/config/kubernetes-servers.md). :func:`render_servers` previews the objects every
 ``launch: kubernetes`` system would create (``mlperf-repro k8s-render``).
 """
 

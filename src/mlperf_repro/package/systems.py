@@ -218,7 +218,7 @@ def system_description(
             f"{'is' if len(empty) == 1 else 'are'} empty, and the checker requires a meaningful value; "
             f'give {"it" if len(empty) == 1 else "them"} in the config (N/A where a field does not apply, "0" for a '
             f'zero count), or "auto" for {", ".join(k for k in empty if k in AUTO_FIELDS) or "none of them"} '
-            "(config/README.md, System description)"
+            "(config/README.md, systems.<name>.description)"
         )
     if "heterogeneous_note" in from_endpoints:
         merged["hw_notes"] = f"{from_endpoints['heterogeneous_note']} {merged.get('hw_notes', '')}".strip()
