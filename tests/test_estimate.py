@@ -44,7 +44,7 @@ def llama2_part_of_default_config(tmp_path):
 
 def test_default_config_by_hand(tmp_path):
     est = estimate_file(str(llama2_part_of_default_config(tmp_path)), str(SCHEMA))
-    # Assumptions: run_overhead_s 30 and builtin_build_s 50 from the config; defaults light_job_s 5,
+    # Assumptions: run_overhead_s 30 from the config; defaults light_job_s 5, download_mb_per_s 100,
     # accuracy_eval_samples_per_s 100, dataset_bytes_per_sample 16384, log_bytes_per_run 100000,
     # package_bytes_per_result 600000, quantize_mb_per_s 50.
     # test_scale: min_duration 10 s, min_query_count Offline 256 / Server 500 / Interactive 500;
@@ -81,19 +81,21 @@ def test_default_config_by_hand(tmp_path):
     # Reference accuracy (measured target), in the job's own vLLM: 256 samples at the Offline 100/s + 30 s; three
     # evaluations of 5 s + 256 / 100 samples/s.
     assert stage(est, "accuracy").wall_s == pytest.approx(256 / 100 + 30 + 3 * (5 + 2.56))  # 55.24 s
-    assert stage(est, "acquire").wall_s == pytest.approx(50 + 5)
+    # The shipped tiny-llama (artifacts/models, file://) at 100 MB/s; the builtin dataset 5 s.
+    shipped = sum(p.stat().st_size for p in (REPO / "artifacts/models/tiny-llama").iterdir())
+    assert stage(est, "acquire").wall_s == pytest.approx(shipped / 100e6 + 5)
     # tarball, check, summary, official summary, report plots, one light job each.
     assert stage(est, "package, check, report").wall_s == pytest.approx(5 * 5 + 5)
 
-    # Disk. tiny-llama (vocab 1024, hidden 192, intermediate 512, 3 layers, 3 heads of 64, 3 KV heads):
-    # linear = 3 x (4 x 192 x 192 + 3 x 192 x 512) = 1,327,104; total = linear + 2 x 1024 x 192
-    # + 7 x 192 = 1,721,664 parameters = 3,443,328 bytes in bf16.
+    # Disk. tiny-llama as shipped, read from its safetensors headers (hidden 192, intermediate
+    # 512, 3 layers, 3 heads of 64, 3 KV heads, the trained tokenizer's 937 tokens): linear =
+    # 3 x (4 x 192 x 192 + 3 x 192 x 512) = 1,327,104; total 1,688,256 parameters; the folder's bytes.
     acquire = stage(est, "acquire")
-    assert acquire.details[0]["parameters"] == 1_721_664
-    assert acquire.disk_bytes == 3_443_328 + 256 * 16384  # + dataset 4,194,304
-    # MXFP4: 1,327,104 x 0.53125 = 705,024 + (394,560 other parameters x 2 = 789,120) = 1,494,144,
-    # plus the dequantized bf16 copy 3,443,328.
-    assert stage(est, "quantize").disk_bytes == 1_494_144 + 3_443_328
+    assert (acquire.details[0]["parameters"], acquire.details[0]["disk_bytes"]) == (1_688_256, shipped)
+    assert acquire.disk_bytes == shipped + 256 * 16384  # + dataset 4,194,304
+    # MXFP4: 1,327,104 x 0.53125 = 705,024 + (361,152 other parameters x 2 = 722,304) = 1,427,328,
+    # plus the dequantized bf16 copy (the checkpoint's bytes).
+    assert stage(est, "quantize").disk_bytes == 1_427_328 + shipped
     # Accuracy log: 256 samples x (100 + 8 x (294.45 + 1)) = 256 x 2463.6 = 630,681.6 bytes.
     assert runs["run: Offline accuracy"].disk_bytes == pytest.approx(100_000 + 630_681.6)
     assert compliance.disk_bytes == pytest.approx(3 * (100_000 + 100 * 2463.6))
@@ -102,8 +104,9 @@ def test_default_config_by_hand(tmp_path):
     assert total["jobs"] == 29  # with report_plots
     assert total["gpu_hours"] == 0  # a CPU system
     expected_wall = (
-        55
-        + 3_443_328 / 50e6
+        shipped / 100e6
+        + 5
+        + shipped / 50e6
         + 3 * 5  # acquire, quantize, user.conf
         + 46.5  # find performance (it starts the shared server)
         + 17.8
@@ -122,10 +125,10 @@ def test_default_config_by_hand(tmp_path):
     )  # accuracy, compliance, package (with the report's plots)
     assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~345 s
     expected_disk = (
-        3_443_328
+        shipped
         + 4_194_304
-        + 1_494_144
-        + 3_443_328
+        + 1_427_328
+        + shipped
         + 100_000  # the find-performance run's logs
         + 3 * 100_000
         + 3 * (100_000 + 630_681.6)
@@ -314,11 +317,25 @@ def test_multinode_scaling_study_by_hand():
     assert scaling.gpu_hours == 0 and scaling.disk_bytes == 2 * 100_000
 
 
-def test_the_workflow_target_writes_the_same_plan(tmp_path):
+@pytest.mark.parametrize("acquired", [False, True], ids=["fresh", "after-acquire"])
+def test_the_workflow_target_writes_the_same_plan(tmp_path, monkeypatch, acquired):
+    """The plan view reads checkpoints in the workflow's folder (tensor headers size the
+    quantize job): the expected plan is computed in the same folder, never in the checkout,
+    whose state (a default run acquired models there) is not the test's. The default's models
+    are file:// sources, read where they lie: acquiring them changes nothing in the plan."""
     work = make_workdir(tmp_path)
+    if acquired:
+        from mlperf_repro.fetch.entries import acquire_model_entry
+
+        entry = load_yaml(DEFAULT_CONFIG)["models"]["tiny-wan"]
+        acquire_model_entry(entry, work / "resources/models/tiny-wan", work / "results/acquire/models/tiny-wan.json")
     result = run_snakemake(work, "-c1", "plan_view", timeout=300)
     assert result.returncode == 0, result.stderr
-    expected = estimate_file(str(DEFAULT_CONFIG), str(SCHEMA))
+    monkeypatch.chdir(work)
+    expected = estimate_file("config/config.yaml", str(SCHEMA))
+    quantize = next(row for row in expected.rows if row.stage == "quantize")
+    wan = next(d for d in quantize.details if d.get("model") == "tiny-wan")
+    assert wan["mem_from"].endswith("checkpoint at its file:// source")
     assert (work / "results/plan/plan.txt").read_text() == expected.render()
     assert json.loads((work / "results/plan/plan.json").read_text()) == expected.to_dict()
 

@@ -27,7 +27,7 @@ from .find_performance import (
 from .loadgen_counts import OFFLINE_SLACK, generated_queries
 from .plan import MODES, Job, Plan
 from .quant.formats import FORMATS, format_for
-from .quant.memory import DEFAULT_MEM_MB, checkpoint_tensors
+from .quant.memory import DEFAULT_MEM_MB, checkpoint_tensors, named_tensors
 
 # LoadGen writes each generated token into mlperf_log_accuracy.json as 8 hex characters
 # (int32), plus the first token again and the entry's keys.
@@ -293,14 +293,19 @@ class Estimator:
                 "source": f"models.{model}.builtin architecture (vocab_size is an upper bound)",
             }
         local = self.plan.local_checkpoint(model)
-        tensors = checkpoint_tensors(local) if local else []
+        tensors = named_tensors(local) if local else []
         if tensors:
-            total = sum(elements for elements, _ in tensors)
+            # Linear layers: the 2-D weights but the embeddings and the LM head, as for a builtin.
+            linear = sum(
+                elements
+                for name, shape, elements, _ in tensors
+                if len(shape) == 2 and "embed" not in name and "lm_head" not in name
+            )
             return {
-                "parameters": total,
-                "linear": total,
+                "parameters": sum(elements for _, _, elements, _ in tensors),
+                "linear": linear,
                 "bytes": sum(p.stat().st_size for p in local.rglob("*") if p.is_file()),
-                "source": f"models.{model}.source {local} (safetensors headers; linear taken as all parameters)",
+                "source": f"models.{model}.source {local} (safetensors headers)",
             }
         benchmarks = [b for b in self.plan.benchmarks if self.plan.benchmark_cfg(b)["model"] == model]
         if not benchmarks:

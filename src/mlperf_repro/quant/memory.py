@@ -29,6 +29,11 @@ _DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16
 def checkpoint_tensors(model_dir: str | Path) -> list[tuple[int, int]]:
     """``(elements, bytes)`` of every tensor in a directory's ``*.safetensors`` (headers only);
     for a Diffusers pipeline folder (``model_index.json``) those of its components' subfolders."""
+    return [(elements, size) for _, _, elements, size in named_tensors(model_dir)]
+
+
+def named_tensors(model_dir: str | Path) -> list[tuple[str, tuple[int, ...], int, int]]:
+    """``(name, shape, elements, bytes)`` of every tensor :func:`checkpoint_tensors` counts."""
     model_dir = Path(model_dir)
     pattern = "*/*.safetensors" if (model_dir / "model_index.json").is_file() else "*.safetensors"
     out = []
@@ -40,7 +45,7 @@ def checkpoint_tensors(model_dir: str | Path) -> list[tuple[int, int]]:
             if name == "__metadata__":
                 continue
             begin, end = info["data_offsets"]
-            out.append((math.prod(info["shape"]), end - begin))
+            out.append((name, tuple(info["shape"]), math.prod(info["shape"]), end - begin))
     return out
 
 
