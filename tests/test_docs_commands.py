@@ -158,3 +158,33 @@ def test_block_dry_runs(block, tmp_path):
     done = run_shell(workdir(tmp_path), script)
     assert done.returncode == 0, f"{block_id(block)}:\n{script}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "This was a dry-run" in done.stdout + done.stderr
+
+
+def test_reproduce_walkthrough(tmp_path, monkeypatch):
+    """docs/reproduce.md's import and first run, on a synthetic tree in the layout AMD publishes
+    (tests/published_tree.py) at the path and with the names the guide uses: the import writes
+    my.yaml, the plan view prices it, and the first run stops in the preflight, before any job,
+    naming each TODO: value."""
+    import published_tree
+
+    imported, first_run = blocks_run_by("test_reproduce_walkthrough")
+    work = workdir(tmp_path)
+    (work / "my.yaml").unlink()
+    monkeypatch.setattr(published_tree, "SYSTEM", "8xMI355X_2xEPYC_9575F")
+    published_tree.write_published(
+        work / "inference_results_v6.0",
+        "AMD",
+        scenarios={"Offline": 370.0, "Server": 360.0, "Interactive": 263.0},
+    )
+    done = run_shell(work, imported.text)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "8xMI355X_2xEPYC_9575F" in (work / "my.yaml").read_text()
+    assert "GPU-hours" in done.stdout
+
+    done = run_shell(work, first_run.text, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output[-3000:]
+    assert "the preflight check found problems" in output
+    todo_lines = [line for line in output.splitlines() if "[ERROR] placeholder:" in line]
+    assert len(todo_lines) >= 2 and all("TODO" in line for line in todo_lines), output[-3000:]
+    assert not (work / "results" / "runs").exists()

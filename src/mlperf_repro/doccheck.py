@@ -9,10 +9,11 @@ README.md and docs/ says on the line before it who runs it::
     <!-- run-by: tests/test_docs_commands.py::test_block_runs -->
     <!-- not-run: needs a SLURM cluster with GPUs -->
 
-A ``run-by`` names one or more targets, comma-separated: a test (``tests/FILE.py::NAME``,
-which must exist) that runs the block's commands, or a script of the project (``.ci/run``)
-whose text holds every one of them. A ``not-run`` gives the reason. ``tests/test_docs_commands.py``
-runs the blocks that name its runners.
+A ``run-by`` names one or more targets, comma-separated: a test (``tests/test_x.py::NAME``)
+or test file (``tests/test_x.py``), which must exist, that runs the block's commands, or a
+script of the project (``.ci/run``) whose text holds every one of them. A ``not-run`` gives
+the reason. ``tests/test_docs_commands.py`` runs the blocks that name its runners
+(docs/testing.md).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ INLINE_LINK = re.compile(r"\]\(\s*<?(?P<target>[^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(?P<target>[^\s>]+)>?")
 CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
-TEST_TARGET = re.compile(r"^(?P<file>tests/[\w/.-]+\.py)::(?P<name>[\w:]+?)(?:\[.*\])?$")
+TEST_TARGET = re.compile(r"^(?P<file>tests/(?:[\w.-]+/)*test_[\w.-]*\.py)(?:::(?P<name>[\w:]+?)(?:\[.*\])?)?$")
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def target_problem(root: Path, block: Block, target: str) -> str | None:
         test_file = root / test["file"]
         if not test_file.is_file():
             return f"run-by names {target}, but {test['file']} does not exist"
-        if not defines(test_file, test["name"]):
+        if test["name"] and not defines(test_file, test["name"]):
             return f"run-by names {target}, but {test['file']} defines no {test['name']}"
         return None
     script = root / target
