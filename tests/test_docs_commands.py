@@ -180,6 +180,8 @@ def test_reproduce_walkthrough(tmp_path, monkeypatch):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "8xMI355X_2xEPYC_9575F" in (work / "my.yaml").read_text()
     assert "GPU-hours" in done.stdout
+    # What import says to run next is the command the guide gives.
+    assert "`snakemake --cores all --configfile my.yaml` names each" in done.stdout
 
     done = run_shell(work, first_run.text, timeout=300)
     output = done.stdout + done.stderr
