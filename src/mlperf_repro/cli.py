@@ -326,7 +326,11 @@ def run_import(args: argparse.Namespace) -> int:
     from .importer.yaml_text import plain
 
     todos = len(placeholders({k: v for k, v in plain(imported.config).items() if k != "imported"}))
-    print(f"  {todos} TODO: value(s) to fill in before a run (`snakemake --configfile {path} -n` names each)")
+    # The preflight is an onstart handler, which a dry run (-n) skips: the run itself names them.
+    print(
+        f"  {todos} TODO: value(s) to fill in before a run "
+        f"(`snakemake --cores all --configfile {path}` names each and stops before any job)"
+    )
     return 0
 
 
