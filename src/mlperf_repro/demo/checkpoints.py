@@ -103,6 +103,13 @@ def manifest_lines(folder: Path) -> str:
     return "".join(f"{sha256_file(p)}  {p.relative_to(folder).as_posix()}\n" for p in files)
 
 
+def _read_manifest_lines(path: Path) -> dict[str, str]:
+    """{path: sha256} of a manifest :func:`manifest_lines` wrote (the acquire stage reads the
+    same files with fetch.read_manifest, which checks them as outside input)."""
+    pairs = (line.split("  ", 1) for line in path.read_text().splitlines() if line.strip())
+    return {relpath: digest for digest, relpath in pairs}
+
+
 def shipped_names(root: Path = SHIPPED_DIR) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and (p / REPORT_NAME).is_file()) if root.is_dir() else []
 
@@ -129,10 +136,8 @@ def rebuild(name: str, out_root: str | Path, *, root: Path = SHIPPED_DIR, log=pr
 
 def differences(name: str, rebuilt_root: Path, *, root: Path = SHIPPED_DIR) -> list[str]:
     """Files whose checksum differs between the shipped manifest and a rebuild's (missing or extra too)."""
-    from ..fetch import read_manifest
-
-    shipped = read_manifest(root / f"{name}.sha256")
-    rebuilt = read_manifest(rebuilt_root / f"{name}.sha256")
+    shipped = _read_manifest_lines(root / f"{name}.sha256")
+    rebuilt = _read_manifest_lines(rebuilt_root / f"{name}.sha256")
     return sorted(path for path in set(shipped) | set(rebuilt) if shipped.get(path) != rebuilt.get(path))
 
 
