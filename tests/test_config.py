@@ -66,7 +66,7 @@ BAD_CONFIGS = {
         ["quantization.mxfp4-w4a16.scheme", "mxfp4, mxfp4_weight_only"],
     ),
     "hidden size not a multiple of 32": (
-        lambda c: _set(c, "models.tiny-llama.builtin.hidden_size", 100),
+        lambda c: _set(c, "models.tiny-llama", {"source": "builtin:tiny-llama", "builtin": {"hidden_size": 100}}),
         ["models.tiny-llama.builtin.hidden_size", "multiple of 32"],
     ),
     "bad source scheme": (
@@ -99,7 +99,7 @@ BAD_CONFIGS = {
     "fetched model without checksums": (
         lambda c: (
             _set(c, "models.tiny-llama.source", "https://example.org/m"),
-            _delete(c, "models.tiny-llama.builtin"),
+            _delete(c, "models.tiny-llama.sha256_manifest"),
         ),
         ["models.tiny-llama", "no checksums", "sha256"],
     ),
@@ -107,7 +107,7 @@ BAD_CONFIGS = {
         lambda c: (
             _set(c, "models.tiny-llama.source", "hf://meta-llama/Llama-2-70b-chat-hf"),
             _set(c, "models.tiny-llama.allow_unverified", True),
-            _delete(c, "models.tiny-llama.builtin"),
+            _delete(c, "models.tiny-llama.sha256_manifest"),
         ),
         ["models.tiny-llama.source", "revision"],
     ),
@@ -156,7 +156,7 @@ def test_the_video_systems_launch_is_checked(demo_config):
 
 def test_all_problems_are_listed_at_once(default_config):
     _set(default_config, "division", "closd")
-    _set(default_config, "models.tiny-llama.builtin.hidden_size", 100)
+    _set(default_config, "models.tiny-llama", {"source": "builtin:tiny-llama", "builtin": {"hidden_size": 100}})
     with pytest.raises(UserError) as caught:
         validate_config(default_config, SCHEMA)
     assert "2 problems" in str(caught.value)
