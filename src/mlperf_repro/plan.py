@@ -7,6 +7,7 @@ Paths are relative to the workflow's working directory.
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -204,6 +205,10 @@ class Plan:
     @staticmethod
     def reference_accuracy_path(system: str, benchmark: str) -> str:
         return path("reference_accuracy", system=system, benchmark=benchmark)
+
+    @staticmethod
+    def reference_outputs_path(system: str, benchmark: str) -> str:
+        return path("reference_outputs", system=system, benchmark=benchmark)
 
     def dataset_file(self, benchmark: str, purpose: str = "performance") -> str:
         """The file a run or evaluation reads. ``purpose``: performance, accuracy or a compliance
@@ -578,6 +583,16 @@ class Plan:
     def engine(self, system: str) -> dict[str, Any]:
         return self.system_cfg(system)["engine"]
 
+    def reference_threads(self, system: str) -> int | None:
+        """The cores the unquantized reference run of this system needs: a diffusers system's
+        pipeline renders on its ``engine_args.threads`` torch threads, so the job leaves the other
+        cores to other jobs (nothing in it is timed); None: it takes the machine (vLLM)."""
+        engine = self.engine(system)
+        if engine["backend"] != "diffusers":
+            return None
+        threads = (engine.get("engine_args") or {}).get("threads")
+        return int(threads) if threads else None
+
     def run_engine(self, system: str, benchmark: str, scenario: str) -> dict[str, Any]:
         """The engine one scenario's runs use: the system's, with the scenario's own engine_args
         and env (``systems.<s>.benchmarks.<b>.<Scenario>.engine``) on top."""
@@ -728,10 +743,33 @@ class Plan:
                 return bench["dataset"], self.dataset_file(benchmark, "performance")
         return None
 
+    def open_accuracy(self, benchmark: str) -> dict[str, Any] | None:
+        """``benchmarks.<name>.open_accuracy`` (defaults filled): the weight-free metrics an
+        open-division text-to-video stand-in is judged by in place of the round's score; None
+        where the benchmark declares none."""
+        entry = self.benchmark_cfg(benchmark).get("open_accuracy")
+        return copy.deepcopy(entry) if entry else None
+
     def accuracy_targets(self, benchmark: str) -> dict[str, Any]:
-        """How accuracy is judged: the round's absolute targets, or a fraction of a measured reference."""
+        """How accuracy is judged: the round's absolute targets, or a fraction of a measured
+        reference; with ``open_accuracy``, its metrics: a fraction of the unquantized model's
+        value or the config's minimum, each as the metric's record says
+        (accuracy.video_quality.OPEN_METRICS), the others reported only."""
         bench = self.benchmark_cfg(benchmark)
         facts = self.facts(benchmark)
+        open_accuracy = self.open_accuracy(benchmark)
+        if bench.get("accuracy_target") == "measured" and open_accuracy:
+            from .accuracy.video_quality import OPEN_METRICS
+
+            kinds = {m: OPEN_METRICS[m].target for m in open_accuracy["metrics"]}
+            return {
+                "kind": "measured",
+                "fraction": bench.get("accuracy_fraction", 0.99),
+                "metrics": [m for m, kind in kinds.items() if kind == "fraction"],
+                "minimums": {m: float(open_accuracy[f"{m}_minimum"]) for m, kind in kinds.items() if kind == "minimum"},
+                "open_metrics": list(open_accuracy["metrics"]),
+                "replaces": list(facts.accuracy["targets"]),
+            }
         if bench.get("accuracy_target") == "measured":
             return {
                 "kind": "measured",

@@ -82,6 +82,18 @@ def machine_threads(cluster_cpus):
     return threads
 
 
+def reference_threads(cluster_cpus):
+    """threads: of the unquantized reference run: the machine (machine_threads), or fewer where
+    the system's pipeline renders on fewer torch threads (Plan.reference_threads)."""
+    machine = machine_threads(cluster_cpus)
+
+    def threads(wildcards):
+        own = PLAN.reference_threads(wildcards.system)
+        return min(own, machine(wildcards)) if own else machine(wildcards)
+
+    return threads
+
+
 # Software per stage: heavy jobs run in the system's digest-pinned image when Snakemake is
 # started with --software-deployment-method apptainer; None (CPU hosts) leaves them in the
 # pip environments of envs/.
@@ -155,6 +167,13 @@ def tokenizer_dir_of(wildcards):
 def reference_accuracy_of(wildcards):
     if PLAN.needs_reference_accuracy(wildcards.benchmark):
         return PLAN.reference_accuracy_path(wildcards.system, wildcards.benchmark)
+    return []
+
+
+def reference_outputs_of(wildcards):
+    """The reference run's outputs, for open_accuracy's metrics that compare with them."""
+    if PLAN.accuracy_targets(wildcards.benchmark).get("open_metrics"):
+        return PLAN.reference_outputs_path(wildcards.system, wildcards.benchmark)
     return []
 
 
