@@ -39,9 +39,7 @@ needs_vbench = pytest.mark.skipif(not HAS_VBENCH, reason=".venv-vbench is not bu
 
 def videos(max_frames: int = 5, max_side: int = 12):
     """uint8 videos [frames, H, W, 3] of any small shape, odd ones included."""
-    shapes = st.tuples(
-        st.integers(1, max_frames), st.integers(1, max_side), st.integers(1, max_side), st.just(3)
-    )
+    shapes = st.tuples(st.integers(1, max_frames), st.integers(1, max_side), st.integers(1, max_side), st.just(3))
     return shapes.flatmap(lambda shape: arrays(np.uint8, shape))
 
 
@@ -63,7 +61,9 @@ def mp4_bytes(frames: np.ndarray, path: Path) -> bytes:
 def flickering_by_definition(frames: np.ndarray) -> float:
     """VBench's temporal_flickering.cal_score spelled out: per consecutive pair the mean absolute
     difference of float32 frames, their mean, (255 - mean) / 255."""
-    pairs = [np.mean(np.abs(frames[i].astype(np.float32) - frames[i + 1].astype(np.float32))) for i in range(len(frames) - 1)]
+    pairs = [
+        np.mean(np.abs(frames[i].astype(np.float32) - frames[i + 1].astype(np.float32))) for i in range(len(frames) - 1)
+    ]
     return (255.0 - float(np.mean(pairs))) / 255.0
 
 
@@ -280,3 +280,27 @@ def test_the_schema_names_the_metrics_there_are():
     assert entry["properties"]["metrics"]["items"]["enum"] == list(OPEN_METRICS)
     floors = {f"{name}_minimum" for name, m in OPEN_METRICS.items() if m.target == "minimum"}
     assert floors == {key for key in entry["properties"] if key.endswith("_minimum")}
+
+
+def test_the_verdict_takes_a_fraction_of_the_unquantized_value_and_the_floor():
+    from mlperf_repro.stages.accuracy import judge
+
+    targets = {
+        "kind": "measured",
+        "fraction": 0.99,
+        "metrics": ["temporal_flickering"],
+        "minimums": {"video_ssim": 0.85},
+        "open_metrics": ["temporal_flickering", "video_ssim", "video_psnr"],
+    }
+    reference = {"metrics": {"temporal_flickering": 0.8, "video_ssim": 1.0, "video_psnr": None}}
+    run = {"vbench_score": None, "temporal_flickering": 0.793, "video_ssim": 0.9, "video_psnr": 31.0}
+    verdict = judge(run, targets, reference)
+    assert verdict["passed"] and [(c["metric"], c["minimum"]) for c in verdict["checks"]] == [
+        ("temporal_flickering", 0.792),
+        ("video_ssim", 0.85),
+    ]  # vbench_score and video_psnr are not judged
+    assert not judge({**run, "temporal_flickering": 0.7919}, targets, reference)["passed"]
+    assert not judge({**run, "video_ssim": 0.84}, targets, reference)["passed"]
+    assert not judge({**run, "video_ssim": None}, targets, reference)["passed"]
+    with pytest.raises(UserError, match="reference accuracy run has no temporal_flickering"):
+        judge(run, targets, {"metrics": {"vbench_score": None}})

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from mlperf_repro.accuracy.open_accuracy import UNQUANTIZED_VIDEOS, format_open_accuracy
-from mlperf_repro.accuracy.video_quality import read_video, score_videos
 from mlperf_repro.accuracy.vbench import format_vbench_accuracy_txt
+from mlperf_repro.accuracy.video_quality import read_video, score_videos
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.check.tree import check_tree
 from mlperf_repro.package.truncate import hash_line
@@ -148,9 +148,7 @@ def test_a_closed_text_to_video_result_without_vbench_score_fails(tmp_path, vide
 def test_the_real_model_in_the_open_division_keeps_vbench_score(tmp_path, videos):
     """A result folder named after the benchmark is the real model: no stand-in in model_mapping.json."""
     root = tmp_path / "tree"
-    write_result(
-        root, videos, division="open", folder="wan-2.2-t2v-a14b", text=accuracy_txt(videos), mapping={}
-    )
+    write_result(root, videos, division="open", folder="wan-2.2-t2v-a14b", text=accuracy_txt(videos), mapping={})
     (finding,) = accuracy_findings(root)
     assert finding.severity == "error"
     assert "model_mapping.json does not declare wan-2.2-t2v-a14b a stand-in" in finding.message

@@ -262,7 +262,9 @@ def read_reference_videos(folder: str | Path, samples: Iterable[int]) -> dict[in
             f"{' ...' if len(missing) > 5 else ''}: the reference run (rule reference_accuracy) renders every "
             "accuracy prompt with the unquantized pipeline; rerun it"
         )
-    return {s: read_video(folder / f"{s}.mp4", f"the unquantized pipeline's video {folder / f'{s}.mp4'}") for s in samples}
+    return {
+        s: read_video(folder / f"{s}.mp4", f"the unquantized pipeline's video {folder / f'{s}.mp4'}") for s in samples
+    }
 
 
 def score_videos(

@@ -76,7 +76,9 @@ def _fast_tokenizer(tokenizer_dir: str):
     return load_fast_tokenizer(tokenizer_dir)
 
 
-def reference_outputs(model_dir: str, dataset, *, generation: dict[str, Any], engine: dict[str, Any], out_dir, reporter):
+def reference_outputs(
+    model_dir: str, dataset, *, generation: dict[str, Any], engine: dict[str, Any], out_dir, reporter
+):
     """The unquantized model's token ids for every prompt, from vLLM's own generate in this
     process (no LoadGen: nothing is timed); ``out_dir`` gets nothing (the scores need none)."""
     import numpy as np

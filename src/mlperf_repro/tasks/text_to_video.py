@@ -62,7 +62,9 @@ def write_videos(entries: list, dataset_file: str, accuracy_rules: dict[str, Any
     return write_named_videos(entries, read_dataset(dataset_file).prompts, stems, out_dir)
 
 
-def reference_outputs(model_dir: str, dataset, *, generation: dict[str, Any], engine: dict[str, Any], out_dir, reporter):
+def reference_outputs(
+    model_dir: str, dataset, *, generation: dict[str, Any], engine: dict[str, Any], out_dir, reporter
+):
     """The unquantized pipeline renders every accuracy prompt in this process, in batches of the
     system's ``engine_args.batch_size`` on its torch ``threads`` (the runs' settings; nothing is
     timed), each video as the SUT answers it (mp4 bytes) and written to ``out_dir/<qsl_idx>.mp4``."""
