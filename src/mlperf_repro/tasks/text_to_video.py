@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from .registry import Evaluator, Task, register_task
 
 
@@ -104,6 +105,11 @@ def score_open(
 
     videos = videos_by_sample(entries, "the accuracy log's video of")
     compares = any(OPEN_METRICS[m].needs_reference_videos for m in metrics)
+    if compares and reference_dir is None:
+        raise UserError(
+            f"{', '.join(m for m in metrics if OPEN_METRICS[m].needs_reference_videos)} compare with the unquantized "
+            "pipeline's videos, and no reference run's outputs were given (accuracy_target: measured makes them)"
+        )
     reference = read_reference_videos(reference_dir, videos) if compares else None
     result = score_videos(videos, metrics, reference)
     per_sample = result.pop("per_sample")
