@@ -135,6 +135,41 @@ BAD_CONFIGS = {
 }
 
 
+# The text-to-video stand-in's open_accuracy (the whole default config, wan part included).
+WAN_BAD_CONFIGS = {
+    "open_accuracy without a measured target": (
+        lambda c: _set(c, "benchmarks.tiny-wan-t2v.accuracy_target", "reference"),
+        ["benchmarks.tiny-wan-t2v.open_accuracy", "needs accuracy_target: measured"],
+    ),
+    "open_accuracy for an LLM": (
+        lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.open_accuracy", {"metrics": ["temporal_flickering"]}),
+        ["benchmarks.tiny-llama-mxfp4.open_accuracy", "only a text-to-video benchmark"],
+    ),
+    "open_accuracy that judges nothing": (
+        lambda c: _set(c, "benchmarks.tiny-wan-t2v.open_accuracy.metrics", ["video_psnr"]),
+        ["benchmarks.tiny-wan-t2v.open_accuracy.metrics", "temporal_flickering, video_ssim", "only reported"],
+    ),
+    "open_accuracy with a VBench dimension that needs weights": (
+        lambda c: _set(c, "benchmarks.tiny-wan-t2v.open_accuracy.metrics", ["subject_consistency"]),
+        ["benchmarks.tiny-wan-t2v.open_accuracy.metrics", "'subject_consistency'", "temporal_flickering"],
+    ),
+    "open_accuracy in the closed division": (
+        lambda c: _set(c, "division", "closed"),
+        ["benchmarks.tiny-wan-t2v.open_accuracy: the closed division is judged by the round's score"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WAN_BAD_CONFIGS))
+def test_bad_open_accuracy_is_one_clear_message(demo_config, name):
+    mutate, fragments = WAN_BAD_CONFIGS[name]
+    mutate(demo_config)
+    with pytest.raises(UserError) as caught:
+        validate_config(demo_config, SCHEMA)
+    for fragment in fragments:
+        assert fragment in str(caught.value), f"{name}: {fragment!r} not in {str(caught.value)!r}"
+
+
 @pytest.mark.parametrize("name", sorted(BAD_CONFIGS))
 def test_bad_config_is_one_clear_message(default_config, name):
     mutate, fragments = BAD_CONFIGS[name]
@@ -145,6 +180,25 @@ def test_bad_config_is_one_clear_message(default_config, name):
     for fragment in fragments:
         assert fragment in message, f"{name}: {fragment!r} not in {message!r}"
     assert "Traceback" not in message
+
+
+def test_the_text_to_video_stand_in_is_judged_by_weight_free_metrics(demo_config):
+    validate_config(demo_config, SCHEMA)
+    # SSIM's floor is the schema's default.
+    assert demo_config["benchmarks"]["tiny-wan-t2v"]["open_accuracy"] == {
+        "metrics": ["temporal_flickering", "video_ssim", "video_psnr"],
+        "video_ssim_minimum": 0.85,
+    }
+    from mlperf_repro.plan import Plan
+
+    assert Plan(demo_config).accuracy_targets("tiny-wan-t2v") == {
+        "kind": "measured",
+        "fraction": 0.99,
+        "metrics": ["temporal_flickering"],
+        "minimums": {"video_ssim": 0.85},
+        "open_metrics": ["temporal_flickering", "video_ssim", "video_psnr"],
+        "replaces": ["vbench_score"],
+    }
 
 
 def test_the_video_systems_launch_is_checked(demo_config):

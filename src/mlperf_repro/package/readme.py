@@ -48,7 +48,17 @@ def scenario_readme(plan: Plan, job: Job, detail: dict[str, Any], accuracy: dict
         f" {'PASS' if c['passed'] else 'FAIL'}"
         for c in checks
     )
-    lines += [f"- Accuracy: {', '.join(f'{k}={v}' for k, v in metrics.items())}", f"- Accuracy targets: {verdicts}", ""]
+    lines += [f"- Accuracy: {', '.join(f'{k}={v}' for k, v in metrics.items())}", f"- Accuracy targets: {verdicts}"]
+    targets = plan.accuracy_targets(job.benchmark)
+    if targets.get("open_metrics"):
+        lines.append(
+            f"- Accuracy metric (open division): {', '.join(targets['open_metrics'])}, computed without downloaded "
+            f"weights and judged in place of {', '.join(targets.get('replaces') or [])} (not computable here); the "
+            "fidelity ones against the unquantized pipeline's videos of the same prompts (accuracy/unquantized_videos/ "
+            "holds those of the packaged samples). accuracy/accuracy.txt declares them (`open_accuracy` lines); "
+            "their definitions: `../../../../src/src/mlperf_repro/accuracy/video_quality.py`."
+        )
+    lines.append("")
     target = f"results/runs/{job.system}/{job.benchmark}/{job.scenario}"
     lines += [
         "## Reproduce",

@@ -76,6 +76,30 @@ def _fast_tokenizer(tokenizer_dir: str):
     return load_fast_tokenizer(tokenizer_dir)
 
 
+def reference_outputs(
+    model_dir: str, dataset, *, generation: dict[str, Any], engine: dict[str, Any], out_dir, reporter
+):
+    """The unquantized model's token ids for every prompt, from vLLM's own generate in this
+    process (no LoadGen: nothing is timed); ``out_dir`` gets nothing (the scores need none)."""
+    import numpy as np
+
+    from .. import progress
+    from ..backends import GenerationSettings
+    from ..backends.vllm_engine import create_llm, sampling_params
+
+    reporter.phase("loading the model", waiting_for="vLLM to load the unquantized model")
+    llm = create_llm(model_dir, engine.get("engine_args", {}))
+    reporter.phase(None)
+    # vLLM's own per-prompt progress hook (its tqdm factory), counted into our lines.
+    outputs = llm.generate(
+        [{"prompt_token_ids": p} for p in dataset.prompts],
+        sampling_params(GenerationSettings(**generation), stream=False),
+        use_tqdm=progress.EngineBar.into(reporter),
+    )
+    entries = [(i, np.asarray(o.outputs[0].token_ids, dtype=np.int32)) for i, o in enumerate(outputs)]
+    return entries, llm.get_tokenizer()
+
+
 LLM = register_task(
     Task(
         name="llm",
@@ -91,5 +115,6 @@ LLM = register_task(
         ),
         accuracy_log_dtype="int32",  # LoadGen token responses (harness.sut)
         compliance=("TEST04", "TEST06", "TEST07", "TEST09"),
+        reference_outputs=reference_outputs,
     )
 )
