@@ -10,6 +10,8 @@ rule acquire_model:
         "logs/acquire/models/{model}.log",
     conda:
         WORKFLOW_ENV
+    # First among the jobs ready with it, as quantize: everything of its model waits for it.
+    priority: 50
     threads: machine_threads(cluster_cpus=2)
     resources:
         cpus_per_task=lambda wc, threads: threads,
@@ -37,6 +39,7 @@ rule acquire_dataset:
         "logs/acquire/datasets/{dataset}.log",
     conda:
         WORKFLOW_ENV
+    priority: 50
     resources:
         mem_mb=2000,
         runtime=lambda wc, attempt: 30 * attempt,
