@@ -16,6 +16,9 @@ rule find_performance:
         "logs/find_performance/{system}/{benchmark}/{scenario}.log",
     container:
         system_container
+    # Before the light jobs, as acquire and quantize: the scenario's user.conf, and so each of
+    # its runs (accuracy runs too, which pair up on the cores), waits for the pass.
+    priority: 40
     # A measurement owns the machine: no other job may share its cores.
     threads: machine_threads(cluster_cpus=16)
     resources:
