@@ -160,26 +160,25 @@ WAN_BAD_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(WAN_BAD_CONFIGS))
-def test_bad_open_accuracy_is_one_clear_message(demo_config, name):
-    mutate, fragments = WAN_BAD_CONFIGS[name]
-    mutate(demo_config)
+def assert_one_clear_message(config: dict, name: str, bad_configs: dict) -> None:
+    mutate, fragments = bad_configs[name]
+    mutate(config)
     with pytest.raises(UserError) as caught:
-        validate_config(demo_config, SCHEMA)
-    for fragment in fragments:
-        assert fragment in str(caught.value), f"{name}: {fragment!r} not in {str(caught.value)!r}"
-
-
-@pytest.mark.parametrize("name", sorted(BAD_CONFIGS))
-def test_bad_config_is_one_clear_message(default_config, name):
-    mutate, fragments = BAD_CONFIGS[name]
-    mutate(default_config)
-    with pytest.raises(UserError) as caught:
-        validate_config(default_config, SCHEMA)
+        validate_config(config, SCHEMA)
     message = str(caught.value)
     for fragment in fragments:
         assert fragment in message, f"{name}: {fragment!r} not in {message!r}"
     assert "Traceback" not in message
+
+
+@pytest.mark.parametrize("name", sorted(WAN_BAD_CONFIGS))
+def test_bad_open_accuracy_is_one_clear_message(demo_config, name):
+    assert_one_clear_message(demo_config, name, WAN_BAD_CONFIGS)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CONFIGS))
+def test_bad_config_is_one_clear_message(default_config, name):
+    assert_one_clear_message(default_config, name, BAD_CONFIGS)
 
 
 def test_the_text_to_video_stand_in_is_judged_by_weight_free_metrics(demo_config):
