@@ -8,10 +8,10 @@ rule acquire_model:
         record=path("acquire_record", kind="models", name="{model}"),
     log:
         "logs/acquire/models/{model}.log",
-    conda:
-        WORKFLOW_ENV
     # First among the jobs ready with it, as quantize: everything of its model waits for it.
     priority: 50
+    conda:
+        WORKFLOW_ENV
     threads: machine_threads(cluster_cpus=2)
     resources:
         cpus_per_task=lambda wc, threads: threads,
@@ -37,9 +37,9 @@ rule acquire_dataset:
         record=path("acquire_record", kind="datasets", name="{dataset}"),
     log:
         "logs/acquire/datasets/{dataset}.log",
+    priority: 50
     conda:
         WORKFLOW_ENV
-    priority: 50
     resources:
         mem_mb=2000,
         runtime=lambda wc, attempt: 30 * attempt,

@@ -14,11 +14,11 @@ rule find_performance:
         result=PATHS["find_performance"],
     log:
         "logs/find_performance/{system}/{benchmark}/{scenario}.log",
-    container:
-        system_container
     # Before the light jobs, as acquire and quantize: the scenario's user.conf, and so each of
     # its runs (accuracy runs too, which pair up on the cores), waits for the pass.
     priority: 40
+    container:
+        system_container
     # A measurement owns the machine: no other job may share its cores.
     threads: machine_threads(cluster_cpus=16)
     resources:
