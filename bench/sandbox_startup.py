@@ -50,12 +50,14 @@ def main(argv: list[str] | None = None) -> int:
         limits = sandbox.Limits()
         program = os.memfd_create("bench")
         info_read, info_write = os.pipe()
-        command = sandbox._bwrap_args(bwrap, python, (), limits, program, info_write)
+        folders = sandbox._open_folders(python, ())
+        command = sandbox._bwrap_args(bwrap, folders, limits, program, info_write)
         command += [python, "-I", "-B", "-c", "pass"]
+        passed = (program, info_write, *(fd for fd, _ in folders))
 
         def bubblewrap_alone() -> None:
             os.lseek(program, 0, os.SEEK_SET)
-            subprocess.run(command, check=True, pass_fds=(program, info_write), stdout=subprocess.DEVNULL)
+            subprocess.run(command, check=True, pass_fds=passed, stdout=subprocess.DEVNULL)
 
         rows.append(("bubblewrap, the sandbox's arguments", bubblewrap_alone))
     if shutil.which("unshare"):

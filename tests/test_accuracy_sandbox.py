@@ -394,6 +394,7 @@ HOSTILE = {
         "argv = (ctypes.c_char_p * 4)(b'sh', b'-c', " + repr(_SHELL) + ".encode(), None)\n"
         "libc.execv(b'/bin/sh', argv)\n"
     ),
+    "fork_bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
     "write_outside": (
         "from builtins import open\nopen({target!r}, 'w').write('escaped')\nopen({home_target!r}, 'w').write('escaped')\n"
     ),

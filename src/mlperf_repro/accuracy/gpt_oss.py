@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import progress
 from ..errors import UserError
+from .sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
 
 __all__ = [
     "GptOssRows",
@@ -245,7 +246,7 @@ def evaluate_gpt_oss(
     and then run together, at most ``code_workers`` (default: :func:`.livecodebench.pool_size`)
     sandboxes at a time; each distinct row's tests are parsed once. Where the host offers
     neither namespaces nor a seccomp filter the programs run only with ``allow_unsandboxed``
-    (the config's ``accuracy.allow_unsandboxed_code``), else a UserError."""
+    (the config's ``sandbox.allow_unsandboxed``), else a UserError."""
     entries = list(entries)
     if not entries:
         raise UserError("the accuracy log has no samples")
@@ -361,6 +362,6 @@ def format_gpt_oss_accuracy_txt(result: Mapping[str, Any]) -> str:
     for name, s in result["per_dataset"].items():
         lines.append(f"{name}: {s['correct']}/{s['total']} correct, repeats {s['repeats']}")
     for mode, positions in (result.get("sandbox") or {}).get("isolation", {}).items():
-        note = " (evaluated WITHOUT ISOLATION: accuracy.allow_unsandboxed_code)" if mode == "unsandboxed" else ""
+        note = f" ({UNSANDBOXED_NOTE}: {UNSANDBOXED_CONFIG_KEY})" if mode == "unsandboxed" else ""
         lines.append(f"model-written code: {len(positions)} samples ran in the sandbox mode {mode}{note}")
     return "\n".join(lines) + "\n"

@@ -65,6 +65,8 @@ from ..errors import UserError
 __all__ = [
     "ISOLATION_MODES",
     "READ_ONLY_ENV",
+    "UNSANDBOXED_CONFIG_KEY",
+    "UNSANDBOXED_NOTE",
     "Limits",
     "SandboxResult",
     "best_isolation",
@@ -79,6 +81,11 @@ Isolation = Literal["auto", "namespaces", "seccomp", "unsandboxed"]
 ISOLATION_MODES = ("namespaces", "seccomp", "unsandboxed")
 #: Where a sandboxed program finds the folders given as ``run_python(read_only=...)``.
 READ_ONLY_ENV = "MLPERF_REPRO_SANDBOX_READ_ONLY"
+#: The config key that accepts running model-written code without isolation.
+UNSANDBOXED_CONFIG_KEY = "sandbox.allow_unsandboxed"
+#: How accuracy.txt (and so the package) marks a result whose model-written code ran
+#: unsandboxed; the check looks for it.
+UNSANDBOXED_NOTE = "evaluated WITHOUT ISOLATION"
 
 # Sandbox uids (when the evaluator is root): far above ordinary and ``nobody`` uids, one per
 # (evaluator pid, run slot), so concurrent sandboxes never share a process count and the
@@ -338,10 +345,27 @@ def _interpreter_dirs(python: str) -> tuple[str, ...]:
     return tuple(dirs)
 
 
+def _open_folders(python: str, read_only: Sequence[str]) -> list[tuple[int, str]]:
+    """(descriptor, path) of the folders the namespaces show besides the system: the
+    interpreter's and the ``read_only`` ones. Opened here (O_PATH) and bound from the
+    descriptor, so a folder under a path the sandbox uid cannot traverse (root's 0700 home, a
+    private CI checkout) still shows, read-only, at its own path."""
+    opened: list[tuple[int, str]] = []
+    for path in dict.fromkeys([*_interpreter_dirs(python), *(os.path.realpath(p) for p in read_only)]):
+        try:
+            opened.append((os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), path))
+        except OSError as exc:
+            for fd, _ in opened:
+                os.close(fd)
+            raise UserError(f"the sandbox cannot show the folder {path} to its programs: {exc.strerror}") from exc
+    return opened
+
+
 def _bwrap_args(
-    bwrap: str, python: str, read_only: Sequence[str], limits: Limits, program_fd: int, info_fd: int
+    bwrap: str, folders: Sequence[tuple[int, str]], limits: Limits, program_fd: int, info_fd: int
 ) -> list[str]:
-    """bubblewrap's command line: every namespace, the read-only system, a private /tmp."""
+    """bubblewrap's command line: every namespace, the read-only system, a private /tmp, the
+    ``folders`` (:func:`_open_folders`) read-only at their own paths."""
     args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
     args += ["--info-fd", str(info_fd), "--ro-bind", "/usr", "/usr"]
     for path in _SYSTEM_DIRS:
@@ -351,13 +375,11 @@ def _bwrap_args(
             args += ["--ro-bind", path, path]
     for path in _SYSTEM_FILES:
         args += ["--ro-bind-try", path, path]
-    for path in _interpreter_dirs(python):
-        args += ["--ro-bind", path, path]
     args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    # After the new /tmp, so that folders under the host's /tmp (a checkout there) show too.
     args += ["--size", str(limits.scratch_bytes), "--tmpfs", _INNER_DIR]
-    for path in read_only:
-        real = os.path.realpath(path)
-        args += ["--ro-bind", real, real]
+    for fd, path in folders:
+        args += ["--ro-bind-fd", str(fd), path]
     args += ["--file", str(program_fd), f"{_INNER_DIR}/main.py", "--chdir", _INNER_DIR, "--remount-ro", "/"]
     return args
 
@@ -552,8 +574,8 @@ def best_isolation(python: str | None = None, *, allow_unsandboxed: bool = False
     details = "; ".join(f"{mode}: {why}" for mode, why in problems.items())
     raise UserError(
         "refusing to run model-written code without isolation: neither namespaces nor a seccomp filter work here "
-        f"({details}). Fix one of those, or accept an unsandboxed run explicitly (docs/sandbox.md names the "
-        "config key); the result is then marked as evaluated without isolation"
+        f"({details}). Fix one of those (docs/sandbox.md), or accept an unsandboxed run explicitly with "
+        f"{UNSANDBOXED_CONFIG_KEY}: true in the config; the result is then marked as evaluated without isolation"
     )
 
 
@@ -707,7 +729,9 @@ def _run(
             env["HOME"] = _INNER_DIR
             bwrap = bwrap_program()
             assert bwrap is not None  # isolation_problem checked
-            command = _bwrap_args(bwrap, python, read_only, limits, program_fd, info_write)
+            folders = _open_folders(python, read_only)
+            fds[-2:-2] = [fd for fd, _ in folders]  # the info pipe stays last
+            command = _bwrap_args(bwrap, folders, limits, program_fd, info_write)
             program, cwd, policy = f"{_INNER_DIR}/main.py", "/", "none"
         else:
             workdir = tempfile.mkdtemp(prefix="mlperf-sandbox-")

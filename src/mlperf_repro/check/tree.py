@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..accuracy.sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
 from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
 from ..errors import UserError
 from ..loadgen_logs import read_detail
@@ -940,6 +941,27 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
                             "accuracy-target", ctx.rel(txt), f"{metric} {value} > upper bound {maximum:.4f}", severity
                         )
                     )
+    return findings
+
+
+@rule("accuracy-isolation")
+def check_accuracy_isolation(ctx: TreeContext) -> list[Finding]:
+    """An accuracy score whose model-written code ran without namespaces or a system-call filter
+    (accepted by the config's sandbox.allow_unsandboxed; its accuracy.txt says so): valid as a
+    score, but the machine ran untrusted code unguarded."""
+    findings = []
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if txt.is_file() and UNSANDBOXED_NOTE in txt.read_text(errors="replace"):
+            findings.append(
+                Finding(
+                    "accuracy-isolation",
+                    ctx.rel(txt),
+                    f"accuracy {UNSANDBOXED_NOTE}: model-written code ran without namespaces or a seccomp filter "
+                    f"({UNSANDBOXED_CONFIG_KEY})",
+                    "warning",
+                )
+            )
     return findings
 
 

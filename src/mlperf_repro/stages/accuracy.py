@@ -107,13 +107,19 @@ def accuracy_job(
     extras_dir: str | None = None,
 ) -> dict[str, Any]:
     """Score a run's accuracy log, judge it, and write accuracy.txt, the verdict and the
-    evaluator's extra outputs (``extras_dir``, copied into the package's accuracy folder)."""
+    evaluator's extra outputs (``extras_dir``, copied into the package's accuracy folder).
+    An evaluator that runs model-written code reports ``sandbox`` beside its metrics (the log
+    entries by the isolation mode their code ran in, and whether any ran unsandboxed): the
+    record keeps it apart from the metrics."""
     log = Path(run_dir) / "mlperf_log_accuracy.json"
     metrics, text = score_log(evaluator, log, dataset_file, tokenizer_dir, accuracy_rules or {}, extras_dir)
+    sandbox = metrics.pop("sandbox", None)
     reference = json.loads(Path(reference_path).read_text()) if reference_path else None
     verdict = judge(metrics, targets, reference)
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
     Path(out_txt).write_text(text)
     record = {"metrics": metrics, "verdict": verdict, "reference_metrics": reference["metrics"] if reference else None}
+    if sandbox is not None:
+        record["sandbox"] = sandbox
     Path(out_json).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record
