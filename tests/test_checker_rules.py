@@ -432,12 +432,15 @@ def test_an_accuracy_scored_without_isolation_is_a_warning(tree):
     model's code unsandboxed: a valid score, flagged."""
     from mlperf_repro.accuracy.gpt_oss import format_gpt_oss_accuracy_txt
 
-    result = {"exact_match": 80.0, "tokens_per_sample": 10.0, "gen_num": 2, "per_dataset": {}}
+    def sandbox_line(mode: str) -> str:  # the line the evaluator adds (the llama2 tree's metrics stay)
+        result = {"exact_match": 80.0, "tokens_per_sample": 10.0, "gen_num": 2, "per_dataset": {}}
+        return format_gpt_oss_accuracy_txt(dict(result, sandbox={"isolation": {mode: [0, 1]}})).splitlines()[-1]
+
     txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
     clean = txt.read_text()
-    txt.write_text(clean + format_gpt_oss_accuracy_txt(dict(result, sandbox={"isolation": {"seccomp": [0]}})))
+    txt.write_text(clean + sandbox_line("namespaces+seccomp") + "\n")
     assert [f for f in check_tree(tree, ROUND) if f.rule == "accuracy-isolation"] == []
-    txt.write_text(clean + format_gpt_oss_accuracy_txt(dict(result, sandbox={"isolation": {"unsandboxed": [0, 1]}})))
+    txt.write_text(clean + sandbox_line("unsandboxed") + "\n")
     assert errors(tree) == []
     (found,) = [f for f in check_tree(tree, ROUND) if f.rule == "accuracy-isolation"]
     assert found.severity == "warning" and "Offline/accuracy/accuracy.txt" in found.path
