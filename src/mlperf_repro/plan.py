@@ -505,11 +505,16 @@ class Plan:
 
     def accuracy_rules(self, benchmark: str) -> dict[str, Any]:
         """What the evaluator reads: the rules table's ``accuracy`` entry, with the config's
-        ``benchmarks.<name>.vbench`` (where VBench and its checkpoints are) for text-to-video."""
+        ``benchmarks.<name>.vbench`` (where VBench and its checkpoints are) for text-to-video,
+        and ``allow_unsandboxed_code`` where the config's ``sandbox.allow_unsandboxed`` accepts
+        running model-written code without isolation (absent otherwise, so the default leaves
+        the jobs' parameters as they were)."""
         rules = dict(self.facts(benchmark).accuracy)
         if "vbench_dimensions" in rules:
             rules["dimensions"] = list(rules["vbench_dimensions"])
             rules["vbench"] = dict(self.benchmark_cfg(benchmark).get("vbench") or {})
+        if (self.config.get("sandbox") or {}).get("allow_unsandboxed"):
+            rules["allow_unsandboxed_code"] = True
         return rules
 
     def generation_params(self, benchmark: str, mode: str = "performance") -> dict[str, Any]:

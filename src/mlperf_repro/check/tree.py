@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..accuracy.open_accuracy import UNQUANTIZED_VIDEOS, OpenDeclaration, read_open_accuracy
+from ..accuracy.sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
 from ..accuracy.video_quality import OPEN_METRICS, read_video, score_videos
 from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
 from ..errors import UserError
@@ -1063,6 +1064,27 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
                             "accuracy-target", ctx.rel(txt), f"{metric} {value} > upper bound {maximum:.4f}", severity
                         )
                     )
+    return findings
+
+
+@rule("accuracy-isolation")
+def check_accuracy_isolation(ctx: TreeContext) -> list[Finding]:
+    """An accuracy score whose model-written code ran without namespaces or a system-call filter
+    (accepted by the config's sandbox.allow_unsandboxed; its accuracy.txt says so): valid as a
+    score, but the machine ran untrusted code unguarded."""
+    findings = []
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if txt.is_file() and UNSANDBOXED_NOTE in txt.read_text(errors="replace"):
+            findings.append(
+                Finding(
+                    "accuracy-isolation",
+                    ctx.rel(txt),
+                    f"accuracy {UNSANDBOXED_NOTE}: model-written code ran without namespaces or a seccomp filter "
+                    f"({UNSANDBOXED_CONFIG_KEY})",
+                    "warning",
+                )
+            )
     return findings
 
 

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..accuracy.sandbox import UNSANDBOXED_NOTE
 from ..loadgen_logs import read_detail
 from ..plan import Job, Plan
 from ..stats import summarize
@@ -174,7 +175,8 @@ def summary_rows(plan: Plan, spreads: dict[Job, dict[str, Any] | None] | None = 
                     f"{c['metric']}{'>=' if 'minimum' in c else '<='}{c.get('minimum', c.get('maximum'))}"
                     for c in checks
                 )
-                + (f" ({accuracy['verdict']['kind']})" if checks else ""),
+                + (f" ({accuracy['verdict']['kind']})" if checks else "")
+                + (f" [{UNSANDBOXED_NOTE}]" if (accuracy.get("sandbox") or {}).get("unsandboxed") else ""),
                 "accuracy_passed": "yes" if accuracy["verdict"]["passed"] else "NO",
                 "packaged": _packaged(plan, job, policy, failed),
                 "submittable": "yes" if plan.submittable else "NO (test scale)",

@@ -164,9 +164,13 @@ def accuracy_job(
     evaluator's extra outputs (``extras_dir``, copied into the package's accuracy folder).
     With ``targets["open_metrics"]`` (benchmarks.<name>.open_accuracy) the log is also scored
     by those weight-free metrics, against the reference run's outputs (``reference_outputs``)
-    where they compare, and accuracy.txt declares them (accuracy.open_accuracy)."""
+    where they compare, and accuracy.txt declares them (accuracy.open_accuracy). An evaluator
+    that runs model-written code reports ``sandbox`` beside its metrics (the log entries by
+    the isolation mode their code ran in, and whether any ran unsandboxed): the record keeps
+    it apart from the metrics."""
     log = Path(run_dir) / "mlperf_log_accuracy.json"
     metrics, text = score_log(evaluator, log, dataset_file, tokenizer_dir, accuracy_rules or {}, extras_dir)
+    sandbox = metrics.pop("sandbox", None)
     reference = json.loads(Path(reference_path).read_text()) if reference_path else None
     open_record = None
     if targets.get("open_metrics"):
@@ -182,5 +186,7 @@ def accuracy_job(
     record = {"metrics": metrics, "verdict": verdict, "reference_metrics": reference["metrics"] if reference else None}
     if open_record is not None:
         record["open_accuracy"] = {k: open_record[k] for k in ("metrics", "videos_scored", "samples")}
+    if sandbox is not None:
+        record["sandbox"] = sandbox
     Path(out_json).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record

@@ -60,6 +60,7 @@ def score_gpt_oss_exact_match(
         tokenizer,
         families=accuracy_rules["families"],
         repeats=accuracy_rules.get("dataset_repeats", {}),
+        allow_unsandboxed=bool(accuracy_rules.get("allow_unsandboxed_code", False)),
     )
     return result, format_gpt_oss_accuracy_txt(result)
 
