@@ -31,7 +31,7 @@ def test_default_config_plan(tmp_path):
         # The unquantized model on its system: llama2's ROUGE, and the tiny Wan's videos that
         # its open-division metrics compare with (accuracy_target: measured, both).
         "reference_accuracy": 2,
-        "find_performance": 1,  # llama2 Offline: target_qps auto
+        "find_performance": 3,  # target_qps auto: llama2 Offline, wan-2.2 Offline and SingleStream
         "user_conf": 5,  # llama2: Offline, Server, Interactive; wan-2.2: Offline, SingleStream
         "loadgen_run": 10,  # x performance, accuracy
         "accuracy_eval": 5,

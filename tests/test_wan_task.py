@@ -77,7 +77,7 @@ def demo_plan():
     return Plan(validate_config(load_yaml(REPO / "config" / "config.yaml"), SCHEMA))
 
 
-def test_plan_lays_the_stand_ins_video_over_the_rounds_settings(demo_plan):
+def test_plan_lays_the_stand_ins_video_over_the_rounds_settings(demo_plan, tmp_path):
     params = demo_plan.generation_params("tiny-wan-t2v", "performance")
     assert (params["height"], params["width"], params["num_frames"], params["num_inference_steps"]) == (32, 32, 5, 4)
     assert (params["guidance_scale"], params["guidance_scale_2"], params["boundary_ratio"], params["seed"]) == (
@@ -87,8 +87,21 @@ def test_plan_lays_the_stand_ins_video_over_the_rounds_settings(demo_plan):
         42,
     )
     assert params["negative_prompt"] == FACTS.facts["generation"]["negative_prompt"]
-    conf = demo_plan.user_conf_text("cpu-2c-diffusers", "tiny-wan-t2v", "SingleStream")
-    assert "wan-2.2-t2v-a14b.SingleStream.target_latency = 100" in conf and "target_qps" not in conf
+    # SingleStream's target (target_qps: auto in the default: 10/s measured) as LoadGen's latency.
+    measured = {
+        "target_qps": 10.0,
+        "date_utc": "2026-12-04",
+        "host": {"hostname": "h", "cpu_model": "c"},
+        "measured_qps": 9.1,
+        "measured_what": "1 / mean latency",
+        "margin": 0.1,
+    }
+    found = tmp_path / "SingleStream.json"
+    found.write_text(json.dumps(measured))
+    conf = demo_plan.user_conf_text("cpu-2c-diffusers", "tiny-wan-t2v", "SingleStream", str(found))
+    settings = [line for line in conf.splitlines() if not line.startswith("#")]
+    assert "wan-2.2-t2v-a14b.SingleStream.target_latency = 100" in settings
+    assert not any("target_qps" in line for line in settings)
     # TEST04's SingleStream run needs 64 queries for its p90 early-stopping estimate.
     assert "*.*.min_query_count = 64" in demo_plan.audit_config("TEST04", "tiny-wan-t2v", "SingleStream")
     assert "*.*.min_query_count = 20" in demo_plan.audit_config("TEST04", "tiny-wan-t2v", "Offline")
