@@ -112,6 +112,9 @@ REDUCED_TARGETS = [
 
 def reduced_config() -> dict:
     config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    # The shipped stand-in would only be copied: a builtin spec makes the SLURM job build and
+    # train one.
+    config["models"]["tiny-llama"] = {"source": "builtin:tiny-llama", "builtin": {}}
     config["models"]["tiny-llama"]["builtin"].update(
         train_steps=2,
         batch_size=4,
