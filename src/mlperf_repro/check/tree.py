@@ -11,17 +11,22 @@ for everything except the round's minimum durations, sample counts and accuracy 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
+from ..compliance.verify import test04_score, test06_failures, test06_lines
 from ..errors import UserError
-from ..loadgen_logs import read_detail
+from ..loadgen_logs import read_detail, result_is_valid, summary_disagreements, summary_record, values_agree
+from ..published.loadgen_conf import parse_conf, requested_settings
 from .endpoints_logs import PART_FILES, endpoints_files, is_endpoints_folder, read_endpoints, score_readings
+from .files import TreeFiles, UnreadableFile, files_of
 from .findings import Finding
 
 NOT_SUBMITTABLE_MARK = "NOT_SUBMITTABLE.md"
@@ -52,16 +57,23 @@ class ScenarioResult:
     # The round's `endpoints` table when the folder holds an endpoints-harness result
     # (config.yaml, result_summary.json, accuracy_results.json; no LoadGen logs).
     endpoints: dict[str, Any] | None = None
+    # The tree's listing: what the result's files are, and how they are read.
+    files: TreeFiles | None = None
     _details: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.measure_path = self.measure_path or self.path
         self.compliance_path = self.compliance_path or self.path
+        self.files = files_of(self.path, self.files)
 
     def measurements_file(self) -> Path:
         """The result's measurements JSON (the first match of the layout's name)."""
         pattern = self.measurements_name.format(system=self.system)
-        found = sorted(self.measure_path.glob(pattern)) if any(c in pattern for c in "*?[") else []
+        found = (
+            sorted(p for p in self.files.files(self.measure_path) if fnmatch.fnmatchcase(p.name, pattern))
+            if any(c in pattern for c in "*?[")
+            else []
+        )
         # As the official checker picks it: "<system>..._<scenario>.json" before any other match.
         found.sort(key=lambda p: not p.name.endswith(f"_{self.measure_path.name}.json"))
         return found[0] if found else self.measure_path / pattern.replace("*", "")
@@ -88,10 +100,11 @@ class ScenarioResult:
         if relative not in self._details:
             part = _ENDPOINT_PARTS.get(relative)
             if self.is_endpoints and part:
-                self._details[relative] = read_endpoints(self.path, part, self.endpoints, self.scenario)
+                self._details[relative] = read_endpoints(self.path, part, self.endpoints, self.scenario, self.files)
             else:
                 path = self.path / relative
-                self._details[relative] = read_detail(path) if path.is_file() and not self.is_endpoints else None
+                readable = self.files.is_file(path) and not self.is_endpoints
+                self._details[relative] = read_detail(self.files.lines(path)) if readable else None
         return self._details[relative]
 
 
@@ -106,15 +119,36 @@ class TreeContext:
     model_mapping: dict[str, str]
     results: list[ScenarioResult]
     test_scale: bool
+    files: TreeFiles | None = None
     _systems: dict[str, dict | None] = field(default_factory=dict)
+    _exact: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.files = files_of(self.root, self.files)
+
+    def exact_detail(self, path: Path) -> dict[str, Any]:
+        """A detail log read with its numbers as printed (cached: several rules compare them)."""
+        key = self.rel(path)
+        if key not in self._exact:
+            self._exact[key] = read_detail(self.files.lines(path), summary_record, exact=True)
+        return self._exact[key]
+
+    def read_json(self, path: Path) -> Any:
+        """A JSON file of the tree parsed; raises ValueError (with what is wrong) if it is not JSON."""
+        try:
+            return json.loads(self.files.read_bytes(path).decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
 
     def system_description(self, system: str) -> dict | None:
         """systems/<system>.json parsed (cached); None if absent or not a JSON object."""
         if system not in self._systems:
             path = self.base / "systems" / f"{system}.json"
             try:
-                data = json.loads(path.read_text()) if path.is_file() else None
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                data = self.read_json(path) if self.files.is_file(path) else None
+            except ValueError:
                 data = None
             self._systems[system] = data if isinstance(data, dict) else None
         return self._systems[system]
@@ -164,7 +198,8 @@ def load_contexts(root: str | Path, rules: Round) -> tuple[list[TreeContext], li
     root = Path(root)
     if not root.is_dir():
         return [], [Finding("tree-layout", str(root), "the submission tree does not exist")]
-    divisions = [d for d in sorted(root.iterdir()) if d.is_dir() and d.name in rules["divisions"]]
+    files = TreeFiles(root)
+    divisions = [d for d in files.folders(root) if d.name in rules["divisions"]]
     if not divisions:
         return [], [
             Finding(
@@ -174,28 +209,29 @@ def load_contexts(root: str | Path, rules: Round) -> tuple[list[TreeContext], li
             )
         ]
     contexts = []
-    test_scale = (root / NOT_SUBMITTABLE_MARK).is_file()
+    test_scale = files.is_file(root / NOT_SUBMITTABLE_MARK)
     scenario_names = {name.lower(): name for name in rules.scenario_folders}
     layout = {**RESULT_FOLDER_LAYOUT, **(rules.data.get("layout") or {})}
     for division in divisions:
-        for base in sorted(s for s in division.iterdir() if s.is_dir()):
+        for base in files.folders(division):
             mapping_path = base / "model_mapping.json"
             mapping: dict[str, str] = {}
-            if mapping_path.is_file():
+            if files.is_file(mapping_path):
                 try:
-                    mapping = dict(json.loads(mapping_path.read_text()))
-                except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError):
+                    loaded = json.loads(files.read_bytes(mapping_path).decode("utf-8"))
+                    mapping = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+                except (UnreadableFile, UnicodeDecodeError, ValueError, RecursionError):
                     mapping = {}
             results = []
-            for system_dir in sorted(p for p in (base / "results").glob("*") if p.is_dir()):
-                for bench_dir in sorted(p for p in system_dir.glob("*") if p.is_dir()):
+            for system_dir in files.folders(base / "results"):
+                for bench_dir in files.folders(system_dir):
                     official = rules.mlperf_benchmark(bench_dir.name, mapping)
                     facts = rules.benchmark(official) if official in rules.benchmark_names else None
-                    for scenario_dir in sorted(p for p in bench_dir.glob("*") if p.is_dir()):
+                    for scenario_dir in files.folders(bench_dir):
                         # The official checker reads scenario folders case-insensitively ("offline").
                         scenario = scenario_names.get(scenario_dir.name.lower(), scenario_dir.name)
                         endpoints = rules.data.get("endpoints")
-                        endpoints = endpoints if is_endpoints_folder(scenario_dir, endpoints) else None
+                        endpoints = endpoints if is_endpoints_folder(scenario_dir, endpoints, files) else None
                         where = {
                             "division": division.name,
                             "submitter": base.name,
@@ -215,9 +251,10 @@ def load_contexts(root: str | Path, rules: Round) -> tuple[list[TreeContext], li
                                 compliance_path=root / layout["compliance"].format(**where),
                                 measurements_name=layout.get("measurements_file", "measurements.json"),
                                 endpoints=endpoints,
+                                files=files,
                             )
                         )
-            contexts.append(TreeContext(root, rules, division.name, base.name, mapping, results, test_scale))
+            contexts.append(TreeContext(root, rules, division.name, base.name, mapping, results, test_scale, files))
     if not contexts:
         return [], [Finding("tree-layout", str(root), "no submitter folder under the division folder(s)")]
     return contexts, []
@@ -246,9 +283,10 @@ def check_root(root: Path, rules: Round, contexts: list[TreeContext]) -> list[Fi
     """What may sit at the root of the tree and directly under its division folders
     (checked once per tree, not per submitter)."""
     limits = rules["tree_limits"]
+    files = contexts[0].files if contexts else TreeFiles(root)
     findings = []
-    for path in sorted(root.iterdir()):
-        if path.is_dir() and path.name not in limits["root_folders"]:
+    for path in files.children(root):
+        if files.is_dir(path) and path.name not in limits["root_folders"]:
             findings.append(
                 Finding(
                     "root-files",
@@ -256,7 +294,7 @@ def check_root(root: Path, rules: Round, contexts: list[TreeContext]) -> list[Fi
                     f"only {limits['root_folders']} folders may sit at the root of a submission",
                 )
             )
-        elif path.is_file() and path.suffix not in limits["root_file_suffixes"]:
+        elif files.is_file(path) and path.suffix not in limits["root_file_suffixes"]:
             findings.append(
                 Finding(
                     "root-files",
@@ -265,8 +303,8 @@ def check_root(root: Path, rules: Round, contexts: list[TreeContext]) -> list[Fi
                 )
             )
     for division in sorted({c.division for c in contexts}):
-        for path in sorted((root / division).iterdir()):
-            if path.is_file():
+        for path in files.children(root / division):
+            if files.is_file(path):
                 findings.append(
                     Finding("root-files", f"{division}/{path.name}", "no loose files directly under the division")
                 )
@@ -277,12 +315,21 @@ def check_root(root: Path, rules: Round, contexts: list[TreeContext]) -> list[Fi
 def check_required_files(ctx: TreeContext) -> list[Finding]:
     findings = []
     for folder in ctx.rules["submitter_folders"]:
-        if not (ctx.base / folder).is_dir():
+        kind = ctx.files.kind(ctx.base / folder)
+        if kind not in (None, "folder"):
+            findings.append(
+                Finding(
+                    "required-files",
+                    ctx.rel(ctx.base / folder),
+                    f"a {kind}, not a folder (the checker does not follow it)",
+                )
+            )
+        elif kind is None:
             findings.append(Finding("required-files", ctx.rel(ctx.base), f"missing folder {folder}/"))
     for result in ctx.results:
         if result.endpoints and not result.is_endpoints:
             # The official checker's endpoints model check: only the listed benchmarks.
-            shown = result.path / endpoints_files(result.path, result.endpoints)[0]
+            shown = result.path / endpoints_files(result.path, result.endpoints, ctx.files)[0]
             findings.append(
                 Finding(
                     "required-files",
@@ -295,15 +342,23 @@ def check_required_files(ctx: TreeContext) -> list[Finding]:
             continue
         table = result.endpoints if result.is_endpoints else ctx.rules.data
         for name in table["scenario_files"]:
-            path = result.path / name
-            if not path.is_file() or path.stat().st_size == 0:
-                findings.append(Finding("required-files", ctx.rel(path), "missing or empty"))
+            findings.extend(_required_file(ctx, result.path / name))
         for name in table.get("measurement_files", []):
             path = result.measurements_file() if name == "measurements.json" else result.measure_path / name
             # (measurement_files names the JSON measurements.json whatever the layout calls it)
-            if not path.is_file() or path.stat().st_size == 0:
-                findings.append(Finding("required-files", ctx.rel(path), "missing or empty"))
+            findings.extend(_required_file(ctx, path))
     return findings
+
+
+def _required_file(ctx: TreeContext, path: Path) -> list[Finding]:
+    kind = ctx.files.kind(path)
+    if kind not in (None, "file"):
+        return [
+            Finding("required-files", ctx.rel(path), f"a {kind}, not a regular file (the checker does not read it)")
+        ]
+    if kind is None or ctx.files.size(path) == 0:
+        return [Finding("required-files", ctx.rel(path), "missing or empty")]
+    return []
 
 
 @rule("scenario-set")
@@ -398,7 +453,8 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
     fields = ctx.rules["system_description"]
     findings = []
     systems_dir = ctx.base / "systems"
-    described = {p.stem for p in systems_dir.glob("*.json")} if systems_dir.is_dir() else set()
+    system_files = [p for p in ctx.files.files(systems_dir) if p.suffix == ".json"]
+    described = {p.stem for p in system_files}
     with_results = {r.system for r in ctx.results}
     for system in sorted(with_results - described):
         findings.append(
@@ -419,11 +475,11 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
         )
     # A description without results is not published as a system (and the official
     # checker never reads it): only the ones results point at are judged.
-    for path in sorted(p for p in systems_dir.glob("*.json") if p.stem in with_results) if systems_dir.is_dir() else []:
+    for path in (p for p in system_files if p.stem in with_results):
         where = ctx.rel(path)
         try:
-            desc = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            desc = ctx.read_json(path)
+        except ValueError as exc:
             findings.append(Finding("system-description", where, f"not valid JSON: {exc}"))
             continue
         if not isinstance(desc, dict):
@@ -489,11 +545,11 @@ def check_measurements(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result in ctx.results:
         path = result.measurements_file()
-        if not path.is_file():
+        if not ctx.files.is_file(path):
             continue
         try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data = ctx.read_json(path)
+        except ValueError as exc:
             findings.append(Finding("measurements", ctx.rel(path), f"not valid JSON: {exc}"))
             continue
         if not isinstance(data, dict):
@@ -513,6 +569,24 @@ PERF = "performance/run_1/mlperf_log_detail.txt"
 ACC = "accuracy/mlperf_log_detail.txt"
 
 
+def number(value: Any) -> float | None:
+    """A logged value as a number; None where it is none (absent, text, a list, a bool)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        result = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return result if result == result else None  # NaN is no number either
+
+
+def plain(value: float | None) -> str:
+    """A number as LoadGen logs it (integers without a fraction); "absent" for None."""
+    if value is None:
+        return "absent"
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
 def _perf(ctx: TreeContext):
     for result in ctx.results:
         detail = result.detail(PERF)
@@ -527,7 +601,7 @@ OFFLINE_TOO_SHORT = "Increase expected QPS"
 def _invalid_message(detail: dict) -> str:
     reason = str(detail.get("result_invalid_reason") or "").strip()
     message = f"LoadGen result is {detail.get('result_validity')}" + (f" ({reason})" if reason else "")
-    rate = detail.get("result_samples_per_second")
+    rate = number(detail.get("result_samples_per_second"))
     if detail.get("effective_scenario") == "Offline" and OFFLINE_TOO_SHORT in reason and rate:
         # Offline issues 1.1 x min_duration x target_qps samples: the fix is a config value.
         message += (
@@ -699,8 +773,8 @@ def check_latency(ctx: TreeContext) -> list[Finding]:
             findings.append(Finding("latency", where, "early stopping was not met"))
         limits = result.facts.latency_limits_ms(result.scenario) or {}
         target = limits.get("target")
-        judged = detail.get("effective_target_latency_ns")
-        p99 = detail.get("result_99.00_percentile_latency_ns")
+        judged = number(detail.get("effective_target_latency_ns"))
+        p99 = number(detail.get("result_99.00_percentile_latency_ns"))
         if result.is_endpoints and not result.facts.is_llm and target is not None and p99 is not None:
             # No early-stopping verdict from the harness: its p99 estimate against the target.
             if float(p99) > target * 1_000_000:
@@ -727,7 +801,7 @@ def check_latency(ctx: TreeContext) -> list[Finding]:
             if name not in limits:
                 continue
             limit_ns = limits[name] * 1_000_000
-            requested = detail.get(requested_key)
+            requested = number(detail.get(requested_key))
             if requested is not None and int(requested) != limit_ns:
                 findings.append(
                     Finding(
@@ -738,7 +812,7 @@ def check_latency(ctx: TreeContext) -> list[Finding]:
                         f"(run it under the model name {result.facts.loadgen_model(result.scenario)})",
                     )
                 )
-            measured = detail.get(measured_key)
+            measured = number(detail.get(measured_key))
             if measured is None:
                 findings.append(Finding("latency", where, f"no p99 {name.upper()} in the log"))
             elif float(measured) >= limit_ns:
@@ -760,11 +834,11 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
         return []
     findings = []
     for result, detail, where in _perf(ctx):
-        duration = detail.get("effective_min_duration_ms")
+        duration = number(detail.get("effective_min_duration_ms"))
         # A benchmark may set its own (e2e-rag runs one pass over its dataset: 0).
         minimum = int((result.facts.facts if result.facts else {}).get("min_duration_ms", ctx.rules.min_duration_ms))
-        if duration is None or int(duration) < minimum:
-            findings.append(Finding("run-length", where, f"min_duration {duration} ms < {minimum} ms"))
+        if duration is None or duration < minimum:
+            findings.append(Finding("run-length", where, f"min_duration {plain(duration)} ms < {minimum} ms"))
         if result.facts is None or result.is_endpoints:
             # The harness has no performance sample count, query minimum or samples per
             # query (the official checker skips these for endpoints results).
@@ -772,23 +846,23 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
         needed = result.facts.facts.get(
             "checker_min_performance_sample_count", result.facts.facts["performance_sample_count"]
         )
-        found = detail.get("effective_performance_sample_count")
-        if found is None or int(found) < needed:
-            findings.append(Finding("run-length", where, f"performance_sample_count {found} < {needed}"))
+        found = number(detail.get("effective_performance_sample_count"))
+        if found is None or found < needed:
+            findings.append(Finding("run-length", where, f"performance_sample_count {plain(found)} < {needed}"))
         minimum_queries = (result.facts.facts.get("min_query_count") or {}).get(result.scenario)
-        queries = detail.get("effective_min_query_count")
+        queries = number(detail.get("effective_min_query_count"))
         if (
             minimum_queries
             and not _early_stopping(ctx, result.scenario)
             and queries is not None
-            and int(queries) < minimum_queries
+            and queries < minimum_queries
         ):
-            findings.append(Finding("run-length", where, f"min_query_count {queries} < {minimum_queries}"))
+            findings.append(Finding("run-length", where, f"min_query_count {plain(queries)} < {minimum_queries}"))
         if ctx.division != "open" and result.scenario == "Offline" and detail.get("effective_scenario") == "Offline":
-            spq = detail.get("effective_samples_per_query")
+            spq = number(detail.get("effective_samples_per_query"))
             minimum = result.facts.facts["offline_min_samples_per_query"]
-            if spq is None or int(spq) < minimum:
-                findings.append(Finding("run-length", where, f"Offline samples_per_query {spq} < {minimum}"))
+            if spq is None or spq < minimum:
+                findings.append(Finding("run-length", where, f"Offline samples_per_query {plain(spq)} < {minimum}"))
     return findings
 
 
@@ -803,13 +877,13 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
     for result in ctx.results:
         folder = result.path / "accuracy"
         log = folder / "mlperf_log_accuracy.json"
-        if log.is_file() and log.stat().st_size > limit:
+        if ctx.files.is_file(log) and ctx.files.size(log) > limit:
             findings.append(
-                Finding("accuracy-log", ctx.rel(log), f"{log.stat().st_size} bytes > {limit}: not truncated")
+                Finding("accuracy-log", ctx.rel(log), f"{ctx.files.size(log)} bytes > {limit}: not truncated")
             )
         txt = folder / "accuracy.txt"
-        if txt.is_file():
-            text = txt.read_text(errors="replace")
+        if ctx.files.is_file(txt):
+            text = ctx.files.read_text(txt)
             if not HASH_LINE.search(text):
                 findings.append(Finding("accuracy-log", ctx.rel(txt), "no hash=<sha256> line"))
             if result.facts:
@@ -838,14 +912,14 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
                         )
         detail = result.detail(ACC)
         if detail is not None and result.facts and not ctx.test_scale:
-            count = detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count"))
+            count = number(detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count")))
             expected = result.facts.accuracy_sample_count(result.scenario)
-            if count is None or int(count) != expected:
+            if count is None or count != expected:
                 findings.append(
                     Finding(
                         "accuracy-log",
                         ctx.rel(result.log_path(ACC)),
-                        f"the accuracy run covered {count} samples; the dataset has {expected}",
+                        f"the accuracy run covered {plain(count)} samples; the dataset has {expected}",
                     )
                 )
     return findings
@@ -861,12 +935,12 @@ def check_accuracy_files(ctx: TreeContext) -> list[Finding]:
             continue
         for folder_name, stems in (result.facts.accuracy.get("extra_files") or {}).items():
             folder = result.path / "accuracy" / folder_name
-            if not folder.is_dir():
+            if not ctx.files.is_dir(folder):
                 findings.append(
                     Finding("accuracy-files", ctx.rel(folder), f"missing: the outputs of samples {', '.join(stems)}")
                 )
                 continue
-            present = {p.name.split(".")[0] for p in folder.iterdir() if p.is_file()}
+            present = {p.name.split(".")[0] for p in ctx.files.files(folder)}
             missing = [stem for stem in stems if stem not in present]
             if missing:
                 findings.append(
@@ -888,13 +962,12 @@ def check_accuracy_duplicates(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result in ctx.results:
         log = result.path / "accuracy" / "mlperf_log_accuracy.json"
-        if not log.is_file():
+        if not ctx.files.is_file(log):
             continue
         seq_ids: dict[int, set[int]] = {}
-        with open(log, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                for seq_id, qsl_idx in ACCURACY_ENTRY.findall(line):
-                    seq_ids.setdefault(int(qsl_idx), set()).add(int(seq_id))
+        for line in ctx.files.lines(log):
+            for seq_id, qsl_idx in ACCURACY_ENTRY.findall(line):
+                seq_ids.setdefault(int(qsl_idx), set()).add(int(seq_id))
         repeated = {qsl: sorted(seqs) for qsl, seqs in sorted(seq_ids.items()) if len(seqs) > 1}
         if repeated:
             shown = "; ".join(
@@ -923,9 +996,9 @@ def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
         if result.is_endpoints and result.facts is not None:
             findings.extend(_endpoints_accuracy(ctx, result, severity))
             continue
-        if not txt.is_file() or result.facts is None:
+        if not ctx.files.is_file(txt) or result.facts is None:
             continue
-        readings = result.facts.accuracy_readings(txt.read_text(errors="replace"))
+        readings = result.facts.accuracy_readings(ctx.files.read_text(txt))
         for metric, minimum in result.facts.absolute_targets(result.scenario).items():
             for value in readings.get(metric, []):
                 if value < minimum:
@@ -977,28 +1050,31 @@ def _endpoints_accuracy(ctx: TreeContext, result: ScenarioResult, severity: str)
 DEFAULT_PASS_LINES = [["TEST PASS"]]
 
 
-def compliance_passed(test: str, folder: Path, rules: Round, facts: Benchmark | None = None) -> tuple[bool, str]:
+def compliance_passed(
+    test: str, folder: Path, rules: Round, facts: Benchmark | None = None, files: TreeFiles | None = None
+) -> tuple[bool, str]:
     """A compliance folder's verdict, from the table's test entry (for this benchmark):
     ``required_files`` exist, and each verify file (``verify_files``, or the one
     ``verify_file``) holds, for every group of ``pass_lines``, one of the group's lines. A
     verify_accuracy.txt that fails still passes where the entry has an accuracy fallback
     (TEST01: non-deterministic outputs) and the compliance run's accuracy is within
     ``max_accuracy_delta_percent`` of the baseline's."""
+    files = files_of(folder, files)
     entry = rules.compliance_test(test, facts.name if facts else None)
     for relative in entry.get("required_files", []):
-        if not (folder / relative).is_file():
+        if not files.is_file(folder / relative):
             return False, f"{relative} is missing"
     for name in entry.get("verify_files") or [entry["verify_file"]]:
         verify = folder / name
-        if not verify.is_file():
+        if not files.is_file(verify):
             return False, f"{name} is missing"
-        lines = {line.strip() for line in verify.read_text(errors="replace").splitlines()}
+        lines = {line.strip() for line in files.read_text(verify).splitlines()}
         groups = (entry.get("pass_lines") or {}).get(name, DEFAULT_PASS_LINES)
         for group in groups:
             if lines & set(group):
                 continue
             if name == "verify_accuracy.txt" and entry.get("accuracy_fallback_files"):
-                ok, why = _accuracy_fallback(folder, entry, facts)
+                ok, why = _accuracy_fallback(folder, entry, facts, files)
                 if ok:
                     break
                 return False, f"{name} has no {' or '.join(repr(g) for g in group)} line and {why}"
@@ -1006,16 +1082,16 @@ def compliance_passed(test: str, folder: Path, rules: Round, facts: Benchmark | 
     return True, ""
 
 
-def _accuracy_fallback(folder: Path, entry: dict, facts: Benchmark | None) -> tuple[bool, str]:
+def _accuracy_fallback(folder: Path, entry: dict, facts: Benchmark | None, files: TreeFiles) -> tuple[bool, str]:
     """The compliance run's accuracy against the baseline's, metric by metric."""
-    missing = [f for f in entry["accuracy_fallback_files"] if not (folder / f).is_file()]
+    missing = [f for f in entry["accuracy_fallback_files"] if not files.is_file(folder / f)]
     if missing:
         return False, f"the accuracy fallback lacks {', '.join(missing)}"
     if facts is None:
         return False, "the benchmark is unknown, so the accuracy fallback cannot be judged"
-    files = {Path(f).name: folder / f for f in entry["accuracy_fallback_files"]}
-    baseline = facts.accuracy_values(files["baseline_accuracy.txt"].read_text(errors="replace"))
-    compliance = facts.accuracy_values(files["compliance_accuracy.txt"].read_text(errors="replace"))
+    by_name = {Path(f).name: folder / f for f in entry["accuracy_fallback_files"]}
+    baseline = facts.accuracy_values(files.read_text(by_name["baseline_accuracy.txt"]))
+    compliance = facts.accuracy_values(files.read_text(by_name["compliance_accuracy.txt"]))
     limit = entry.get("max_accuracy_delta_percent", 1)
     for metric in facts.absolute_targets():
         base, seen = baseline.get(metric), compliance.get(metric)
@@ -1039,13 +1115,13 @@ def check_compliance(ctx: TreeContext) -> list[Finding]:
             continue
         for test in result.facts.compliance_tests:
             folder = result.compliance_path / test
-            if not folder.is_dir():
+            if not ctx.files.is_dir(folder):
                 if ctx.enforces_compliance:
                     findings.append(
                         Finding("compliance", ctx.rel(folder), f"{test} is required in the {ctx.division} division")
                     )
                 continue
-            ok, why = compliance_passed(test, folder, ctx.rules, result.facts)
+            ok, why = compliance_passed(test, folder, ctx.rules, result.facts, ctx.files)
             if not ok:
                 findings.append(Finding("compliance", ctx.rel(folder), f"{test} failed: {why}"))
     return findings
@@ -1063,13 +1139,13 @@ def _endpoints_compliance(ctx: TreeContext, result: ScenarioResult) -> list[Find
         if name:
             path = result.compliance_path / table.get("audit_folder", "audit") / name
             expected = name.removeprefix("audit_").removesuffix(".json")
-            if not path.is_file():
+            if not ctx.files.is_file(path):
                 if test in table.get("required_audits", []) and ctx.enforces_compliance:
                     findings.append(Finding("compliance", ctx.rel(path), f"{test} ({expected}) is missing"))
                 continue
             try:
-                audit = json.loads(path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                audit = ctx.read_json(path)
+            except ValueError as exc:
                 findings.append(Finding("compliance", ctx.rel(path), f"{test}: not valid JSON: {exc}"))
                 continue
             if not isinstance(audit, dict) or audit.get("test") != expected:
@@ -1081,15 +1157,567 @@ def _endpoints_compliance(ctx: TreeContext, result: ScenarioResult) -> list[Find
         low, high = entry.get("min_output_tokens"), entry.get("max_output_tokens")
         detail = result.detail(PERF)
         if test == "TEST09" and low is not None and high is not None and detail is not None:
-            mean = detail.get("mean_output_tokens")
-            if mean is None or not low <= float(mean) <= high:
+            mean = number(detail.get("mean_output_tokens"))
+            if mean is None or not low <= mean <= high:
                 findings.append(
                     Finding(
                         "compliance",
                         ctx.rel(result.log_path(PERF)),
-                        f"TEST09: mean output length {mean} tokens is outside [{low}, {high}]",
+                        f"TEST09: mean output length {plain(mean)} tokens is outside [{low}, {high}]",
                     )
                 )
+    return findings
+
+
+# -- one run's two logs ------------------------------------------------------------------------
+
+SUMMARY_LOG = "mlperf_log_summary.txt"
+DETAIL_LOG = "mlperf_log_detail.txt"
+
+
+def _run_folders(ctx: TreeContext, result: ScenarioResult) -> list[Path]:
+    """Every folder of a result holding a summary and a detail log of one run (the
+    performance and accuracy runs, the compliance runs), in the scenario folder and in its
+    compliance folders where the layout keeps them elsewhere."""
+    roots = [result.path]
+    if result.compliance_path != result.path and result.facts is not None:
+        roots += [result.compliance_path / test for test in result.facts.compliance_tests]
+    found = []
+    for root in roots:
+        if ctx.files.is_file(root / SUMMARY_LOG) and ctx.files.is_file(root / DETAIL_LOG):
+            found.append(root)
+        for rel, entry in ctx.files.walk(root):
+            if entry.kind == "file" and rel.endswith("/" + SUMMARY_LOG):
+                folder = ctx.root / rel.rsplit("/", 1)[0]
+                if ctx.files.is_file(folder / DETAIL_LOG):
+                    found.append(folder)
+    return sorted(set(found))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return format(value, "g") if isinstance(value, Decimal) else str(value)
+
+
+@rule("summary-detail")
+def check_summary_detail(ctx: TreeContext) -> list[Finding]:
+    """A run's mlperf_log_summary.txt and mlperf_log_detail.txt are written by one LoadGen
+    process from the same numbers: every result and setting the summary prints that the
+    detail log records too must agree, up to the printing precision of the two."""
+    findings = []
+    for result in ctx.results:
+        for folder in _run_folders(ctx, result):
+            summary, detail_path = folder / SUMMARY_LOG, folder / DETAIL_LOG
+            detail = ctx.exact_detail(detail_path)
+            found = summary_disagreements(ctx.files.read_text(summary), detail)
+            if not found:
+                continue
+            shown = "; ".join(
+                f"{d.label} {d.summary_value!r} where {DETAIL_LOG} has {d.key} = {_shown(d.detail_value)!r}"
+                for d in found[:4]
+            )
+            more = f" (and {len(found) - 4} more)" if len(found) > 4 else ""
+            findings.append(
+                Finding(
+                    "summary-detail",
+                    ctx.rel(summary),
+                    f"disagrees with {ctx.rel(detail_path)}, the other log of the same run: {shown}{more}",
+                )
+            )
+    return findings
+
+
+# -- the settings: user.conf against what LoadGen logged ------------------------------------------
+
+
+@rule("user-conf")
+def check_user_conf(ctx: TreeContext) -> list[Finding]:
+    """Every setting the result's user.conf gives the performance run (for the model name
+    the round's mlperf.conf uses for this scenario, as LoadGen looks it up) against the
+    value LoadGen logged as requested. A disagreement is a warning: harnesses set settings
+    in code as well (23 of the 32 published v6.0 submitters' trees, the vendor's among them,
+    hold a user.conf some run disagrees with), so the user.conf does not reproduce the run,
+    but the run's own log is what the other rules judge."""
+    findings = []
+    for result, detail, where in _perf(ctx):
+        conf = result.measure_path / "user.conf"
+        if result.is_endpoints or result.facts is None or not ctx.files.is_file(conf):
+            continue
+        scenario = detail.get("requested_scenario") or detail.get("effective_scenario")
+        if not isinstance(scenario, str):
+            continue
+        lines, _ = parse_conf(ctx.files.read_text(conf))
+        model = _conf_model(result, lines)
+        exact = ctx.exact_detail(result.log_path(PERF))
+        for key, (line, expected) in requested_settings(lines, model, scenario).items():
+            if key not in exact:
+                continue
+            printed = _shown(expected) if isinstance(expected, bool) else repr(expected)
+            if not values_agree(printed, exact[key]):
+                findings.append(
+                    Finding(
+                        "user-conf",
+                        ctx.rel(conf),
+                        f"line {line.line_no} sets {line.model}.{line.scenario}.{line.key} = {line.value}, so LoadGen "
+                        f"would log {key} = {_shown(expected)}; {where} records {key} = {_shown(exact[key])}: "
+                        "the run did not use this user.conf (the harness set it otherwise)",
+                        "warning",
+                    )
+                )
+    return findings
+
+
+def _conf_model(result: ScenarioResult, lines: list) -> str:
+    """The LoadGen model name the run used: the round's for this scenario; where the
+    user.conf names one other model only, that one (a harness passing its own name)."""
+    try:
+        model = result.facts.loadgen_model(result.scenario)
+    except UserError:
+        model = result.mlperf_benchmark
+    named = {line.model for line in lines} - {"*"}
+    return next(iter(named)) if model not in named and len(named) == 1 else model
+
+
+# -- compliance verdicts against the compliance runs' logs ---------------------------------------
+
+_SCORE_LINE = re.compile(r"^\s*(reference|test) score\s*=\s*(\S+)", re.IGNORECASE | re.MULTILINE)
+_CHECK_LINE = re.compile(
+    r"^\s*(First token check pass|EOS check pass|Sample length check pass)\s*:\s*(\S+)", re.MULTILINE
+)
+_MEAN_TOKENS = re.compile(r"^\s*Mean output tokens\s*:\s*([-+\d.eE]+)", re.MULTILINE)
+# The dtypes the reference TEST06 script can decode outputs as (its --dtype): which one a
+# submitter used is not recorded, so a verdict stands if one of them gives it.
+TEST06_DTYPES = ("int32", "int64", "int16", "float32")
+
+
+def _first_file(ctx: TreeContext, folder: Path, names: list[str]) -> Path | None:
+    return next((folder / n for n in names if ctx.files.is_file(folder / n)), None)
+
+
+def _compliance_detail(ctx: TreeContext, folder: Path) -> tuple[Path, dict] | None:
+    path = _first_file(ctx, folder, [f"performance/run_1/{DETAIL_LOG}", DETAIL_LOG])
+    return None if path is None else (path, read_detail(ctx.files.lines(path)))
+
+
+def _accuracy_entries(ctx: TreeContext, path: Path) -> list[dict] | None:
+    """A whole accuracy log's entries; None where it is not a complete JSON list (truncated)."""
+    try:
+        data = json.loads(ctx.files.read_bytes(path).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, list) and all(isinstance(e, dict) for e in data) else None
+
+
+def _verdict(text: str) -> str | None:
+    lines = [line.strip() for line in text.splitlines()]
+    if any(line.startswith("TEST FAIL") for line in lines):
+        return "TEST FAIL"
+    return "TEST PASS" if "TEST PASS" in lines else None
+
+
+def _relative_gap(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+@rule("compliance-evidence")
+def check_compliance_evidence(ctx: TreeContext) -> list[Finding]:
+    """Each compliance verdict redone from the logs in the tree, where they are there:
+    TEST01's and TEST04's performance comparisons from the two runs' detail logs, TEST06's
+    three checks and TEST09's mean output length from the compliance run's accuracy log.
+    A verdict or a number the logs do not give is an error naming both files."""
+    findings = []
+    for result in ctx.results:
+        if result.facts is None or result.is_endpoints:
+            continue
+        reference = result.detail(PERF)
+        for test in result.facts.compliance_tests:
+            folder = result.compliance_path / test
+            if not ctx.files.is_dir(folder):
+                continue
+            entry = ctx.rules.compliance_test(test, result.facts.name)
+            redo = COMPLIANCE_EVIDENCE.get(test)
+            if redo is not None:
+                findings.extend(redo(ctx, result, folder, entry, reference))
+    return findings
+
+
+def _performance_comparison(ctx, result, folder, reference, verify_name, check) -> list[Finding]:
+    """A verify file comparing the compliance run's performance with the result's:
+    its printed scores against the two detail logs, its verdict against ``check``."""
+    verify = folder / verify_name
+    audit = _compliance_detail(ctx, folder)
+    if reference is None or audit is None or not ctx.files.is_file(verify):
+        return []
+    audit_path, audit_detail = audit
+    scenario = reference.get("effective_scenario")
+    text = ctx.files.read_text(verify)
+    scores, passed, why = check(reference, audit_detail, scenario)
+    if scores is None:
+        return []
+    where, reference_path = ctx.rel(verify), ctx.rel(result.log_path(PERF))
+    findings = []
+    for name, printed in _SCORE_LINE.findall(text):
+        name = name.lower()
+        source = reference_path if name == "reference" else ctx.rel(audit_path)
+        try:
+            value = float(printed)
+        except ValueError:
+            continue
+        if _relative_gap(value, scores[name]) > 1e-4:
+            findings.append(
+                Finding(
+                    "compliance-evidence",
+                    where,
+                    f"says {name} score = {printed}; {source} gives {scores[name]:.6g}",
+                )
+            )
+    recorded = _verdict(text)
+    if recorded == "TEST PASS" and not passed:
+        findings.append(
+            Finding(
+                "compliance-evidence",
+                where,
+                f"says TEST PASS, but {reference_path} and {ctx.rel(audit_path)} give a fail: {why}",
+            )
+        )
+    return findings
+
+
+def _test04(ctx, result, folder, entry, reference) -> list[Finding]:
+    limits = entry.get("max_speedup") or {}
+
+    def check(ref, audit, scenario):
+        ref_score, audit_score = test04_score(ref, str(scenario)), test04_score(audit, str(scenario))
+        if ref_score is None or audit_score is None or scenario not in limits:
+            return None, False, ""
+        limit = float(limits[scenario])
+        invalid = [n for n, d in (("the performance run", ref), ("the TEST04 run", audit)) if not result_is_valid(d)]
+        ratio = audit_score / ref_score
+        why = "; ".join(
+            [f"{n} is not VALID" for n in invalid]
+            + ([f"the TEST04 run is {ratio:.4f}x the performance run (at most {limit})"] if ratio >= limit else [])
+        )
+        return {"reference": ref_score, "test": audit_score}, not why, why
+
+    return _performance_comparison(ctx, result, folder, reference, entry["verify_file"], check)
+
+
+def _test01(ctx, result, folder, entry, reference) -> list[Finding]:
+    band = entry.get("performance_band") or {}
+
+    def check(ref, audit, scenario):
+        key = (band.get("score_field") or {}).get(scenario)
+        try:
+            ref_score, audit_score = float(ref[key]), float(audit[key])
+        except (KeyError, TypeError, ValueError):
+            return None, False, ""
+        relaxed = (band.get("relaxed") or {}).get(scenario) or {}
+        width = float(relaxed["band"]) if relaxed and ref_score <= float(relaxed["at_most"]) else float(band["band"])
+        invalid = [n for n, d in (("the performance run", ref), ("the TEST01 run", audit)) if not result_is_valid(d)]
+        inside = ref_score * (1 - width) <= audit_score <= ref_score * (1 + width)
+        why = "; ".join(
+            [f"{n} is not VALID" for n in invalid]
+            + (
+                []
+                if inside
+                else [f"the TEST01 run's {key} {audit_score:.6g} is outside {ref_score:.6g} +/- {width:.0%}"]
+            )
+        )
+        return {"reference": ref_score, "test": audit_score}, not why, why
+
+    if not band:
+        return []
+    return _performance_comparison(ctx, result, folder, reference, "verify_performance.txt", check)
+
+
+def _test06(ctx, result, folder, entry, reference) -> list[Finding]:
+    verify = folder / entry["verify_file"]
+    log = _first_file(ctx, folder, ["accuracy/mlperf_log_accuracy.json", "mlperf_log_accuracy.json"])
+    if log is None or not ctx.files.is_file(verify):
+        return []
+    entries = _accuracy_entries(ctx, log)
+    recorded = dict(_CHECK_LINE.findall(ctx.files.read_text(verify)))
+    if entries is None or not recorded:
+        return []
+    import numpy as np
+
+    scenario = (
+        ctx.rules.loadgen_scenario(result.scenario)
+        if result.scenario in ctx.rules.scenario_folders
+        else result.scenario
+    )
+    eos = result.facts.facts.get("eos_token_id")
+    outcomes = []
+    for dtype in TEST06_DTYPES:
+        failures = test06_failures(entries, scenario, eos, getattr(np, dtype))
+        derived = test06_lines(failures)
+        # A check the verify file passes that the samples fail (a failed one fails `compliance`).
+        differing = {k: (v, derived[k]) for k, v in recorded.items() if v == "True" and derived.get(k) == "False"}
+        if not differing:
+            return []
+        outcomes.append((dtype, differing, failures))
+    dtype, differing, failures = outcomes[0]
+    shown = "; ".join(f"'{k}: {v}' where the samples give {d}" for k, (v, d) in differing.items())
+    failing = {"First token check pass": "first_token", "EOS check pass": "eos", "Sample length check pass": "length"}
+    samples = sorted({q for k in differing for q in (failures[failing[k]] or [])}, key=str)[:5]
+    return [
+        Finding(
+            "compliance-evidence",
+            ctx.rel(verify),
+            f"{shown} (checked again on the {len(entries)} samples of {ctx.rel(log)}, decoded as {dtype} or any "
+            f"dtype the reference script takes; qsl_idx {samples})",
+        )
+    ]
+
+
+def _test09(ctx, result, folder, entry, reference) -> list[Finding]:
+    verify = folder / entry["verify_file"]
+    log = _first_file(ctx, folder, ["accuracy/mlperf_log_accuracy.json", "mlperf_log_accuracy.json"])
+    if log is None or not ctx.files.is_file(verify):
+        return []
+    entries = _accuracy_entries(ctx, log)
+    if not entries:
+        return []
+    try:
+        lengths = [len(bytes.fromhex(str(e["data"]))) // 4 for e in entries]
+    except (KeyError, ValueError):
+        return []
+    mean = sum(lengths) / len(lengths)
+    text = ctx.files.read_text(verify)
+    findings = []
+    for printed in _MEAN_TOKENS.findall(text)[:1]:
+        try:
+            if abs(float(printed) - mean) > 0.006:
+                findings.append(
+                    Finding(
+                        "compliance-evidence",
+                        ctx.rel(verify),
+                        f"says mean output tokens {printed}; the {len(entries)} samples of {ctx.rel(log)} give {mean:.2f}",
+                    )
+                )
+        except ValueError:
+            pass
+    low, high = entry.get("min_output_tokens"), entry.get("max_output_tokens")
+    if _verdict(text) == "TEST PASS" and low is not None and high is not None and not low <= mean <= high:
+        findings.append(
+            Finding(
+                "compliance-evidence",
+                ctx.rel(verify),
+                f"says TEST PASS, but the samples of {ctx.rel(log)} average {mean:.2f} tokens, outside [{low}, {high}]",
+            )
+        )
+    return findings
+
+
+# The compliance tests whose verdict the tree holds the evidence for.
+COMPLIANCE_EVIDENCE = {"TEST01": _test01, "TEST04": _test04, "TEST06": _test06, "TEST09": _test09}
+
+
+# -- accuracy.txt against the accuracy run ----------------------------------------------------------
+
+_PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\d.]+)")
+
+
+@rule("accuracy-evidence")
+def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
+    """What accuracy.txt records against what the accuracy run logged: the samples it
+    scored (gen_num) against the run's sample count, tokens_per_sample against its own
+    gen_tok_len / gen_num, and, where the accuracy log is complete (not truncated: our
+    test-scale runs), its hash line against the log's sha256 and the token counts against
+    the logged samples."""
+    import hashlib
+
+    findings = []
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if result.is_endpoints or not ctx.files.is_file(txt):
+            continue
+        text = ctx.files.read_text(txt)
+        where = ctx.rel(txt)
+        printed = {}
+        for name, value in _PRINTED_COUNT.findall(text):
+            try:
+                printed[name] = float(value)
+            except ValueError:
+                continue
+        detail = result.detail(ACC)
+        count = (detail or {}).get("effective_accuracy_sample_count", (detail or {}).get("qsl_reported_total_count"))
+        if (
+            "gen_num" in printed
+            and isinstance(count, int)
+            and not isinstance(count, bool)
+            and printed["gen_num"] != count
+        ):
+            findings.append(
+                Finding(
+                    "accuracy-evidence",
+                    where,
+                    f"scores gen_num {printed['gen_num']:g} samples; {ctx.rel(result.log_path(ACC))} records an "
+                    f"accuracy run of {count}",
+                )
+            )
+        if {"gen_num", "gen_tok_len", "tokens_per_sample"} <= printed.keys() and printed["gen_num"] > 0:
+            mean = printed["gen_tok_len"] / printed["gen_num"]
+            if abs(mean - printed["tokens_per_sample"]) > 0.051:
+                findings.append(
+                    Finding(
+                        "accuracy-evidence",
+                        where,
+                        f"tokens_per_sample {printed['tokens_per_sample']:g} is not its own gen_tok_len / gen_num "
+                        f"= {mean:.2f}",
+                    )
+                )
+        log = result.path / "accuracy" / "mlperf_log_accuracy.json"
+        if not ctx.files.is_file(log):
+            continue
+        raw = ctx.files.read_bytes(log)
+        entries = _accuracy_entries(ctx, log)
+        if entries is None:
+            continue  # truncated: the hash is of the original, which is not in the tree
+        digest = HASH_LINE.search(text)
+        actual = hashlib.sha256(raw).hexdigest()
+        if digest and digest.group(1) != actual:
+            findings.append(
+                Finding(
+                    "accuracy-evidence",
+                    where,
+                    f"hash={digest.group(1)}, but {ctx.rel(log)} is complete and its sha256 is {actual}",
+                )
+            )
+        if isinstance(count, int) and not isinstance(count, bool) and len(entries) != count:
+            findings.append(
+                Finding(
+                    "accuracy-evidence",
+                    ctx.rel(log),
+                    f"is complete and logs {len(entries)} samples; {ctx.rel(result.log_path(ACC))} records {count}",
+                )
+            )
+        counts = [e.get("token_count") for e in entries]
+        if "tokens_per_sample" in printed and counts and all(isinstance(c, int) for c in counts):
+            mean = sum(counts) / len(counts)
+            if abs(mean - printed["tokens_per_sample"]) > 0.051:
+                findings.append(
+                    Finding(
+                        "accuracy-evidence",
+                        where,
+                        f"tokens_per_sample {printed['tokens_per_sample']:g}, but the {len(counts)} samples of "
+                        f"{ctx.rel(log)} average {mean:.2f} tokens",
+                    )
+                )
+    return findings
+
+
+# -- an unambiguous tree -------------------------------------------------------------------------------
+
+
+@rule("structure")
+def check_structure(ctx: TreeContext) -> list[Finding]:
+    """Nothing that leaves open which file holds a result: two names in one folder that
+    differ only in case (in the folders that hold results and system descriptions); loose
+    files in results/ and its system and benchmark folders (beyond what publication adds);
+    a second performance run; a record of a result (a log, a verify file, user.conf, ...)
+    in a folder of the result the layout does not name. At the submitter folder, what the
+    layout does not name is reported as a warning (it holds no result)."""
+    layout = ctx.rules.data.get("tree_layout") or {}
+    findings = []
+    # Where a name picks a result or its description (not src/ or documentation/).
+    scope = [ctx.base / name for name in layout.get("result_folders", [])]
+    folders = [ctx.rel(ctx.base)] + [
+        rel
+        for folder in scope
+        for rel, entry in [(ctx.rel(folder), None), *ctx.files.walk(folder)]
+        if ctx.files.is_dir(ctx.root / rel) and (entry is None or entry.kind == "folder")
+    ]
+    for rel in folders:
+        names = [p.name for p in ctx.files.children(ctx.root / rel)]
+        by_case: dict[str, list[str]] = {}
+        for name in names:
+            by_case.setdefault(name.casefold(), []).append(name)
+        for same in by_case.values():
+            if len(same) > 1:
+                findings.append(
+                    Finding(
+                        "structure",
+                        f"{rel}/{same[0]}",
+                        f"{' and '.join(same)} in {rel}/ differ only in case: which holds the result is ambiguous "
+                        "(and a case-insensitive file system merges them)",
+                    )
+                )
+    results = ctx.base / "results"
+    system_files = set(layout.get("system_folder_files", []))
+    for path in ctx.files.children(results):
+        if not ctx.files.is_dir(path):
+            findings.append(Finding("structure", ctx.rel(path), "results/ holds only system folders"))
+            continue
+        for inner in ctx.files.children(path):
+            if not ctx.files.is_dir(inner) and inner.name not in system_files:
+                findings.append(
+                    Finding(
+                        "structure",
+                        ctx.rel(inner),
+                        f"a system's results folder holds benchmark folders only (and {', '.join(sorted(system_files))})",
+                    )
+                )
+            elif ctx.files.is_dir(inner):
+                for loose in ctx.files.children(inner):
+                    if not ctx.files.is_dir(loose):
+                        findings.append(
+                            Finding("structure", ctx.rel(loose), "a benchmark folder holds scenario folders only")
+                        )
+    records = set(layout.get("records", []))
+    runs = set(layout.get("performance_folders", []))
+    for result in ctx.results:
+        tests = set(result.facts.compliance_tests) if result.facts else set()
+        named = {
+            "performance/run_1",
+            "accuracy",
+            *tests,
+            *(f"{t}/performance/run_1" for t in tests),
+            *(f"{t}/accuracy" for t in tests),
+        }
+        # (an endpoints-harness result keeps its own files in performance/)
+        for path in [] if result.endpoints else ctx.files.children(result.path / "performance"):
+            if path.name not in runs:
+                findings.append(
+                    Finding(
+                        "structure",
+                        ctx.rel(path),
+                        f"performance/ holds one run, run_1 ({', '.join(sorted(runs - {'run_1'}))} for power): "
+                        "a second one leaves open which is the result",
+                    )
+                )
+        base = ctx.rel(result.path)
+        for rel, entry in ctx.files.walk(result.path):
+            inner = rel[len(base) + 1 :]
+            folder, _, name = inner.rpartition("/")
+            if (
+                entry.kind == "file"
+                and name in records
+                and folder
+                and folder not in named
+                and not folder.startswith("performance/")
+            ):
+                findings.append(
+                    Finding(
+                        "structure",
+                        rel,
+                        f"a {name} in {folder}/, which the layout does not name: a second record of the result "
+                        "beside the one where the layout keeps it",
+                    )
+                )
+    allowed = set(layout.get("submitter_entries", [])) | set(layout.get("result_folders", []))
+    for path in ctx.files.children(ctx.base):
+        if path.name not in allowed:
+            findings.append(
+                Finding(
+                    "structure",
+                    ctx.rel(path),
+                    f"not part of the layout ({', '.join(sorted(allowed))}): code belongs in src/, "
+                    "everything else in documentation/",
+                    "warning",
+                )
+            )
     return findings
 
 
@@ -1098,22 +1726,47 @@ def _endpoints_compliance(ctx: TreeContext, result: ScenarioResult) -> list[Find
 
 @rule("hygiene")
 def check_hygiene(ctx: TreeContext) -> list[Finding]:
+    """Names, sizes and empty folders as MLCommons' upload checks want them; and regular
+    files and folders only: a link or a special file is refused (and never followed or
+    opened: see check/files.py)."""
     findings = []
     max_bytes = int(ctx.rules["tree_limits"]["max_file_bytes"])
-    for path in sorted(ctx.base.rglob("*")):
-        rel = ctx.rel(path)
-        if path.name.startswith("."):
+    regular_only = "a submitted tree holds regular files and folders only"
+    for rel, entry in ctx.files.walk(ctx.base):
+        name = rel.rsplit("/", 1)[-1]
+        if name.startswith("."):
             findings.append(Finding("hygiene", rel, "names starting with '.' are not allowed"))
-        if " " in path.name:
+        if " " in name:
             findings.append(Finding("hygiene", rel, "spaces in names are not allowed"))
-        if path.name == "__pycache__":
+        if name == "__pycache__":
             findings.append(Finding("hygiene", rel, "__pycache__ folders are not allowed"))
-        if path.is_symlink() and not path.exists():
-            findings.append(Finding("hygiene", rel, "broken symbolic link"))
-        elif path.is_file() and path.stat().st_size > max_bytes:
+        if entry.kind == "symbolic link":
+            findings.append(
+                Finding(
+                    "hygiene",
+                    rel,
+                    f"symbolic link to {entry.target!r}: {regular_only} (the checker does not follow it; "
+                    "put the file itself there)",
+                )
+            )
+        elif entry.kind == "file" and entry.links > 1:
+            findings.append(
+                Finding(
+                    "hygiene",
+                    rel,
+                    f"hard link (one file under {entry.links} names): {regular_only}; a file must be "
+                    "in the tree once (copy it)",
+                )
+            )
+        elif entry.kind not in ("file", "folder"):
+            findings.append(Finding("hygiene", rel, f"{entry.kind}: {regular_only} (the checker does not open it)"))
+        elif entry.kind == "file" and entry.size > max_bytes:
             findings.append(Finding("hygiene", rel, f"file larger than {max_bytes // 2**20} MB"))
-        elif path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+        elif entry.kind == "folder" and not ctx.files.children(ctx.root / rel):
             findings.append(Finding("hygiene", rel, "empty folder"))
+    for rel, why in ctx.files.problems:
+        if ctx.files.relative(ctx.base) in (rel, ".") or rel.startswith(ctx.rel(ctx.base) + "/"):
+            findings.append(Finding("hygiene", rel, why))
     return findings
 
 
@@ -1140,7 +1793,11 @@ def check_tree(root: str | Path, rules: Round, only: list[str] | None = None) ->
     for ctx in contexts:
         for name, function in RULES.items():
             if only is None or name in only:
-                findings.extend(function(ctx))
+                try:
+                    findings.extend(function(ctx))
+                except UnreadableFile as exc:
+                    # A file listed as readable that cannot be read: an error, never a skip.
+                    findings.append(Finding(name, exc.path or ctx.rel(ctx.base), f"{exc} (the rule stopped here)"))
     return findings
 
 
