@@ -99,7 +99,7 @@ def build_view(submitter: Path, view: Path, division: str, absent: set[str]) -> 
     shutil.copytree(submitter, target, symlinks=True, ignore=ignore)
     for gap in gaps:  # a benchmark or system folder whose every result was left out goes too
         folder = view / gap
-        while folder.parent != target and folder.parent.is_dir() and not any(folder.parent.iterdir()):
+        while folder.parent != target / "results" and folder.parent.is_dir() and not any(folder.parent.iterdir()):
             folder.parent.rmdir()
             folder = folder.parent
     return gaps

@@ -286,6 +286,15 @@ def _words(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def summary_gaps(summary_text: str, performance: bool) -> list[str]:
+    """What every LoadGen summary prints and this one lacks: the error count, and in a
+    performance run's summary the result line (a summary without them is not LoadGen's)."""
+    gaps = [] if _ERROR_COUNT.search(summary_text) else ["the error count"]
+    if performance and "Result is" not in parse_summary(summary_text):
+        gaps.append("the run's result ('Result is : ...')")
+    return gaps
+
+
 def summary_disagreements(summary_text: str, detail: dict[str, Any]) -> list[Disagreement]:
     """Every figure the summary prints that the detail log (read with ``exact=True``) also
     records and that disagrees with it beyond the printing precision of the two; also the

@@ -148,10 +148,12 @@ def accuracy_sample_count(results: dict) -> int | None:
     response_counts.issued), summed over the datasets."""
     counts = []
     for entry in accuracy_entries(results):
-        if entry.get("total_samples") is not None:
-            counts.append(int(entry["total_samples"]))
-        elif (entry.get("response_counts") or {}).get("issued") is not None:
-            counts.append(int(entry["response_counts"]["issued"]))
+        responses = entry.get("response_counts") if isinstance(entry.get("response_counts"), dict) else {}
+        for value in (entry.get("total_samples"), responses.get("issued")):
+            number = _number(value)
+            if number is not None and number == int(number):
+                counts.append(int(number))
+                break
     return sum(counts) if counts else None
 
 

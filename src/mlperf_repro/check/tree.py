@@ -23,7 +23,14 @@ from typing import Any
 from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
 from ..compliance.verify import test04_score, test06_failures, test06_lines
 from ..errors import UserError
-from ..loadgen_logs import read_detail, result_is_valid, summary_disagreements, summary_record, values_agree
+from ..loadgen_logs import (
+    read_detail,
+    result_is_valid,
+    summary_disagreements,
+    summary_gaps,
+    summary_record,
+    values_agree,
+)
 from ..published.loadgen_conf import parse_conf, requested_settings
 from .endpoints_logs import PART_FILES, endpoints_files, is_endpoints_folder, read_endpoints, score_readings
 from .files import TreeFiles, UnreadableFile, files_of
@@ -1210,7 +1217,18 @@ def check_summary_detail(ctx: TreeContext) -> list[Finding]:
         for folder in _run_folders(ctx, result):
             summary, detail_path = folder / SUMMARY_LOG, folder / DETAIL_LOG
             detail = ctx.exact_detail(detail_path)
-            found = summary_disagreements(ctx.files.read_text(summary), detail)
+            text = ctx.files.read_text(summary)
+            gaps = summary_gaps(text, folder.parent.name == "performance")
+            if gaps:
+                findings.append(
+                    Finding(
+                        "summary-detail",
+                        ctx.rel(summary),
+                        f"does not print {' or '.join(gaps)}: not LoadGen's summary of the run "
+                        f"{ctx.rel(detail_path)} logs",
+                    )
+                )
+            found = summary_disagreements(text, detail)
             if not found:
                 continue
             shown = "; ".join(
@@ -1247,7 +1265,11 @@ def check_user_conf(ctx: TreeContext) -> list[Finding]:
         scenario = detail.get("requested_scenario") or detail.get("effective_scenario")
         if not isinstance(scenario, str):
             continue
-        lines, _ = parse_conf(ctx.files.read_text(conf))
+        lines, problems = parse_conf(ctx.files.read_text(conf))
+        findings.extend(
+            Finding("user-conf", ctx.rel(conf), f"line {problem} (not a LoadGen setting line)", "warning")
+            for problem in problems[:3]
+        )
         model = _conf_model(result, lines)
         exact = ctx.exact_detail(result.log_path(PERF))
         for key, (line, expected) in requested_settings(lines, model, scenario).items():
