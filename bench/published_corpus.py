@@ -49,6 +49,15 @@ ON_PURPOSE = {
     "reads files that are not the submission",
     ("required-files", "not a folder (the checker does not follow it)"): "the folder is a symbolic link, "
     "which the checker never follows (hygiene reports the link)",
+    ("summary-detail", ""): "a run's summary and detail log disagree (one was edited, or they come from two "
+    "runs); the official checker reads the detail log only",
+    ("compliance-evidence", ""): "a verify file's scores or verdict are not what the compliance and performance "
+    "logs in the tree give (verified against another run, or copied from another result); the official checker "
+    "reads the verdict line only",
+    ("accuracy-evidence", ""): "accuracy.txt's counts disagree with the accuracy run's log; the official checker "
+    "does not compare them",
+    ("structure", ""): "a file the layout does not name where results live, or a second copy of a result's "
+    "record beside the one the checker reads; the official checker reads only the paths it expects",
     ("hygiene", "spaces in names"): "repository_checks.sh refuses names with spaces",
     ("hygiene", "__pycache__"): "the previous checker refused __pycache__ folders",
     ("loadgen-valid", ""): "the official checker does not look at result_validity (a LoadGen INVALID run passes)",
@@ -99,7 +108,7 @@ def build_view(submitter: Path, view: Path, division: str, absent: set[str]) -> 
     shutil.copytree(submitter, target, symlinks=True, ignore=ignore)
     for gap in gaps:  # a benchmark or system folder whose every result was left out goes too
         folder = view / gap
-        while folder.parent != target / "results" and folder.parent.is_dir() and not any(folder.parent.iterdir()):
+        while folder.parent != target and folder.parent.is_dir() and not any(folder.parent.iterdir()):
             folder.parent.rmdir()
             folder = folder.parent
     return gaps

@@ -714,3 +714,10 @@ def test_what_the_submitter_folder_holds_beyond_the_layout_is_a_warning(tree):
     assert errors(tree) == []
     (found,) = check_tree(tree, ROUND, only=["structure"])
     assert found.severity == "warning" and found.path.endswith("/Makefile")
+
+
+def test_windows_line_ends_read_as_python_text_mode_reads_them(tree):
+    """Published v5.1 accuracy.txt files end lines with CR LF; their hash line is read."""
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    txt.write_bytes(txt.read_bytes().replace(b"\n", b"\r\n"))
+    assert errors(tree) == []

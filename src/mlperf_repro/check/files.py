@@ -205,8 +205,10 @@ class TreeFiles:
                 raise UnreadableFile(f"{shown} cannot be read: {exc.strerror or exc}", shown) from None
 
     def read_text(self, path: str | Path, limit: int | None = None) -> str:
-        """The file as text (bytes that are not UTF-8 shown as U+FFFD)."""
-        return self.read_bytes(path, limit).decode("utf-8", errors="replace")
+        """The file as text (bytes that are not UTF-8 shown as U+FFFD), its line ends read as
+        Python's text mode reads them (\\r\\n and \\r are \\n)."""
+        text = self.read_bytes(path, limit).decode("utf-8", errors="replace")
+        return text.replace("\r\n", "\n").replace("\r", "\n")
 
     def lines(self, path: str | Path) -> Iterator[str]:
         """The file's lines, streamed (detail logs of long runs are large)."""
