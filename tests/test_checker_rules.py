@@ -721,3 +721,13 @@ def test_windows_line_ends_read_as_python_text_mode_reads_them(tree):
     txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
     txt.write_bytes(txt.read_bytes().replace(b"\n", b"\r\n"))
     assert errors(tree) == []
+
+
+def test_a_setting_printed_in_full_is_compared_exactly():
+    """Found by the generated mutations: "max_async_queries : 1" against a logged 0 is a
+    disagreement (an integer is printed in full), while a double rounded to 6 digits in one
+    log and printed with 2 decimals in the other is not."""
+    from mlperf_repro.loadgen_logs import values_agree
+
+    assert not values_agree("1", 0) and not values_agree("3651", 3650)
+    assert values_agree("123456.79", 123457)

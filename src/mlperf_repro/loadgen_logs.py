@@ -224,10 +224,22 @@ def _decimal(value: Any) -> Decimal | None:
     return number if number.is_finite() else None
 
 
+# LoadGen prints a double with 6 significant digits ("1.01638e+06", "3629.98", "3650") or
+# with 2 decimals (DoubleToString), and an integer setting or count in full.
+DOUBLE_DIGITS = 6
+
+
 def _unit(number: Decimal) -> Decimal:
-    """The value of the last digit printed (1 for an integer, 0.01 for "3591.83")."""
-    exponent = number.as_tuple().exponent
-    return Decimal(1).scaleb(exponent) if isinstance(exponent, int) else Decimal(0)
+    """The value of the last digit printed: 0.01 for "3591.83", 10 for "1.01638e+06". A number
+    printed without a fraction ("3650", "0") may be a double rounded to 6 significant digits
+    (its unit is that of the 6th digit) or an integer printed in full (exact: 0)."""
+    sign, digits, exponent = number.as_tuple()
+    if not isinstance(exponent, int):
+        return Decimal(0)
+    if exponent != 0:
+        return Decimal(1).scaleb(exponent)
+    significant = len(digits) - next((i for i, d in enumerate(digits) if d), len(digits))
+    return Decimal(1).scaleb(max(significant, 1) - DOUBLE_DIGITS) if significant <= DOUBLE_DIGITS else Decimal(0)
 
 
 def values_agree(printed: str, logged: Any) -> bool:
