@@ -7,7 +7,9 @@ every numeric limit crossed just past its bound (run length, sample counts, late
 limits, accuracy targets and upper bounds, the accuracy-log and file-size limits, the
 seeds); every value a tree records twice made to disagree with its other record (each
 figure the performance summary prints that the detail log records, each user.conf
-setting LoadGen logged, the scores of the compliance verify files, accuracy.txt's counts).
+setting LoadGen logged, the scores of the compliance verify files, accuracy.txt's counts);
+and the layout (tree_layout) broken one way at a time: a result folder twice in two cases,
+a second run, a second copy of each record, a stray file, a link, a hard link, a FIFO.
 
 Each generator yields (name, rule of the table, what, apply), ``apply(target)`` returning
 the paths (relative to the view) a finding must name, or None where it does not apply.
@@ -21,7 +23,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from checker_mutations import PERF, Target, detail_value, edit_detail, edit_json, edit_summary, set_metric
+from checker_mutations import PERF, SCENARIOS, Target, detail_value, edit_detail, edit_json, edit_summary, set_metric
 
 from mlperf_repro.loadgen_logs import parse_summary, summary_key
 from mlperf_repro.published.loadgen_conf import parse_conf, requested_settings
@@ -227,11 +229,9 @@ def numeric_limits(t: Target) -> Iterator[Mutation]:
 
     def log_over(t: Target):
         log = _result(t) / "accuracy" / "mlperf_log_accuracy.json"
-        text = log.read_text()
-        log.write_text(
-            text.replace("\n\n...\n\n", "\n\n" + " " * max(0, limit + 1 - len(text.encode()) - 2) + "...\n\n", 1)
-        )
-        return [t.rel(_result(t))] if log.stat().st_size > limit else None
+        with open(log, "ab") as handle:  # trailing blanks: the same entries, one byte over the limit
+            handle.write(b" " * max(1, limit + 1 - log.stat().st_size))
+        return [t.rel(_result(t))]
 
     yield "limit:accuracy_log_max_bytes", "accuracy_log_max_bytes", f"accuracy log {limit + 1} bytes", log_over
     size = int(t.rules["tree_limits"]["max_file_bytes"])
@@ -270,7 +270,7 @@ def _other(printed: str) -> str:
 
 def disagreements(t: Target, base: Path) -> Iterator[Mutation]:
     """Generated from what the base's summaries and user.conf print (read from the base)."""
-    for scenario in ("Offline", "Server", "Interactive"):
+    for scenario in SCENARIOS:
         folder = t.folders.get(scenario)
         if folder is None:
             continue
@@ -350,5 +350,71 @@ def disagreements(t: Target, base: Path) -> Iterator[Mutation]:
         yield "disagree:accuracy.gen_num", "accuracy.txt vs accuracy run", "accuracy.txt gen_num halved", gen_num
 
 
+# -- the layout: nothing ambiguous, regular files only --------------------------------------------------
+
+
+def layout(t: Target) -> Iterator[Mutation]:
+    table = t.rules.data.get("tree_layout") or {}
+
+    def case_twin(t: Target):
+        result = _result(t)
+        twin = result.with_name(result.name.swapcase())
+        shutil.copytree(result, twin)
+        return [t.rel(result), t.rel(twin)]
+
+    yield (
+        "layout:case-twin",
+        "tree_layout.result_folders",
+        "the Offline folder again, its name's case swapped",
+        case_twin,
+    )
+
+    def second_run(t: Target):
+        shutil.copytree(_result(t) / PERF, _result(t) / "performance" / "run_2")
+        return [t.rel(_result(t))]
+
+    yield "layout:second-run", "tree_layout.performance_folders", "performance/run_2 beside run_1", second_run
+    for name in table.get("records", []):
+
+        def copy_record(t: Target, name=name):
+            found = sorted(_result(t).rglob(name))
+            if not found:
+                return None
+            (_result(t) / "extra").mkdir(exist_ok=True)
+            shutil.copyfile(found[0], _result(t) / "extra" / name)
+            return [t.rel(_result(t))]
+
+        yield f"layout:copy:{name}", "tree_layout.records", f"a second {name} in Offline/extra/", copy_record
+
+    def stray(t: Target):
+        (t.bench_dir / "notes.txt").write_text("which result is this?\n")
+        return [t.rel(t.bench_dir)]
+
+    yield "layout:stray-file", "tree_layout (results/)", "a file in the benchmark folder", stray
+
+    def symlink(t: Target):
+        outside = t.root.parent / "outside.txt"
+        outside.write_text("not the submission\n")
+        (_result(t) / "accuracy" / "notes.txt").symlink_to(outside)
+        return [t.rel(_result(t))]
+
+    yield "layout:symlink", "regular files only", "a symbolic link in accuracy/ to a file outside the tree", symlink
+
+    def hard_link(t: Target):
+        readme = _result(t) / "README.md"
+        (_result(t) / "README.txt").hardlink_to(readme)
+        return [t.rel(_result(t))]
+
+    yield "layout:hard-link", "regular files only", "README.md hard-linked as README.txt", hard_link
+
+    def fifo(t: Target):
+        import os
+
+        os.mkfifo(_result(t) / "accuracy" / "pipe")
+        return [t.rel(_result(t))]
+
+    yield "layout:fifo", "regular files only", "a FIFO in accuracy/", fifo
+
+
 def generate(t: Target, base: Path) -> list[Mutation]:
-    return [*required_files(t), *required_fields(t), *numeric_limits(t), *disagreements(t, base)]
+    return [*required_files(t), *required_fields(t), *numeric_limits(t), *disagreements(t, base), *layout(t)]
