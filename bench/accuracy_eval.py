@@ -132,7 +132,7 @@ def gpt_oss_case(args: argparse.Namespace) -> int:
 
     from mlperf_repro.accuracy.gpt_oss import evaluate_gpt_oss, load_gpt_oss_rows
     from mlperf_repro.accuracy.livecodebench import pool_size
-    from mlperf_repro.accuracy.sandbox import namespaces_available
+    from mlperf_repro.accuracy.sandbox import best_isolation
     from mlperf_repro.benchmarks import load_round
     from mlperf_repro.demo import gpt_oss_corpus
     from mlperf_repro.demo.gpt_oss_model import train_tokenizer
@@ -187,7 +187,7 @@ def gpt_oss_case(args: argparse.Namespace) -> int:
         pd.DataFrame(rows).to_parquet(path)
         dataset_rows = load_gpt_oss_rows(path)
         workers = args.workers or pool_size()
-        isolation = "network/mount namespaces" if namespaces_available() else "audit hook"
+        isolation = best_isolation()
         code = sum(1 for qsl, _ in entries if rows[qsl]["dataset"] == "livecodebench_v6")
         print(f"entries: {len(entries)} ({code} LiveCodeBench, 8 tests each); workers: {workers}; sandbox: {isolation}")
         print(f"data + tokenizer + tokenization: {t_prep:.1f} s")
@@ -199,6 +199,8 @@ def gpt_oss_case(args: argparse.Namespace) -> int:
     got = {name: s["correct"] for name, s in result["per_dataset"].items()}
     print(f"evaluate_gpt_oss: {t_eval:.1f} s ({1000 * t_eval / code:.1f} ms per code entry, all entries included)")
     print(f"exact_match: {result['exact_match']}; correct per family: {got}")
+    ran = {mode: len(positions) for mode, positions in result["sandbox"]["isolation"].items()}
+    print(f"entries whose code ran, by sandbox mode: {ran}")
     print(f"correct counts equal to the ones built: {got == expected} (built: {expected})")
     return 0 if got == expected else 1
 

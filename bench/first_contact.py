@@ -61,7 +61,9 @@ def one_run(base: Path, k: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--keep", help="folder to keep the clones and logs in (default: a temporary one, removed)")
+    parser.add_argument(
+        "--keep", help="folder to keep the clones (less their .venv) and logs in (default: a temporary one, removed)"
+    )
     parser.add_argument("--json", help="write the runs and their statistics here")
     args = parser.parse_args()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="first-contact-"))
@@ -78,7 +80,8 @@ def main() -> int:
                 f"{run['accuracy_met']}/{run['results']} accuracy met",
                 flush=True,
             )
-            shutil.rmtree(base / f"clone-{k}", ignore_errors=not args.keep)
+            # --keep keeps each clone's results and logs, not its 3 GB environment.
+            shutil.rmtree(base / f"clone-{k}" / ".venv" if args.keep else base / f"clone-{k}", ignore_errors=True)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

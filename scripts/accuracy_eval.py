@@ -13,6 +13,7 @@ def main(smk):
         accuracy_rules=smk.params.accuracy_rules,
         targets=smk.params.targets,
         reference_path=optional_input(smk, "reference"),
+        reference_outputs=optional_input(smk, "reference_outputs"),
         out_txt=smk.output.txt,
         out_json=smk.output.json,
         extras_dir=smk.output.extras,

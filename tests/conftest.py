@@ -276,6 +276,15 @@ def save_tiny_llama(path: Path, *, seed: int = 0, layers: int = 2, max_shard_siz
     return path
 
 
+def with_artifacts(workdir: Path) -> Path:
+    """``workdir`` given the checkout's shipped artifacts (the default config's file://
+    artifacts/models sources are read from the workflow's folder), as a link: never written."""
+    link = workdir / "artifacts"
+    if not link.exists():
+        link.symlink_to(REPO / "artifacts", target_is_directory=True)
+    return workdir
+
+
 def make_workdir(tmp_path: Path) -> Path:
     """A copy of the workflow's entry files in tmp_path, so runs never touch the checkout."""
     work = tmp_path / "work"

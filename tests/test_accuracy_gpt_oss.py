@@ -198,6 +198,51 @@ def test_livecodebench_rows_are_scored_by_running_their_tests(tmp_path, tokenize
         "livecodebench_v6": {"correct": 2, "total": 4, "repeats": 3},
     }
     assert result["exact_match"] == round(100 * (2 / 3 + 1 / 5) / (4 / 3 + 1 / 5), 3)
+    # The entries whose program ran (not the one without code), by the sandbox mode they ran in.
+    ((mode, entries),) = result["sandbox"]["isolation"].items()
+    assert entries == [0, 1, 4] and mode in ("namespaces+seccomp", "namespaces", "seccomp")
+    assert result["sandbox"]["unsandboxed"] is False
+
+
+def test_without_isolation_code_is_run_only_when_the_config_accepts_it(tmp_path, tokenizer, tokenizer_dir, monkeypatch):
+    """No namespaces and no seccomp filter here (both made unavailable): the accuracy job refuses
+    to run the model's program, unless the rules the plan hands it carry the config's
+    acceptance; the record and accuracy.txt then say so."""
+    from mlperf_repro.accuracy import sandbox
+
+    sample = json.dumps({"inputs": ["2 3\n"], "outputs": ["5\n"], "fn_name": None})
+    dataset = tmp_path / "acc.parquet"
+    pd.DataFrame([{"dataset": "livecodebench_v6", "ground_truth": "q1", "input_output": sample}]).to_parquet(dataset)
+    run = tmp_path / "run"
+    run.mkdir()
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, [FINAL.format(analysis="sum", final=right)])
+    targets = {"kind": "reference", "targets": FACTS.absolute_targets(), "upper_bounds": FACTS.accuracy["upper_bound"]}
+    job = dict(
+        run_dir=str(run),
+        dataset_file=str(dataset),
+        tokenizer_dir=str(tokenizer_dir),
+        evaluator="gpt-oss-exact-match",
+        targets=targets,
+        reference_path=None,
+        out_txt=str(tmp_path / "accuracy.txt"),
+        out_json=str(tmp_path / "accuracy.json"),
+    )
+    probes = (sandbox.isolation_problem, sandbox.bwrap_program, sandbox._filter)
+    for cached in probes:
+        cached.cache_clear()
+    monkeypatch.setattr(sandbox, "bwrap_program", lambda: None)
+    monkeypatch.setattr(sandbox, "_filter", lambda pid_namespace: None)
+    try:
+        with pytest.raises(UserError, match="refusing to run model-written code.*sandbox.allow_unsandboxed"):
+            accuracy_job(**job, accuracy_rules=FACTS.accuracy)
+        record = accuracy_job(**job, accuracy_rules={**FACTS.accuracy, "allow_unsandboxed_code": True})
+    finally:
+        for cached in probes:
+            cached.cache_clear()
+    assert record["sandbox"] == {"isolation": {"unsandboxed": [0]}, "unsandboxed": True}
+    assert "sandbox" not in record["metrics"] and json.loads((tmp_path / "accuracy.json").read_text()) == record
+    assert "evaluated WITHOUT ISOLATION" in (tmp_path / "accuracy.txt").read_text()
 
 
 def test_livecodebench_rows_without_tests_are_refused_with_the_file_named(tmp_path, tokenizer):
@@ -333,6 +378,11 @@ def test_example_config_runs_on_the_table_files_and_test_scale_counts():
     assert Plan(config).user_conf_settings("cpu-2c-vllm", "tiny-gpt-oss", "Offline")["min_query_count"] == 6396
     targets = Plan(config).accuracy_targets("tiny-gpt-oss")
     assert targets["upper_bounds"] == {"tokens_per_sample": 10998.9}
+    # Running model-written code unsandboxed reaches the evaluator only when the config says so
+    # (and the default leaves the job's parameters as they were).
+    assert "allow_unsandboxed_code" not in plan.accuracy_rules("tiny-gpt-oss")
+    config["sandbox"] = {"allow_unsandboxed": True}
+    assert Plan(validate_config(config, SCHEMA)).accuracy_rules("tiny-gpt-oss")["allow_unsandboxed_code"] is True
 
 
 def test_stand_in_files_have_the_layout_and_exact_counts(tmp_path, tokenizer):

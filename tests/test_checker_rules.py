@@ -77,6 +77,7 @@ def test_every_rule_is_covered_below():
         "accuracy-files",
         "accuracy-duplicates",
         "accuracy-target",
+        "accuracy-isolation",
         "compliance",
         "hygiene",
         "marking",
@@ -433,6 +434,26 @@ def test_accuracy_log_with_a_sample_twice(tree):
     (found,) = only_rule(tree, "accuracy-duplicates", "Offline/accuracy/mlperf_log_accuracy.json")
     seqs = ", ".join(sorted((seq_a, seq_b), key=int))
     assert f"qsl_idx {first} in seq_id {seqs}" in found.message
+
+
+def test_an_accuracy_scored_without_isolation_is_a_warning(tree):
+    """accuracy.txt as the gpt-oss evaluator writes it when the config accepted running the
+    model's code unsandboxed: a valid score, flagged."""
+    from mlperf_repro.accuracy.gpt_oss import format_gpt_oss_accuracy_txt
+
+    def sandbox_line(mode: str) -> str:  # the line the evaluator adds (the llama2 tree's metrics stay)
+        result = {"exact_match": 80.0, "tokens_per_sample": 10.0, "gen_num": 2, "per_dataset": {}}
+        return format_gpt_oss_accuracy_txt(dict(result, sandbox={"isolation": {mode: [0, 1]}})).splitlines()[-1]
+
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    clean = txt.read_text()
+    txt.write_text(clean + sandbox_line("namespaces+seccomp") + "\n")
+    assert [f for f in check_tree(tree, ROUND) if f.rule == "accuracy-isolation"] == []
+    txt.write_text(clean + sandbox_line("unsandboxed") + "\n")
+    assert errors(tree) == []
+    (found,) = [f for f in check_tree(tree, ROUND) if f.rule == "accuracy-isolation"]
+    assert found.severity == "warning" and "Offline/accuracy/accuracy.txt" in found.path
+    assert "WITHOUT ISOLATION" in found.message and "sandbox.allow_unsandboxed" in found.message
 
 
 def test_an_accuracy_folder_holding_a_performance_run(tree):

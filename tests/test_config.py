@@ -66,7 +66,7 @@ BAD_CONFIGS = {
         ["quantization.mxfp4-w4a16.scheme", "mxfp4, mxfp4_weight_only"],
     ),
     "hidden size not a multiple of 32": (
-        lambda c: _set(c, "models.tiny-llama.builtin.hidden_size", 100),
+        lambda c: _set(c, "models.tiny-llama", {"source": "builtin:tiny-llama", "builtin": {"hidden_size": 100}}),
         ["models.tiny-llama.builtin.hidden_size", "multiple of 32"],
     ),
     "bad source scheme": (
@@ -99,7 +99,7 @@ BAD_CONFIGS = {
     "fetched model without checksums": (
         lambda c: (
             _set(c, "models.tiny-llama.source", "https://example.org/m"),
-            _delete(c, "models.tiny-llama.builtin"),
+            _delete(c, "models.tiny-llama.sha256_manifest"),
         ),
         ["models.tiny-llama", "no checksums", "sha256"],
     ),
@@ -107,7 +107,7 @@ BAD_CONFIGS = {
         lambda c: (
             _set(c, "models.tiny-llama.source", "hf://meta-llama/Llama-2-70b-chat-hf"),
             _set(c, "models.tiny-llama.allow_unverified", True),
-            _delete(c, "models.tiny-llama.builtin"),
+            _delete(c, "models.tiny-llama.sha256_manifest"),
         ),
         ["models.tiny-llama.source", "revision"],
     ),
@@ -135,16 +135,69 @@ BAD_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BAD_CONFIGS))
-def test_bad_config_is_one_clear_message(default_config, name):
-    mutate, fragments = BAD_CONFIGS[name]
-    mutate(default_config)
+# The text-to-video stand-in's open_accuracy (the whole default config, wan part included).
+WAN_BAD_CONFIGS = {
+    "open_accuracy without a measured target": (
+        lambda c: _set(c, "benchmarks.tiny-wan-t2v.accuracy_target", "reference"),
+        ["benchmarks.tiny-wan-t2v.open_accuracy", "needs accuracy_target: measured"],
+    ),
+    "open_accuracy for an LLM": (
+        lambda c: _set(c, "benchmarks.tiny-llama-mxfp4.open_accuracy", {"metrics": ["temporal_flickering"]}),
+        ["benchmarks.tiny-llama-mxfp4.open_accuracy", "only a text-to-video benchmark"],
+    ),
+    "open_accuracy that judges nothing": (
+        lambda c: _set(c, "benchmarks.tiny-wan-t2v.open_accuracy.metrics", ["video_psnr"]),
+        ["benchmarks.tiny-wan-t2v.open_accuracy.metrics", "temporal_flickering, video_ssim", "only reported"],
+    ),
+    "open_accuracy with a VBench dimension that needs weights": (
+        lambda c: _set(c, "benchmarks.tiny-wan-t2v.open_accuracy.metrics", ["subject_consistency"]),
+        ["benchmarks.tiny-wan-t2v.open_accuracy.metrics", "'subject_consistency'", "temporal_flickering"],
+    ),
+    "open_accuracy in the closed division": (
+        lambda c: _set(c, "division", "closed"),
+        ["benchmarks.tiny-wan-t2v.open_accuracy: the closed division is judged by the round's score"],
+    ),
+}
+
+
+def assert_one_clear_message(config: dict, name: str, bad_configs: dict) -> None:
+    mutate, fragments = bad_configs[name]
+    mutate(config)
     with pytest.raises(UserError) as caught:
-        validate_config(default_config, SCHEMA)
+        validate_config(config, SCHEMA)
     message = str(caught.value)
     for fragment in fragments:
         assert fragment in message, f"{name}: {fragment!r} not in {message!r}"
     assert "Traceback" not in message
+
+
+@pytest.mark.parametrize("name", sorted(WAN_BAD_CONFIGS))
+def test_bad_open_accuracy_is_one_clear_message(demo_config, name):
+    assert_one_clear_message(demo_config, name, WAN_BAD_CONFIGS)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CONFIGS))
+def test_bad_config_is_one_clear_message(default_config, name):
+    assert_one_clear_message(default_config, name, BAD_CONFIGS)
+
+
+def test_the_text_to_video_stand_in_is_judged_by_weight_free_metrics(demo_config):
+    validate_config(demo_config, SCHEMA)
+    # SSIM's floor is the schema's default.
+    assert demo_config["benchmarks"]["tiny-wan-t2v"]["open_accuracy"] == {
+        "metrics": ["temporal_flickering", "video_ssim", "video_psnr"],
+        "video_ssim_minimum": 0.85,
+    }
+    from mlperf_repro.plan import Plan
+
+    assert Plan(demo_config).accuracy_targets("tiny-wan-t2v") == {
+        "kind": "measured",
+        "fraction": 0.99,
+        "metrics": ["temporal_flickering"],
+        "minimums": {"video_ssim": 0.85},
+        "open_metrics": ["temporal_flickering", "video_ssim", "video_psnr"],
+        "replaces": ["vbench_score"],
+    }
 
 
 def test_the_video_systems_launch_is_checked(demo_config):
@@ -156,7 +209,7 @@ def test_the_video_systems_launch_is_checked(demo_config):
 
 def test_all_problems_are_listed_at_once(default_config):
     _set(default_config, "division", "closd")
-    _set(default_config, "models.tiny-llama.builtin.hidden_size", 100)
+    _set(default_config, "models.tiny-llama", {"source": "builtin:tiny-llama", "builtin": {"hidden_size": 100}})
     with pytest.raises(UserError) as caught:
         validate_config(default_config, SCHEMA)
     assert "2 problems" in str(caught.value)

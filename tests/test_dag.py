@@ -28,8 +28,10 @@ def test_default_config_plan(tmp_path):
         "acquire_model": 2,  # tiny-llama, tiny-wan
         "acquire_dataset": 2,
         "quantize": 2,  # tiny-llama to MXFP4, tiny-wan's transformers to FP8
-        "reference_accuracy": 1,  # one system x one benchmark with a measured target
-        "find_performance": 1,  # llama2 Offline: target_qps auto
+        # The unquantized model on its system: llama2's ROUGE, and the tiny Wan's videos that
+        # its open-division metrics compare with (accuracy_target: measured, both).
+        "reference_accuracy": 2,
+        "find_performance": 3,  # target_qps auto: llama2 Offline, wan-2.2 Offline and SingleStream
         "user_conf": 5,  # llama2: Offline, Server, Interactive; wan-2.2: Offline, SingleStream
         "loadgen_run": 10,  # x performance, accuracy
         "accuracy_eval": 5,

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from conftest import SCHEMA, model_load_per_run
+from conftest import SCHEMA, model_load_per_run, with_artifacts
 
 from mlperf_repro import benchmarks
 from mlperf_repro.check.preflight import preflight
@@ -139,7 +139,7 @@ def test_unregistered_task_is_named_with_the_known_ones(tmp_path, toy_round, def
 def test_registered_task_passes_preflight(tmp_path, toy_round, echo_module, default_config):
     config = toy_config(default_config)
     assert task_for(Plan(config).facts(BENCH)) is echo_module.ECHO
-    findings = preflight(config, tmp_path)
+    findings = preflight(config, with_artifacts(tmp_path))
     assert [f for f in findings if f.severity == "error"] == [], findings
 
 
@@ -152,7 +152,7 @@ def test_preflight_checks_the_task_s_evaluator_compliance_and_backends(
     benchmarks.load_round.cache_clear()
     config = toy_config(default_config)
     monkeypatch.setitem(config["systems"][SYSTEM]["engine"], "backend", "endpoints")
-    messages = [f.message for f in support(preflight(config, tmp_path))]
+    messages = [f.message for f in support(preflight(config, with_artifacts(tmp_path)))]
     assert len(messages) == 3, messages
     assert "'echo-fuzzy' accuracy evaluator" in messages[0] and "implemented: echo-exact" in messages[0]
     assert "compliance TEST06" in messages[1] and "runs for echo benchmarks: TEST04" in messages[1]

@@ -64,8 +64,11 @@ def test_the_default_configs_lock_is_written_beside_it_and_deterministic(tmp_pat
     first = path.read_bytes()
     lock = json.loads(first)
     assert lock["format"] == LOCK_FORMAT and lock["config"] == "my.yaml"
-    builtin = lock["artifacts"]["models"]["tiny-llama"]
-    assert builtin["source"] == "builtin:tiny-llama" and len(builtin["builtin_sha256"]) == 64
+    shipped = lock["artifacts"]["models"]["tiny-llama"]
+    assert shipped["source"] == "file://artifacts/models/tiny-llama"
+    assert shipped["checksums"] == "sha256_manifest artifacts/models/tiny-llama.sha256" and shipped["files"] == 6
+    builtin = lock["artifacts"]["datasets"]["openorca-synthetic"]
+    assert builtin["source"] == "builtin:openorca-synthetic" and len(builtin["builtin_sha256"]) == 64
     assert set(lock["artifacts"]["datasets"]) == {"openorca-synthetic", "vbench-prompts-synthetic"}
     assert lock["containers"] == {SYSTEM: None, "cpu-2c-diffusers": None}
     config = validate_config(load_yaml(DEFAULT_CONFIG), SCHEMA)
@@ -83,12 +86,11 @@ def test_the_default_configs_lock_is_written_beside_it_and_deterministic(tmp_pat
     assert path.read_bytes() == first
     # A builtin parameter is part of the artifact's identity.
     changed = load_yaml(configfile)
-    changed["models"]["tiny-llama"]["builtin"]["seed"] = 1
+    changed["datasets"]["openorca-synthetic"]["builtin"]["seed"] = 1
     configfile.write_text(yaml.safe_dump(changed))
     assert lock_cli(configfile) == 0
-    assert (
-        json.loads(path.read_text())["artifacts"]["models"]["tiny-llama"]["builtin_sha256"] != builtin["builtin_sha256"]
-    )
+    relocked = json.loads(path.read_text())["artifacts"]["datasets"]["openorca-synthetic"]
+    assert relocked["builtin_sha256"] != builtin["builtin_sha256"]
 
 
 def test_created_is_the_only_timestamp(tmp_path, monkeypatch):

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from conftest import REPO, SCHEMA
+import pytest
+from conftest import REPO, SCHEMA, with_artifacts
 
 from mlperf_repro.check.preflight import estimated_bytes, preflight
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.plan import Plan
 
 SYSTEM, BENCH = "cpu-2c-vllm", "tiny-llama-mxfp4"
+
+
+@pytest.fixture(autouse=True)
+def _workflow_folder(tmp_path):
+    """Each test's tmp_path is the workflow's folder, holding the default's shipped models."""
+    with_artifacts(tmp_path)
 
 
 def conformance():
@@ -142,3 +149,18 @@ def test_placeholders_pass_validation_but_preflight_names_each(tmp_path):
     source = found["models.gpt-oss-120b-w-mxfp4-a-fp8-mlperf.source"].message
     assert "put the 40 hex commit you verified there" in source
     assert all(f.severity == "error" for f in found.values())
+
+
+def test_a_missing_file_source_is_named_before_any_run(tmp_path, default_config):
+    """A relative file:// path is read from the workflow's folder: missing there, an error that
+    says so; an absolute one may be on the compute nodes only: a warning."""
+    config = validate_config(default_config, SCHEMA)
+    (tmp_path / "artifacts").unlink()
+    findings = [f for f in preflight(config, tmp_path) if f.rule == "source-missing"]
+    assert [(f.path, f.severity) for f in findings] == [("models.tiny-llama.source", "error")]
+    assert "file://artifacts/models/tiny-llama: no such file or folder under the workflow's folder" in (
+        findings[0].message
+    )
+    config["models"]["tiny-llama"]["source"] = "file:///nowhere/tiny-llama"
+    findings = [f for f in preflight(config, tmp_path) if f.rule == "source-missing"]
+    assert [(f.path, f.severity) for f in findings] == [("models.tiny-llama.source", "warning")]

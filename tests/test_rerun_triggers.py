@@ -180,8 +180,8 @@ EDITS = [
     # A new model: everything but the user.confs whose text does not depend on it (the auto
     # Offline's does: its pass measures the new model).
     (
-        "model train_steps",
-        setter("models.tiny-llama.builtin.train_steps", 200),
+        "model source",
+        setter("models.tiny-llama", {"source": "builtin:tiny-llama", "builtin": {"train_steps": 200}}),
         EVERYTHING - (USER_CONFS - AUTO_OFFLINE),
     ),
     # A scenario fewer: its results leave the tree; nothing is measured again.

@@ -3,7 +3,8 @@ tiny Wan pipeline, the 248-prompt file, Offline and SingleStream on the diffuser
 through the real workflow: build, its transformers quantized to FP8 (the emulated copy served),
 LoadGen runs whose responses are mp4 files, the accuracy
 folder's named videos and captions, VBench (not computable here: its checkpoints are absent),
-TEST04, packaging and our check. The videos are made smaller than the demo's (32x32, 5 frames,
+the unquantized pipeline's reference videos and the open-division metrics judged against them in
+vbench_score's place (docs/wan.md), TEST04, packaging and our check. The videos are made smaller than the demo's (32x32, 5 frames,
 2 steps) and Offline issues 64 samples, so it takes a few minutes on 2 cores."""
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 SYSTEM, BENCH, MODEL, DATASET = "cpu-2c-diffusers", "tiny-wan-t2v", "tiny-wan", "vbench-prompts-synthetic"
 FACTS = load_round("v6.0").benchmark("wan-2.2-t2v-a14b")
 VIDEO = {"height": 32, "width": 32, "num_frames": 5, "num_inference_steps": 2}
+#: The stand-in dataset's prompts: the accuracy run's samples.
+PROMPTS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["datasets"][DATASET]["builtin"]["samples"]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,8 @@ def workdir(tmp_path_factory) -> Path:
     # Smaller videos render in ~0.1-0.15 s: a 3 s minimum duration, and Offline and TEST04 at
     # 99 samples (1.1 x 3 s x 30/s), so neither ends before it even on a machine 3x faster.
     config["test_scale"]["min_duration_ms"] = 3000
-    config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"].update(target_qps=30, min_query_count=64)
+    # (A fixed Offline target in place of the default's target_qps: auto and its short run.)
+    config["systems"][SYSTEM]["benchmarks"][BENCH]["Offline"] = {"target_qps": 30, "min_query_count": 64}
     # SingleStream's TEST04 score is the early-stopping p90 estimate, which over 64 queries is the
     # slowest one: one hiccup in the reference run reads as a speed-up of the audited run. 128
     # reference queries put the estimate near p95; the audited run keeps the round's 64.
@@ -110,16 +114,47 @@ def test_vbench_is_reported_as_not_computed_never_invented(workdir):
     assert verdict["metrics"]["vbench_score"] is None and verdict["metrics"]["submittable"] is False
 
 
-def test_our_check_accepts_the_tree_but_for_the_missing_score(workdir):
+def test_our_check_passes_the_stand_in_on_its_open_division_metrics(workdir):
+    """vbench_score cannot be computed here; the open-division stand-in is judged instead by the
+    weight-free metrics it declares (docs/wan.md): a warning per result, no error."""
     report = json.loads((workdir / "results" / "check" / "report.json").read_text())
     errors = [f for f in report["findings"] if f["severity"] == "error"]
-    assert errors, "the missing vbench_score must be reported"
     for finding in errors:
-        if finding["message"].startswith("TEST04 failed"):  # the machine's spread (NOISE_BOUND)
-            scenario = finding["path"].split("/")[-2]
-            assert audit_outcome(scenario_dir(workdir, scenario))[0] < NOISE_BOUND, finding
-            continue
-        assert "vbench_score was not computed here" in finding["message"], finding
+        assert finding["message"].startswith("TEST04 failed"), finding  # only the machine's spread (NOISE_BOUND)
+        scenario = finding["path"].split("/")[-2]
+        assert audit_outcome(scenario_dir(workdir, scenario))[0] < NOISE_BOUND, finding
+    judged = [f for f in report["findings"] if "judged instead by the open-division metrics" in f["message"]]
+    assert sorted(f["path"].split("/")[-3] for f in judged) == ["Offline", "SingleStream"]
+    assert all(f["severity"] == "warning" and "10 packaged samples recomputed" in f["message"] for f in judged)
+    if not errors:
+        assert report["status"] == "PASS"
+
+
+def test_the_open_division_metrics_are_declared_in_the_tree(workdir):
+    from mlperf_repro.accuracy.open_accuracy import UNQUANTIZED_VIDEOS, read_open_accuracy
+
+    reference = json.loads((workdir / "results/reference" / SYSTEM / BENCH / "accuracy.json").read_text())
+    assert reference["metrics"]["video_ssim"] == 1.0 and reference["samples"] == PROMPTS
+    assert len(list((workdir / "results/reference" / SYSTEM / BENCH / "outputs").glob("*.mp4"))) == PROMPTS
+    base = workdir / "results" / "package" / "submission" / "open" / "MLPerfRepro"
+    assert json.loads((base / "model_mapping.json").read_text()) == {BENCH: "wan-2.2-t2v-a14b"}
+    summary = (workdir / "results" / "report" / "summary.md").read_text()
+    assert "Open-division accuracy: tiny-wan-t2v stands in for wan-2.2-t2v-a14b" in summary
+    for scenario in ("Offline", "SingleStream"):
+        folder = scenario_dir(workdir, scenario)
+        declared = read_open_accuracy((folder / "accuracy" / "accuracy.txt").read_text())
+        assert declared.problems == [] and declared.metrics == ["temporal_flickering", "video_ssim", "video_psnr"]
+        assert declared.values["video_ssim"] >= 0.85 and declared.values["temporal_flickering"] >= (
+            0.99 * reference["metrics"]["temporal_flickering"] - 1e-6
+        )
+        assert declared.videos["video_ssim"] == PROMPTS
+        stems = FACTS.accuracy["extra_files"]["videos"]
+        assert sorted(p.stem for p in (folder / "accuracy" / UNQUANTIZED_VIDEOS).iterdir()) == sorted(stems)
+        assert set(declared.samples) == {int(s) for s in stems}
+        readme = (folder / "README.md").read_text()
+        assert "Accuracy metric (open division): temporal_flickering, video_ssim, video_psnr" in readme
+        row = next(line for line in summary.splitlines() if f"| {BENCH} | {scenario} |" in line)
+        assert "temporal_flickering=" in row and "video_ssim>=0.85 (measured)" in row and "| yes |" in row
 
 
 def test_the_runs_serve_the_fp8_quantized_pipeline(workdir):

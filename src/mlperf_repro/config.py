@@ -327,6 +327,7 @@ def check_references(config: dict) -> list[str]:
                 f"{where}.accuracy_target: 'measured' compares against the unquantized model, "
                 f"so it needs a quantization recipe; use 'reference' instead"
             )
+        problems += _open_accuracy_problems(where, bench, closed, rules, official)
         if closed:
             if name != official:
                 problems.append(
@@ -787,6 +788,34 @@ def with_registered_launchers(schema: dict, launchers: Iterable[str]) -> dict:
     endpoints = schema["properties"]["systems"]["additionalProperties"]["properties"]["engine"]["properties"]
     endpoints["endpoints"]["properties"]["launch"]["enum"] = sorted(launchers)
     return schema
+
+
+def _open_accuracy_problems(where: str, bench: dict[str, Any], closed: bool, rules, official: str) -> list[str]:
+    """benchmarks.<name>.open_accuracy: an open-division text-to-video stand-in's metrics, judged
+    against the unquantized pipeline (accuracy_target: measured), at least one of them judged."""
+    entry = bench.get("open_accuracy")
+    if not entry:
+        return []
+    from .accuracy.video_quality import OPEN_METRICS
+
+    key = f"{where}.open_accuracy"
+    problems = []
+    if closed:
+        problems.append(
+            f"{key}: the closed division is judged by the round's score (vbench_score for wan-2.2-t2v-a14b); "
+            "open_accuracy is for open-division stand-ins"
+        )
+    if official in rules.benchmark_names and rules.benchmark(official).facts.get("task") != "text-to-video":
+        problems.append(f"{key}: only a text-to-video benchmark has weight-free metrics; {official} has its own score")
+    if bench.get("accuracy_target") != "measured":
+        problems.append(
+            f"{key}: needs accuracy_target: measured (the reference run renders the unquantized pipeline's videos, "
+            "which the metrics compare with)"
+        )
+    if not any(OPEN_METRICS[m].target for m in entry.get("metrics", []) if m in OPEN_METRICS):
+        judged = ", ".join(m for m, metric in OPEN_METRICS.items() if metric.target)
+        problems.append(f"{key}.metrics: name at least one judged metric ({judged}); the others are only reported")
+    return problems
 
 
 def validate_config(config: dict, schema_path: str | Path, *, launchers: Iterable[str] | None = None) -> dict:

@@ -28,6 +28,8 @@ PATHS: dict[str, str] = {
     # repeats: N - the performance test's repeats 2..N beside it (the performance run is repeat 1).
     "repeat_run": "results/runs/{system}/{benchmark}/{scenario}/performance_run_{repeat}",
     "reference_accuracy": "results/reference/{system}/{benchmark}/accuracy.json",
+    # The reference run's outputs the open-division metrics compare with (text-to-video: its mp4s).
+    "reference_outputs": "results/reference/{system}/{benchmark}/outputs",
     # Stage 4: accuracy.
     "accuracy": "results/accuracy/{system}/{benchmark}/{scenario}",
     "accuracy_txt": "results/accuracy/{system}/{benchmark}/{scenario}/accuracy.txt",

@@ -7,6 +7,7 @@ Paths are relative to the workflow's working directory.
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -222,6 +223,10 @@ class Plan:
     @staticmethod
     def reference_accuracy_path(system: str, benchmark: str) -> str:
         return path("reference_accuracy", system=system, benchmark=benchmark)
+
+    @staticmethod
+    def reference_outputs_path(system: str, benchmark: str) -> str:
+        return path("reference_outputs", system=system, benchmark=benchmark)
 
     def dataset_file(self, benchmark: str, purpose: str = "performance") -> str:
         """The file a run or evaluation reads. ``purpose``: performance, accuracy or a compliance
@@ -500,11 +505,16 @@ class Plan:
 
     def accuracy_rules(self, benchmark: str) -> dict[str, Any]:
         """What the evaluator reads: the rules table's ``accuracy`` entry, with the config's
-        ``benchmarks.<name>.vbench`` (where VBench and its checkpoints are) for text-to-video."""
+        ``benchmarks.<name>.vbench`` (where VBench and its checkpoints are) for text-to-video,
+        and ``allow_unsandboxed_code`` where the config's ``sandbox.allow_unsandboxed`` accepts
+        running model-written code without isolation (absent otherwise, so the default leaves
+        the jobs' parameters as they were)."""
         rules = dict(self.facts(benchmark).accuracy)
         if "vbench_dimensions" in rules:
             rules["dimensions"] = list(rules["vbench_dimensions"])
             rules["vbench"] = dict(self.benchmark_cfg(benchmark).get("vbench") or {})
+        if (self.config.get("sandbox") or {}).get("allow_unsandboxed"):
+            rules["allow_unsandboxed_code"] = True
         return rules
 
     def generation_params(self, benchmark: str, mode: str = "performance") -> dict[str, Any]:
@@ -746,10 +756,33 @@ class Plan:
                 return bench["dataset"], self.dataset_file(benchmark, "performance")
         return None
 
+    def open_accuracy(self, benchmark: str) -> dict[str, Any] | None:
+        """``benchmarks.<name>.open_accuracy`` (defaults filled): the weight-free metrics an
+        open-division text-to-video stand-in is judged by in place of the round's score; None
+        where the benchmark declares none."""
+        entry = self.benchmark_cfg(benchmark).get("open_accuracy")
+        return copy.deepcopy(entry) if entry else None
+
     def accuracy_targets(self, benchmark: str) -> dict[str, Any]:
-        """How accuracy is judged: the round's absolute targets, or a fraction of a measured reference."""
+        """How accuracy is judged: the round's absolute targets, or a fraction of a measured
+        reference; with ``open_accuracy``, its metrics: a fraction of the unquantized model's
+        value or the config's minimum, each as the metric's record says
+        (accuracy.video_quality.OPEN_METRICS), the others reported only."""
         bench = self.benchmark_cfg(benchmark)
         facts = self.facts(benchmark)
+        open_accuracy = self.open_accuracy(benchmark)
+        if bench.get("accuracy_target") == "measured" and open_accuracy:
+            from .accuracy.video_quality import OPEN_METRICS
+
+            kinds = {m: OPEN_METRICS[m].target for m in open_accuracy["metrics"]}
+            return {
+                "kind": "measured",
+                "fraction": bench.get("accuracy_fraction", 0.99),
+                "metrics": [m for m, kind in kinds.items() if kind == "fraction"],
+                "minimums": {m: float(open_accuracy[f"{m}_minimum"]) for m, kind in kinds.items() if kind == "minimum"},
+                "open_metrics": list(open_accuracy["metrics"]),
+                "replaces": list(facts.accuracy["targets"]),
+            }
         if bench.get("accuracy_target") == "measured":
             return {
                 "kind": "measured",

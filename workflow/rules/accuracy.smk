@@ -8,6 +8,7 @@ rule accuracy_eval:
         dataset=dataset_dir_of,
         tokenizer=tokenizer_dir_of,
         reference=reference_accuracy_of,
+        reference_outputs=reference_outputs_of,
     output:
         txt=PATHS["accuracy_txt"],
         json=PATHS["accuracy_json"],

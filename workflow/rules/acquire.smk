@@ -8,6 +8,8 @@ rule acquire_model:
         record=path("acquire_record", kind="models", name="{model}"),
     log:
         "logs/acquire/models/{model}.log",
+    # First among the jobs ready with it, as quantize: everything of its model waits for it.
+    priority: 50
     conda:
         WORKFLOW_ENV
     threads: machine_threads(cluster_cpus=2)
@@ -35,6 +37,7 @@ rule acquire_dataset:
         record=path("acquire_record", kind="datasets", name="{dataset}"),
     log:
         "logs/acquire/datasets/{dataset}.log",
+    priority: 50
     conda:
         WORKFLOW_ENV
     resources:

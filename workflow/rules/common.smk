@@ -186,6 +186,13 @@ def reference_accuracy_of(wildcards):
     return []
 
 
+def reference_outputs_of(wildcards):
+    """The reference run's outputs, for open_accuracy's metrics that compare with them."""
+    if PLAN.accuracy_targets(wildcards.benchmark).get("open_metrics"):
+        return PLAN.reference_outputs_path(wildcards.system, wildcards.benchmark)
+    return []
+
+
 def preflight_or_stop(config, report):
     from mlperf_repro.check.stage import preflight_job
 

@@ -14,6 +14,9 @@ rule find_performance:
         result=PATHS["find_performance"],
     log:
         "logs/find_performance/{system}/{benchmark}/{scenario}.log",
+    # Before the light jobs, as acquire and quantize: the scenario's user.conf, and so each of
+    # its runs (accuracy runs too, which pair up on the cores), waits for the pass.
+    priority: 40
     container:
         system_container
     # A measurement owns the machine: no other job may share its cores.

@@ -19,6 +19,9 @@ rule quantize:
         emulated=directory(PATHS["emulated"]),
     log:
         "logs/quantize/{model}-{recipe}.log",
+    # First among the jobs ready with it: every run of the model waits for it, and the light
+    # runs of several systems can only pair up on the cores once their models are quantized.
+    priority: 50
     container:
         quantize_container
     threads: machine_threads(cluster_cpus=4)

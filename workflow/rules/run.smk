@@ -79,13 +79,17 @@ use rule loadgen_run as loadgen_repeat with:
 
 rule reference_accuracy:
     # The unquantized model's own score on this system: the baseline a stand-in
-    # model's quantized accuracy is judged against (accuracy_target: measured).
+    # model's quantized accuracy is judged against (accuracy_target: measured); for
+    # text-to-video also its videos, which open_accuracy's fidelity metrics compare with.
     input:
         model=lambda wc: PLAN.model_dir(PLAN.benchmark_cfg(wc.benchmark)["model"]),
         dataset=dataset_dir_of,
         screen=screen_of,
     output:
-        PATHS["reference_accuracy"],
+        record=PATHS["reference_accuracy"],
+        # What open_accuracy's fidelity metrics compare with (text-to-video: the unquantized
+        # pipeline's mp4s); empty for the other tasks.
+        outputs=directory(PATHS["reference_outputs"]),
     log:
         "logs/reference/{system}/{benchmark}.log",
     container:
@@ -108,5 +112,7 @@ rule reference_accuracy:
         engine=lambda wc: PLAN.engine(wc.system),
         evaluator=lambda wc: PLAN.facts(wc.benchmark).accuracy["evaluator"],
         accuracy_rules=lambda wc: PLAN.accuracy_rules(wc.benchmark),
+        # open_accuracy: the reference is scored by those metrics instead of the round's.
+        open_metrics=lambda wc: PLAN.accuracy_targets(wc.benchmark).get("open_metrics"),
     script:
         f"{SCRIPTS}/reference_accuracy.py"

@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import progress
 from ..errors import UserError
+from .sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
 
 __all__ = [
     "GptOssRows",
@@ -234,13 +235,18 @@ def evaluate_gpt_oss(
     families: Sequence[str],
     repeats: Mapping[str, int],
     code_workers: int | None = None,
+    allow_unsandboxed: bool = False,
 ) -> dict[str, Any]:
-    """Score ``(qsl_idx, token ids)`` pairs; returns the metrics and a per-family breakdown.
+    """Score ``(qsl_idx, token ids)`` pairs; returns the metrics, a per-family breakdown and
+    ``sandbox``: the entries (positions in the log) whose model-written code ran, by the
+    isolation mode they ran in, and whether any ran unsandboxed.
 
     ``families`` and ``repeats`` are the rules table's ``accuracy.families`` and
     ``accuracy.dataset_repeats`` of gpt-oss-120b. LiveCodeBench entries are extracted first
     and then run together, at most ``code_workers`` (default: :func:`.livecodebench.pool_size`)
-    sandboxes at a time; each distinct row's tests are parsed once."""
+    sandboxes at a time; each distinct row's tests are parsed once. Where the host offers
+    neither namespaces nor a seccomp filter the programs run only with ``allow_unsandboxed``
+    (the config's ``sandbox.allow_unsandboxed``), else a UserError."""
     entries = list(entries)
     if not entries:
         raise UserError("the accuracy log has no samples")
@@ -255,8 +261,9 @@ def evaluate_gpt_oss(
         if name not in groups:
             groups[name] = family_of(name, families)
     texts = tokenizer.batch_decode([tokens.tolist() for _, tokens in entries], skip_special_tokens=False)
-    verdicts = _score_code_entries(entries, texts, rows, groups, code_workers)
-    verdicts.update(_score_math_entries(entries, texts, rows, groups))
+    modes: dict[int, str] = {}
+    verdicts = _score_code_entries(entries, texts, rows, groups, code_workers, allow_unsandboxed, modes)
+    verdicts.update(_score_math_entries(entries, texts, rows, groups, allow_unsandboxed, modes))
     stats: dict[str, dict[str, int]] = {}
     output_tokens = 0
     for position, ((qsl_idx, tokens), text) in enumerate(zip(entries, texts)):
@@ -273,11 +280,15 @@ def evaluate_gpt_oss(
     score = sum(s["correct"] / repeats.get(n, 1) for n, s in stats.items())
     maximum = sum(s["total"] / repeats.get(n, 1) for n, s in stats.items())
     samples = sum(s["total"] for s in stats.values())
+    by_mode: dict[str, list[int]] = {}
+    for position, mode in sorted(modes.items()):
+        by_mode.setdefault(mode, []).append(position)
     return {
         "exact_match": round(100.0 * score / maximum, 3),
         "tokens_per_sample": round(output_tokens / samples, 1),
         "gen_num": samples,
         "per_dataset": {n: dict(s, repeats=repeats.get(n, 1)) for n, s in sorted(stats.items())},
+        "sandbox": {"isolation": by_mode, "unsandboxed": "unsandboxed" in by_mode},
     }
 
 
@@ -287,10 +298,13 @@ def _score_code_entries(
     rows: GptOssRows,
     groups: Mapping[str, str],
     workers: int | None,
+    allow_unsandboxed: bool,
+    modes: dict[int, str],
 ) -> dict[int, bool]:
     """Correctness of every LiveCodeBench entry, by its position in ``entries``: programs are
     extracted here and run in parallel sandboxes; no program or an empty ground truth is
-    incorrect without running anything (as in the reference)."""
+    incorrect without running anything (as in the reference). ``modes`` gets the isolation
+    mode of every entry whose program ran."""
     from .livecodebench import extract_code, grade_many
 
     verdicts: dict[int, bool] = {}
@@ -306,22 +320,34 @@ def _score_code_entries(
             verdicts[position] = False
         else:
             work.append((position, code, suites[qsl_idx]))
-    graded = grade_many([(code, suite) for _, code, suite in work], workers=workers)
+    graded = grade_many(
+        [(code, suite) for _, code, suite in work], workers=workers, allow_unsandboxed=allow_unsandboxed
+    )
     for (position, _, _), verdict in zip(work, graded):
         verdicts[position] = verdict.passed
+        if verdict.isolation:
+            modes[position] = verdict.isolation
     return verdicts
 
 
 def _score_math_entries(
-    entries: Sequence[tuple[int, np.ndarray]], texts: Sequence[str], rows: GptOssRows, groups: Mapping[str, str]
+    entries: Sequence[tuple[int, np.ndarray]],
+    texts: Sequence[str],
+    rows: GptOssRows,
+    groups: Mapping[str, str],
+    allow_unsandboxed: bool,
+    modes: dict[int, str],
 ) -> dict[int, bool]:
     """Correctness of every MATH-500 entry, by its position in ``entries``; the sympy
-    comparisons of all of them run in one sandboxed program."""
-    from .math500 import grade_math_answers, parse_boxed
+    comparisons of all of them run in one sandboxed program (``modes`` gets its isolation mode
+    for every entry that went to sympy)."""
+    from .math500 import grade_math_answers_isolated, parse_boxed
 
     positions = [p for p, (qsl_idx, _) in enumerate(entries) if groups[rows.datasets[qsl_idx]] == MATH_FAMILY]
     items = [(parse_boxed(texts[p]), rows.ground_truths[entries[p][0]]) for p in positions]
-    return dict(zip(positions, grade_math_answers(items)))
+    verdicts, isolation = grade_math_answers_isolated(items, allow_unsandboxed=allow_unsandboxed)
+    modes.update((p, mode) for p, mode in zip(positions, isolation) if mode)
+    return dict(zip(positions, verdicts))
 
 
 def format_gpt_oss_accuracy_txt(result: Mapping[str, Any]) -> str:
@@ -335,4 +361,7 @@ def format_gpt_oss_accuracy_txt(result: Mapping[str, Any]) -> str:
     lines = ["", "Results", "", repr(head), ""]
     for name, s in result["per_dataset"].items():
         lines.append(f"{name}: {s['correct']}/{s['total']} correct, repeats {s['repeats']}")
+    for mode, positions in (result.get("sandbox") or {}).get("isolation", {}).items():
+        note = f" ({UNSANDBOXED_NOTE}: {UNSANDBOXED_CONFIG_KEY})" if mode == "unsandboxed" else ""
+        lines.append(f"model-written code: {len(positions)} samples ran in the sandbox mode {mode}{note}")
     return "\n".join(lines) + "\n"

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from .sandbox import Limits, run_python
+from .sandbox import Limits, best_isolation, run_python
 
 __all__ = [
     "PER_TEST_TIMEOUT_S",
@@ -125,6 +125,9 @@ class Verdict:
     tests_passed: int = 0
     tests: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    # The sandbox's isolation mode the program ran in (SandboxResult.isolation); None when
+    # nothing ran (no program extracted).
+    isolation: str | None = None
 
 
 class _StrOnlyUnpickler(pickle.Unpickler):
@@ -379,9 +382,11 @@ def grade(
     *,
     timeout_s: float = PER_TEST_TIMEOUT_S,
     memory_bytes: int = ITEM_MEMORY_BYTES,
-    network: str = "auto",
+    isolation: str = "auto",
+    allow_unsandboxed: bool = False,
 ) -> Verdict:
-    """Run ``code`` against every test of ``tests`` in one sandboxed process."""
+    """Run ``code`` against every test of ``tests`` in one sandboxed process (``isolation`` and
+    ``allow_unsandboxed``: :func:`.sandbox.run_python`'s)."""
     if not code:
         return Verdict(False, "no code extracted from the output", 0, len(tests))
     payload = json.dumps(
@@ -391,22 +396,33 @@ def grade(
         _HARNESS,
         payload,
         item_limits(len(tests), timeout_s, memory_bytes),
-        network=network,  # type: ignore[arg-type]
+        isolation=isolation,  # type: ignore[arg-type]
+        allow_unsandboxed=allow_unsandboxed,
     )
     try:
         report = json.loads(result.stdout)
     except (json.JSONDecodeError, UnicodeDecodeError):
         why = result.killed or f"exit status {result.returncode}"
         tail = result.stderr[-300:].decode(errors="replace")
-        return Verdict(False, f"the test process ended without a verdict ({why}): {tail}", 0, len(tests))
+        return Verdict(
+            False, f"the test process ended without a verdict ({why}): {tail}", 0, len(tests), {}, result.isolation
+        )
     passed = report["error"] is None and report["passed"] == report["total"] == len(tests)
     reason = "all tests passed" if passed else f"{report['error']} after {report['passed']}/{report['total']} tests"
-    return Verdict(passed, reason, int(report["passed"]), int(report["total"]), report.get("details") or {})
+    details = report.get("details") or {}
+    return Verdict(passed, reason, int(report["passed"]), int(report["total"]), details, result.isolation)
 
 
-def _grade_item(args: tuple[str | None, TestSuite, float, int, str]) -> Verdict:
-    code, tests, timeout_s, memory_bytes, network = args
-    return grade(code, tests, timeout_s=timeout_s, memory_bytes=memory_bytes, network=network)
+def _grade_item(args: tuple[str | None, TestSuite, float, int, str, bool]) -> Verdict:
+    code, tests, timeout_s, memory_bytes, isolation, allow_unsandboxed = args
+    return grade(
+        code,
+        tests,
+        timeout_s=timeout_s,
+        memory_bytes=memory_bytes,
+        isolation=isolation,
+        allow_unsandboxed=allow_unsandboxed,
+    )
 
 
 def _available_memory() -> int | None:
@@ -436,7 +452,8 @@ def grade_many(
     workers: int | None = None,
     timeout_s: float = PER_TEST_TIMEOUT_S,
     memory_bytes: int = ITEM_MEMORY_BYTES,
-    network: str = "auto",
+    isolation: str = "auto",
+    allow_unsandboxed: bool = False,
 ) -> list[Verdict]:
     """Grade ``(code, tests)`` items, at most ``pool_size`` sandboxes at a time; verdicts in
     input order.
@@ -450,7 +467,10 @@ def grade_many(
     if not items:
         return []
     size = pool_size(memory_bytes, workers)
-    work = [(code, tests, timeout_s, memory_bytes, network) for code, tests in items]
+    if isolation == "auto":
+        # Chosen once (and refused once, with its reasons) rather than per item.
+        isolation = best_isolation(allow_unsandboxed=allow_unsandboxed)
+    work = [(code, tests, timeout_s, memory_bytes, isolation, allow_unsandboxed) for code, tests in items]
     if size == 1 or len(items) == 1:
         return [_grade_item(item) for item in work]
     with ThreadPoolExecutor(max_workers=min(size, len(items)), thread_name_prefix="lcb-sandbox") as pool:

@@ -33,7 +33,14 @@ from pathlib import Path
 
 from ..errors import UserError
 
-__all__ = ["grade_math_answers", "math_equivalent_strings", "normalize_mathd", "normalize_prm", "parse_boxed"]
+__all__ = [
+    "grade_math_answers",
+    "grade_math_answers_isolated",
+    "math_equivalent_strings",
+    "normalize_mathd",
+    "normalize_prm",
+    "parse_boxed",
+]
 
 _UNITS = (
     "degree",
@@ -301,13 +308,16 @@ def math_equivalent_strings(given: str | None, truth: str) -> bool | list[tuple[
     return pending or True
 
 
-def _sympy_verdicts(pairs: Sequence[tuple[str, str]], network: str) -> list[bool]:
-    """Run :mod:`.math_sympy_check` on ``pairs`` in one sandboxed program."""
+def _sympy_verdicts(
+    pairs: Sequence[tuple[str, str]], isolation: str = "auto", allow_unsandboxed: bool = False
+) -> tuple[list[bool], str | None]:
+    """Run :mod:`.math_sympy_check` on ``pairs`` in one sandboxed program: the verdicts and the
+    isolation mode it ran in (None: no pair, nothing ran)."""
     from .math_sympy_check import SECONDS_PER_PAIR
     from .sandbox import Limits, default_python, run_python
 
     if not pairs:
-        return []
+        return [], None
     import importlib.util
 
     source = (Path(__file__).with_name("math_sympy_check.py")).read_text()
@@ -323,7 +333,14 @@ def _sympy_verdicts(pairs: Sequence[tuple[str, str]], network: str) -> list[bool
     # sympy's import takes a few seconds; then at most SECONDS_PER_PAIR per comparison.
     seconds = 60 + SECONDS_PER_PAIR * len(pairs)
     limits = Limits(cpu_seconds=seconds, wall_seconds=seconds, memory_bytes=4 << 30, output_bytes=1 << 20)
-    result = run_python(source, json.dumps(request), limits, network=network, read_only=paths)
+    result = run_python(
+        source,
+        json.dumps(request),
+        limits,
+        isolation=isolation,  # type: ignore[arg-type]
+        allow_unsandboxed=allow_unsandboxed,
+        read_only=paths,
+    )
     if not result.ok:
         message = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or [result.killed or "no output"]
         if "No module named" in message[0]:
@@ -335,12 +352,22 @@ def _sympy_verdicts(pairs: Sequence[tuple[str, str]], network: str) -> list[bool
     verdicts = json.loads(result.stdout)
     if len(verdicts) != len(pairs):
         raise UserError(f"the sandboxed MATH-500 sympy check answered {len(verdicts)} of {len(pairs)} comparisons")
-    return [bool(v) for v in verdicts]
+    return [bool(v) for v in verdicts], result.isolation
 
 
-def grade_math_answers(items: Sequence[tuple[str | None, object]], *, network: str = "auto") -> list[bool]:
+def grade_math_answers(
+    items: Sequence[tuple[str | None, object]], *, isolation: str = "auto", allow_unsandboxed: bool = False
+) -> list[bool]:
     """Correctness of ``(given answer, ground truth)`` pairs, in order. ``given`` is
     :func:`parse_boxed`'s result; a missing answer or ground truth is incorrect."""
+    return grade_math_answers_isolated(items, isolation=isolation, allow_unsandboxed=allow_unsandboxed)[0]
+
+
+def grade_math_answers_isolated(
+    items: Sequence[tuple[str | None, object]], *, isolation: str = "auto", allow_unsandboxed: bool = False
+) -> tuple[list[bool], list[str | None]]:
+    """:func:`grade_math_answers`, and for each item the sandbox isolation mode its sympy check
+    ran in (None: decided without running sympy on model-written text)."""
     decided: list[bool | list[tuple[str, str]]] = []
     for given, truth in items:
         missing = truth is None or (isinstance(truth, float) and math.isnan(truth))
@@ -351,11 +378,14 @@ def grade_math_answers(items: Sequence[tuple[str | None, object]], *, network: s
         else:
             decided.append(math_equivalent_strings(given_text, truth_text))
     pairs = [pair for verdict in decided if isinstance(verdict, list) for pair in verdict]
-    answers = iter(_sympy_verdicts(pairs, network))
-    results = []
+    verdicts, mode = _sympy_verdicts(pairs, isolation, allow_unsandboxed)
+    answers = iter(verdicts)
+    results, modes = [], []
     for verdict in decided:
         if isinstance(verdict, list):
             results.append(all([next(answers) for _ in verdict]))
+            modes.append(mode)
         else:
             results.append(verdict)
-    return results
+            modes.append(None)
+    return results, modes

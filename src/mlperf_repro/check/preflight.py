@@ -5,8 +5,8 @@ Rules: the installed LoadGen carries the round's seeds; closed-division scenario
 run lengths and sample counts the checker will demand are reachable with the configured
 target_qps, durations and dataset; system descriptions are complete; no network-only
 fields outside the network division; the benchmark and its compliance tests can be
-evaluated by this workflow; a tool: quark recipe finds Quark's environment; the disk can hold
-the models; no value is still a ``TODO:`` placeholder (a fact an example or an imported config
+evaluated by this workflow; a tool: quark recipe finds Quark's environment; a file:// source is
+there; the disk can hold the models; no value is still a ``TODO:`` placeholder (a fact an example or an imported config
 could not know, such as a checkpoint commit or a container digest).
 """
 
@@ -327,6 +327,33 @@ def placeholders(config: Any, where: str = "") -> list[Finding]:
     return []
 
 
+def _local_sources(plan: Plan, workdir: Path) -> list[Finding]:
+    """A file:// source (model or dataset) that is not there. A relative path is read from the
+    workflow's folder, on the submit host as in every job: missing, it is an error. An absolute
+    one may lie on the compute nodes only (a cluster's shared data mount): a warning."""
+    findings = []
+    for kind in ("models", "datasets"):
+        for name, entry in (plan.config.get(kind) or {}).items():
+            source = str(entry.get("source", ""))
+            raw = source[len("file://") :]
+            if not source.startswith("file://") or PLACEHOLDER in raw or not raw:
+                continue
+            path = Path(raw)
+            if (path if path.is_absolute() else workdir / path).exists():
+                continue
+            if path.is_absolute():
+                message = f"{source}: not on this host; the acquire job must find it where it runs"
+                findings.append(Finding("source-missing", f"{kind}.{name}.source", message, severity="warning"))
+            else:
+                message = (
+                    f"{source}: no such file or folder under the workflow's folder {workdir.resolve()} "
+                    "(relative file:// paths are read from there); run from the folder that holds it, "
+                    "or give an absolute path"
+                )
+                findings.append(Finding("source-missing", f"{kind}.{name}.source", message))
+    return findings
+
+
 def preflight(config: dict[str, Any], workdir: str | Path = ".") -> list[Finding]:
     plan = Plan(config)
     # imported: the import's record of the source (values it replaced may hold TODO: texts); never read.
@@ -334,5 +361,6 @@ def preflight(config: dict[str, Any], workdir: str | Path = ".") -> list[Finding
     for part in (_loadgen, _scenarios, _run_lengths, _systems, _support):
         findings.extend(part(plan))
     findings.extend(_quark_env(plan, Path(workdir)))
+    findings.extend(_local_sources(plan, Path(workdir)))
     findings.extend(_disk(plan, Path(workdir)))
     return findings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..accuracy.sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
 from ..plan import Job, Plan
 
 
@@ -48,7 +49,26 @@ def scenario_readme(plan: Plan, job: Job, detail: dict[str, Any], accuracy: dict
         f" {'PASS' if c['passed'] else 'FAIL'}"
         for c in checks
     )
-    lines += [f"- Accuracy: {', '.join(f'{k}={v}' for k, v in metrics.items())}", f"- Accuracy targets: {verdicts}", ""]
+    lines += [f"- Accuracy: {', '.join(f'{k}={v}' for k, v in metrics.items())}", f"- Accuracy targets: {verdicts}"]
+    targets = plan.accuracy_targets(job.benchmark)
+    if targets.get("open_metrics"):
+        lines.append(
+            f"- Accuracy metric (open division): {', '.join(targets['open_metrics'])}, computed without downloaded "
+            f"weights and judged in place of {', '.join(targets.get('replaces') or [])} (not computable here); the "
+            "fidelity ones against the unquantized pipeline's videos of the same prompts (accuracy/unquantized_videos/ "
+            "holds those of the packaged samples). accuracy/accuracy.txt declares them (`open_accuracy` lines); "
+            "their definitions: `../../../../src/src/mlperf_repro/accuracy/video_quality.py`."
+        )
+    sandbox = accuracy.get("sandbox") or {}
+    if sandbox.get("isolation"):
+        modes = ", ".join(f"{mode} ({len(entries)} samples)" for mode, entries in sandbox["isolation"].items())
+        lines.append(f"- Model-written code ran in the sandbox: {modes}")
+    if sandbox.get("unsandboxed"):
+        lines.append(
+            f"- **Accuracy {UNSANDBOXED_NOTE}**: model-written code ran without namespaces or a system-call "
+            f"filter (`{UNSANDBOXED_CONFIG_KEY}` in the config)"
+        )
+    lines.append("")
     target = f"results/runs/{job.system}/{job.benchmark}/{job.scenario}"
     lines += [
         "## Reproduce",

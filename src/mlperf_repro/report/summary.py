@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..accuracy.sandbox import UNSANDBOXED_NOTE
 from ..loadgen_logs import read_detail
 from ..plan import Job, Plan
 from ..stats import summarize
@@ -174,7 +175,8 @@ def summary_rows(plan: Plan, spreads: dict[Job, dict[str, Any] | None] | None = 
                     f"{c['metric']}{'>=' if 'minimum' in c else '<='}{c.get('minimum', c.get('maximum'))}"
                     for c in checks
                 )
-                + (f" ({accuracy['verdict']['kind']})" if checks else ""),
+                + (f" ({accuracy['verdict']['kind']})" if checks else "")
+                + (f" [{UNSANDBOXED_NOTE}]" if (accuracy.get("sandbox") or {}).get("unsandboxed") else ""),
                 "accuracy_passed": "yes" if accuracy["verdict"]["passed"] else "NO",
                 "packaged": _packaged(plan, job, policy, failed),
                 "submittable": "yes" if plan.submittable else "NO (test scale)",
@@ -291,6 +293,22 @@ def quantization_lines(plan: Plan) -> list[str]:
     ]
 
 
+def open_accuracy_lines(plan: Plan) -> list[str]:
+    """The benchmarks judged by open-division metrics in place of the round's score (open_accuracy)."""
+    lines = []
+    for name in plan.benchmarks:
+        targets = plan.accuracy_targets(name)
+        if targets.get("open_metrics"):
+            judged = [*targets["metrics"], *targets.get("minimums", {})]
+            lines.append(
+                f"Open-division accuracy: {name} stands in for {plan.benchmark_cfg(name)['mlperf_benchmark']} and is "
+                f"judged by {', '.join(judged)} in place of {', '.join(targets.get('replaces') or [])} (needs "
+                "checkpoints this machine does not have), computed without downloaded weights against the "
+                "unquantized pipeline's videos (docs/wan.md)."
+            )
+    return lines
+
+
 def spread_lines(spreads: list[dict[str, Any]]) -> list[str]:
     """The Markdown table of the repeated scenarios' run-to-run spread (none without repeats)."""
     if not spreads:
@@ -347,6 +365,9 @@ def to_markdown(
     lines.append("|" + "---|" * len(shown))
     for row in rows:
         lines.append("| " + " | ".join(row[c] or "-" for c in shown) + " |")
+    declared = open_accuracy_lines(plan)
+    if declared:
+        lines += [""] + declared
     spread = spread_lines(spreads or [])
     if spread:
         lines += [""] + spread

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import progress
 from ..accuracy.loadgen_log import read_accuracy_log
+from ..accuracy.open_accuracy import DIGITS, format_open_accuracy
 from ..errors import UserError
 from ..tasks import find_evaluator
 
@@ -22,7 +23,17 @@ def judge(metrics: dict[str, Any], targets: dict[str, Any], reference: dict[str,
     if targets["kind"] == "measured":
         if reference is None:
             raise UserError("accuracy_target 'measured' needs the reference accuracy run's result")
-        minimums = {m: reference["metrics"][m] * targets["fraction"] for m in targets["metrics"]}
+        minimums = {}
+        for metric in targets["metrics"]:
+            value = reference["metrics"].get(metric)
+            if value is None:
+                raise UserError(
+                    f"the reference accuracy run has no {metric} (it was scored for other metrics, or could not "
+                    "compute it): rerun it (rule reference_accuracy)"
+                )
+            minimums[metric] = value * targets["fraction"]
+        # open_accuracy: floors given in the config (video_ssim_minimum).
+        minimums.update(targets.get("minimums") or {})
         maximums: dict[str, float] = {}
     else:
         minimums = dict(targets["targets"])
@@ -57,6 +68,16 @@ def evaluator_tokenizer(evaluator: str, tokenizer_dir: str) -> Any:
     return found.load_tokenizer(tokenizer_dir) if found.load_tokenizer else None
 
 
+def log_entries(evaluator: str, log: str | Path) -> list:
+    """``[(qsl_idx, values)]`` of an accuracy log, read as the evaluator's task and reference
+    script read it (its data type; the first entry per sample or every entry)."""
+    task, found = find_evaluator(evaluator)
+    log = Path(log)
+    if not log.is_file():
+        raise UserError(f"{log} is missing: the run did not write its accuracy log")
+    return read_accuracy_log(log, task.accuracy_log_dtype, first_per_sample=found.first_per_sample)
+
+
 def score_log(
     evaluator: str,
     log: str | Path,
@@ -70,11 +91,8 @@ def score_log(
     sample or every entry is scored is the evaluator's (llama2: the first, gpt-oss: every
     entry). With ``extras_dir`` the evaluator's extra outputs (text-to-video: the named
     videos) are written there."""
-    task, found = find_evaluator(evaluator)
-    log = Path(log)
-    if not log.is_file():
-        raise UserError(f"{log} is missing: the run did not write its accuracy log")
-    entries = read_accuracy_log(log, task.accuracy_log_dtype, first_per_sample=found.first_per_sample)
+    entries = log_entries(evaluator, log)
+    _, found = find_evaluator(evaluator)
     # Samples scored of the log's, as the evaluator reports them (progress.advance).
     with progress.Progress(
         f"accuracy {evaluator} {log.parent.parent.name}",
@@ -93,6 +111,41 @@ def score_log(
     return scored
 
 
+def score_open_metrics(
+    evaluator: str,
+    log: str | Path,
+    metrics: list[str],
+    reference_outputs: str | None,
+    accuracy_rules: dict[str, Any],
+    extras_dir: str | Path | None,
+) -> dict[str, Any]:
+    """The open-division metrics of an accuracy log (the task's ``score_open``), each value
+    rounded as accuracy.txt prints it, with ``metrics`` (the declared names)."""
+    task, _ = find_evaluator(evaluator)
+    if task.score_open is None:
+        raise UserError(f"the {task.name} task has no open-division metrics (benchmarks.<name>.open_accuracy)")
+    scored = task.score_open(log_entries(evaluator, log), list(metrics), reference_outputs, accuracy_rules, extras_dir)
+    for name in metrics:
+        scored[name] = None if scored[name] is None else round(scored[name], DIGITS)
+    return {**scored, "metrics": list(metrics)}
+
+
+def open_targets(targets: dict[str, Any], reference: dict[str, Any] | None) -> dict[str, dict[str, float]]:
+    """accuracy.txt's targets of the judged open metrics: a fraction of the unquantized model's
+    value (with both), or the config's minimum."""
+    found: dict[str, dict[str, float]] = {}
+    for metric in targets.get("metrics") or []:
+        unquantized = round(reference["metrics"][metric], DIGITS)
+        found[metric] = {
+            "minimum": round(unquantized * targets["fraction"], DIGITS),
+            "fraction": targets["fraction"],
+            "unquantized": unquantized,
+        }
+    for metric, minimum in (targets.get("minimums") or {}).items():
+        found[metric] = {"minimum": minimum}
+    return found
+
+
 def accuracy_job(
     *,
     run_dir: str,
@@ -105,15 +158,35 @@ def accuracy_job(
     out_json: str,
     accuracy_rules: dict[str, Any] | None = None,
     extras_dir: str | None = None,
+    reference_outputs: str | None = None,
 ) -> dict[str, Any]:
     """Score a run's accuracy log, judge it, and write accuracy.txt, the verdict and the
-    evaluator's extra outputs (``extras_dir``, copied into the package's accuracy folder)."""
+    evaluator's extra outputs (``extras_dir``, copied into the package's accuracy folder).
+    With ``targets["open_metrics"]`` (benchmarks.<name>.open_accuracy) the log is also scored
+    by those weight-free metrics, against the reference run's outputs (``reference_outputs``)
+    where they compare, and accuracy.txt declares them (accuracy.open_accuracy). An evaluator
+    that runs model-written code reports ``sandbox`` beside its metrics (the log entries by
+    the isolation mode their code ran in, and whether any ran unsandboxed): the record keeps
+    it apart from the metrics."""
     log = Path(run_dir) / "mlperf_log_accuracy.json"
     metrics, text = score_log(evaluator, log, dataset_file, tokenizer_dir, accuracy_rules or {}, extras_dir)
+    sandbox = metrics.pop("sandbox", None)
     reference = json.loads(Path(reference_path).read_text()) if reference_path else None
+    open_record = None
+    if targets.get("open_metrics"):
+        open_record = score_open_metrics(
+            evaluator, log, targets["open_metrics"], reference_outputs, accuracy_rules or {}, extras_dir
+        )
+        metrics.update({m: open_record[m] for m in targets["open_metrics"]})
     verdict = judge(metrics, targets, reference)
+    if open_record is not None:
+        text += format_open_accuracy(open_record, open_targets(targets, reference), targets.get("replaces") or [])
     Path(out_txt).parent.mkdir(parents=True, exist_ok=True)
     Path(out_txt).write_text(text)
     record = {"metrics": metrics, "verdict": verdict, "reference_metrics": reference["metrics"] if reference else None}
+    if open_record is not None:
+        record["open_accuracy"] = {k: open_record[k] for k in ("metrics", "videos_scored", "samples")}
+    if sandbox is not None:
+        record["sandbox"] = sandbox
     Path(out_json).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record

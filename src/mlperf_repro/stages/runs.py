@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from .. import harmony, progress, provenance
-from ..backends import GenerationSettings
+from ..accuracy.open_accuracy import DIGITS
 from ..backends.endpoints import serving
 from ..cluster.screen import apply_to_run
 from ..errors import UserError
@@ -134,15 +135,21 @@ def reference_accuracy_job(
     generation: dict[str, Any],
     engine: dict[str, Any],
     evaluator: str,
+    outputs_dir: str | None = None,
+    open_metrics: list[str] | None = None,
     container_image: str | None = None,
     gpu_screening: dict[str, Any] | None = None,
     accuracy_rules: dict[str, Any] | None = None,
     prompt_check: dict[str, Any] | None = None,
     lock_check: str | None = None,
 ) -> dict[str, Any]:
-    """Score the unquantized model with vLLM's own generate (no LoadGen: nothing is timed);
-    ``accuracy_rules`` is the benchmark's ``accuracy`` entry of the rules table; ``lock_check``
-    as for :func:`loadgen_job`."""
+    """Score the unquantized model on every accuracy sample with its task's own generation in
+    this process (no LoadGen: nothing is timed): vLLM's generate for the LLMs, the pipeline's
+    renders for text-to-video (its videos kept in ``outputs_dir``, what the open-division
+    fidelity metrics compare with). Scored by the round's evaluator, or by ``open_metrics``
+    (benchmarks.<name>.open_accuracy) where the benchmark declares them; ``accuracy_rules`` is
+    the benchmark's ``accuracy`` entry of the rules table; ``lock_check`` as for
+    :func:`loadgen_job`."""
     apply_env(engine.get("env", {}))
     # A launch: slurm system's screen belongs to its server start, not to this in-process run.
     screened = apply_to_run(None if (gpu_screening or {}).get("allocation") else gpu_screening, engine)
@@ -153,7 +160,14 @@ def reference_accuracy_job(
         task, _ = find_evaluator(evaluator)
     except UserError as exc:
         raise UserError(f"a measured accuracy reference is not implemented: {exc}") from None
-    from ..backends.vllm_engine import create_llm, sampling_params
+    if task.reference_outputs is None:
+        raise UserError(f"a measured accuracy reference is not implemented for the {task.name} task")
+    if open_metrics and task.score_open is None:
+        raise UserError(f"the {task.name} task has no open-division metrics (open_accuracy)")
+    outputs = Path(outputs_dir) if outputs_dir else Path(out_path).with_name("outputs")
+    if outputs.exists():
+        shutil.rmtree(outputs)  # a rerun's videos only
+    outputs.mkdir(parents=True)
 
     dataset = task.read_dataset(dataset_file)
     check_prompts(dataset, dataset_file, model_dir, prompt_check)
@@ -162,21 +176,17 @@ def reference_accuracy_job(
         f"reference accuracy {Path(model_dir).name}",
         total=len(dataset.prompts),
         unit="samples",
-        waiting_for="vLLM (loading the unquantized model, then generating)",
+        waiting_for="the unquantized model (loading, then generating)",
     ) as reporter:
-        reporter.phase("loading the model", waiting_for="vLLM to load the unquantized model")
-        llm = create_llm(model_dir, engine.get("engine_args", {}))
-        reporter.phase(None)
-        # vLLM's own per-prompt progress hook (its tqdm factory), counted into our lines.
-        outputs = llm.generate(
-            [{"prompt_token_ids": p} for p in dataset.prompts],
-            sampling_params(GenerationSettings(**generation), stream=False),
-            use_tqdm=progress.EngineBar.into(reporter),
+        entries, tokenizer = task.reference_outputs(
+            model_dir, dataset, generation=generation, engine=engine, out_dir=outputs, reporter=reporter
         )
-    import numpy as np
-
-    entries = [(i, np.asarray(o.outputs[0].token_ids, dtype=np.int32)) for i, o in enumerate(outputs)]
-    result, _ = score_entries(evaluator, entries, dataset_file, llm.get_tokenizer(), accuracy_rules or {})
+    if open_metrics:
+        # Against its own videos: the fidelity metrics' unquantized values (SSIM 1.0).
+        scored = task.score_open(entries, list(open_metrics), outputs, accuracy_rules or {})
+        result = {m: None if scored[m] is None else round(scored[m], DIGITS) for m in open_metrics}
+    else:
+        result, _ = score_entries(evaluator, entries, dataset_file, tokenizer, accuracy_rules or {})
     record = {
         "model_dir": model_dir,
         "samples": len(entries),

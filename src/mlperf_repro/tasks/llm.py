@@ -60,6 +60,7 @@ def score_gpt_oss_exact_match(
         tokenizer,
         families=accuracy_rules["families"],
         repeats=accuracy_rules.get("dataset_repeats", {}),
+        allow_unsandboxed=bool(accuracy_rules.get("allow_unsandboxed_code", False)),
     )
     return result, format_gpt_oss_accuracy_txt(result)
 
@@ -74,6 +75,30 @@ def _fast_tokenizer(tokenizer_dir: str):
     from ..accuracy.tokenizers import load_fast_tokenizer
 
     return load_fast_tokenizer(tokenizer_dir)
+
+
+def reference_outputs(
+    model_dir: str, dataset, *, generation: dict[str, Any], engine: dict[str, Any], out_dir, reporter
+):
+    """The unquantized model's token ids for every prompt, from vLLM's own generate in this
+    process (no LoadGen: nothing is timed); ``out_dir`` gets nothing (the scores need none)."""
+    import numpy as np
+
+    from .. import progress
+    from ..backends import GenerationSettings
+    from ..backends.vllm_engine import create_llm, sampling_params
+
+    reporter.phase("loading the model", waiting_for="vLLM to load the unquantized model")
+    llm = create_llm(model_dir, engine.get("engine_args", {}))
+    reporter.phase(None)
+    # vLLM's own per-prompt progress hook (its tqdm factory), counted into our lines.
+    outputs = llm.generate(
+        [{"prompt_token_ids": p} for p in dataset.prompts],
+        sampling_params(GenerationSettings(**generation), stream=False),
+        use_tqdm=progress.EngineBar.into(reporter),
+    )
+    entries = [(i, np.asarray(o.outputs[0].token_ids, dtype=np.int32)) for i, o in enumerate(outputs)]
+    return entries, llm.get_tokenizer()
 
 
 LLM = register_task(
@@ -91,5 +116,6 @@ LLM = register_task(
         ),
         accuracy_log_dtype="int32",  # LoadGen token responses (harness.sut)
         compliance=("TEST04", "TEST06", "TEST07", "TEST09"),
+        reference_outputs=reference_outputs,
     )
 )

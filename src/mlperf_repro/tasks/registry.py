@@ -60,6 +60,17 @@ class Task:
     make_backend: Callable[..., Any] | None = None
     accuracy_log_dtype: str = "int32"  # accuracy.loadgen_log.DTYPES key of the log's entries
     compliance: tuple[str, ...] = ()  # compliance tests run and verified end to end
+    # (model_dir, dataset, *, generation, engine, out_dir, reporter) -> (entries, tokenizer): the
+    # unquantized model's answers to every sample of the accuracy dataset, shaped as the
+    # accuracy log's entries [(qsl_idx, values)], for the measured reference (accuracy_target:
+    # measured); files the comparison needs (text-to-video: the mp4s) go to out_dir. ``reporter``
+    # is the job's progress.Progress. None: the task has no reference run.
+    reference_outputs: Callable[..., tuple[list, Any]] | None = None
+    # Open division: weight-free metrics a stand-in may be judged by in place of the round's
+    # score (benchmarks.<name>.open_accuracy). (entries, metric names, reference outputs folder,
+    # accuracy_rules, extras_dir or None) -> the metrics (accuracy.video_quality.score_videos's
+    # record); None: the task has none.
+    score_open: Callable[..., dict[str, Any]] | None = None
 
     @property
     def evaluator_names(self) -> list[str]:

@@ -5,15 +5,13 @@ shared video server (:mod:`mlperf_repro.video.server`)."""
 
 from __future__ import annotations
 
-import itertools
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
 from .generate import fixed_latent, generate_videos, load_pipeline
-from .mp4 import write_mp4
+from .mp4 import mp4_bytes
 from .settings import VideoSettings
 
 #: Generation parameters that choose how the pipeline loads and starts, not what a video is:
@@ -83,8 +81,6 @@ class VideoRenderer:
         self.pipe = None
         self.latent = None
         self.latent_source = ""
-        self._scratch = tempfile.TemporaryDirectory(prefix="mlperf-repro-video-")
-        self._names = itertools.count()
 
     def load(self) -> None:
         import torch
@@ -116,12 +112,7 @@ class VideoRenderer:
         return generate_videos(self.pipe, list(prompts), settings=self.settings, latent=self.latent)
 
     def mp4_bytes(self, frames) -> bytes:
-        path = write_mp4(frames, Path(self._scratch.name) / f"video-{next(self._names)}.mp4", self.settings.fps)
-        try:
-            return path.read_bytes()
-        finally:
-            path.unlink()
+        return mp4_bytes(frames, self.settings.fps)
 
     def close(self) -> None:
         self.pipe = None
-        self._scratch.cleanup()

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
+from ...accuracy.open_accuracy import UNQUANTIZED_VIDEOS, OpenDeclaration, read_open_accuracy
+from ...accuracy.sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
+from ...accuracy.video_quality import OPEN_METRICS, read_video, score_videos
+from ...errors import UserError
 from ..endpoints_logs import score_readings
 from ..findings import Finding
 from ..model import (
@@ -44,14 +49,7 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
                     if metric not in values and not_computed:
                         # The evaluator could not compute it on this machine and said so
                         # (text-to-video without VBench's checkpoints): not a format fault.
-                        findings.append(
-                            Finding(
-                                "accuracy-log",
-                                ctx.rel(txt),
-                                f"{metric} was not computed here ({not_computed.group(1).strip()}); "
-                                "the result cannot be submitted until it is",
-                            )
-                        )
+                        findings.append(_not_computed(ctx, result, txt, text, metric, not_computed.group(1).strip()))
                     elif metric not in values:
                         findings.append(
                             Finding(
@@ -74,6 +72,134 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def _not_computed(ctx: TreeContext, result: ScenarioResult, txt: Path, text: str, metric: str, why: str) -> Finding:
+    """A round's metric the evaluator could not compute here: an error, unless an open-division
+    stand-in declares weight-free metrics in its place (accuracy.open_accuracy) consistently
+    and they meet their targets; then a warning that says what judged it."""
+    declared = read_open_accuracy(text)
+    missing = f"{metric} was not computed here ({why})"
+    if declared is None:
+        return Finding("accuracy-log", ctx.rel(txt), f"{missing}; the result cannot be submitted until it is")
+    if ctx.division != "open":
+        return Finding(
+            "accuracy-log",
+            ctx.rel(txt),
+            f"{missing}; the open-division metrics it declares ({', '.join(declared.metrics)}) do not replace it "
+            f"in the {ctx.division} division: the result cannot be submitted until it is",
+        )
+    problems = open_accuracy_problems(ctx, result, declared)
+    if problems:
+        return Finding(
+            "accuracy-log",
+            ctx.rel(txt),
+            f"{missing}, and the open-division metrics declared in its place cannot stand in for it: "
+            + "; ".join(problems),
+        )
+    judged = ", ".join(
+        f"{name} {declared.values[name]} >= {target['minimum']}" for name, target in declared.targets.items()
+    )
+    return Finding(
+        "accuracy-log",
+        ctx.rel(txt),
+        f"{metric} not computed here; judged instead by the open-division metrics it declares ({judged}; "
+        f"{len(declared.samples)} packaged samples recomputed from the tree): not comparable with {metric}",
+        "warning",
+    )
+
+
+def open_accuracy_problems(ctx: TreeContext, result: ScenarioResult, declared: OpenDeclaration) -> list[str]:
+    """What keeps an accuracy.txt's open-division metrics (accuracy.open_accuracy) from standing
+    in for the round's score: the result must be a text-to-video stand-in that model_mapping.json
+    maps to its benchmark; every judged metric meets its target, a fraction target is that
+    fraction of the unquantized value it names; each metric covers every accuracy sample; and the
+    values of the packaged samples are what their videos (and the unquantized pipeline's beside
+    them) give when recomputed here."""
+    problems = list(declared.problems)
+    if result.facts is None or result.facts.facts.get("task") != "text-to-video":
+        problems.append(f"{result.mlperf_benchmark} is not a text-to-video benchmark")
+    mapped = ctx.model_mapping.get(result.benchmark)
+    if result.benchmark == result.mlperf_benchmark or mapped != result.mlperf_benchmark:
+        problems.append(
+            f"model_mapping.json does not declare {result.benchmark} a stand-in for {result.mlperf_benchmark} "
+            f"(it maps it to {mapped!r}): the real model is judged by the round's score"
+        )
+    judged = [m for m in declared.metrics if m in OPEN_METRICS and OPEN_METRICS[m].target]
+    if not judged:
+        problems.append(f"no judged metric declared ({', '.join(m for m, x in OPEN_METRICS.items() if x.target)})")
+    for name in judged:
+        value, target = declared.values.get(name), declared.targets.get(name)
+        if target is None:
+            problems.append(f"{name} has no target")
+            continue
+        kind = "fraction" if "fraction" in target else "minimum"
+        if kind != OPEN_METRICS[name].target:
+            problems.append(f"{name}'s target is a {kind}, not a {OPEN_METRICS[name].target}")
+        if kind == "fraction":
+            expected = round(target["fraction"] * target["unquantized"], 6)
+            if not 0 < target["fraction"] <= 1 or abs(target["minimum"] - expected) > 1.5e-6:
+                problems.append(
+                    f"{name}'s target {target['minimum']} is not {target['fraction']} x {target['unquantized']}"
+                )
+        if value is None:
+            problems.append(f"{name} was not computed")
+        elif value < target["minimum"]:
+            problems.append(f"{name} {value} < target {target['minimum']}")
+    detail = result.detail(ACC)
+    samples = (
+        None
+        if detail is None
+        else detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count"))
+    )
+    for name in declared.metrics:
+        count = declared.videos.get(name)
+        if samples is not None and count is not None and count != int(samples):
+            problems.append(f"{name} covers {count} videos; the accuracy run has {samples} samples")
+    problems += _recomputed_samples(ctx, result, declared)
+    return problems
+
+
+def _recomputed_samples(ctx: TreeContext, result: ScenarioResult, declared: OpenDeclaration) -> list[str]:
+    """The declared values of each packaged video (accuracy/videos/<sample>.mp4), recomputed from
+    it and, for the fidelity metrics, from the unquantized pipeline's video beside it."""
+    folder = result.path / "accuracy"
+    stems = [
+        str(s) for s in ((result.facts.accuracy.get("extra_files") or {}).get("videos", []) if result.facts else [])
+    ]
+    problems = []
+    for stem in stems:
+        video = folder / "videos" / f"{stem}.mp4"
+        if not ctx.files.is_file(video):
+            continue  # accuracy-files reports it
+        values = declared.samples.get(int(stem))
+        if values is None:
+            problems.append(f"no 'open_accuracy sample {stem}' line for the packaged video {stem}.mp4")
+            continue
+        unquantized = folder / UNQUANTIZED_VIDEOS / f"{stem}.mp4"
+        compares = [m for m in declared.metrics if m in OPEN_METRICS and OPEN_METRICS[m].needs_reference_videos]
+        if compares and not ctx.files.is_file(unquantized):
+            problems.append(
+                f"{ctx.rel(unquantized)} is missing: {', '.join(compares)} of sample {stem} cannot be recomputed"
+            )
+            continue
+        try:
+            recomputed = score_videos(
+                {int(stem): read_video(video, ctx.rel(video))},
+                [m for m in declared.metrics if m in OPEN_METRICS],
+                {int(stem): read_video(unquantized, ctx.rel(unquantized))} if compares else None,
+            )["per_sample"][int(stem)]
+        except UserError as exc:
+            problems.append(str(exc))
+            continue
+        for name, value in recomputed.items():
+            said = values.get(name)
+            if (said is None) != (value is None) or (value is not None and abs(said - value) > 2e-6):
+                problems.append(
+                    f"sample {stem}: {name} is {value if value is None else round(value, 6)} "
+                    f"recomputed from its videos, {said} declared"
+                )
+    return problems
 
 
 @rule("accuracy-files")
@@ -281,4 +407,25 @@ def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
                         f"{ctx.rel(log)} average {mean:.2f} tokens",
                     )
                 )
+    return findings
+
+
+@rule("accuracy-isolation")
+def check_accuracy_isolation(ctx: TreeContext) -> list[Finding]:
+    """An accuracy score whose model-written code ran without namespaces or a system-call filter
+    (accepted by the config's sandbox.allow_unsandboxed; its accuracy.txt says so): valid as a
+    score, but the machine ran untrusted code unguarded."""
+    findings = []
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if ctx.files.is_file(txt) and UNSANDBOXED_NOTE in ctx.files.read_text(txt):
+            findings.append(
+                Finding(
+                    "accuracy-isolation",
+                    ctx.rel(txt),
+                    f"accuracy {UNSANDBOXED_NOTE}: model-written code ran without namespaces or a seccomp filter "
+                    f"({UNSANDBOXED_CONFIG_KEY})",
+                    "warning",
+                )
+            )
     return findings
