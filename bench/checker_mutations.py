@@ -1,8 +1,8 @@
 """Mutation benchmark for the submission check: one defect at a time in a tree both
 checkers accept, and which checker catches it.
 
-    python bench/checker_mutations.py BASE_SUBMITTER_DIR --inference CHECKOUT
-        [--round v6.0] [--json OUT.json]
+    python bench/checker_mutations.py BASE_SUBMITTER_DIR [BASE...] --inference CHECKOUT
+        [--round v6.0] [--generated | --generated-only] [--json OUT.json]
 
 BASE_SUBMITTER_DIR is a submitter folder (``<division>/<submitter>``) that both our check
 and the official MLCommons checker accept, for example a published
@@ -18,8 +18,15 @@ as caught by ours when there is an error finding, and by the official checker wh
 not end with "submission looks OK" and exit 0 (a crash counts as caught; it is marked). Our
 finding must also name the mutated file or its result folder.
 
+With ``--generated``, the mutations generated from the round's rules table
+(bench/generated_mutations.py: every required file and field, every numeric limit crossed
+just past its bound, every twice-recorded value made to disagree) run too, on every base
+given, and a table per rule of the table says how many each checker caught, submitter by
+submitter.
+
 Prints a Markdown table and the totals; ``--json`` writes the rows. Exit 1 if ours misses
-a defect (or catches it without naming the file), 2 if the base is not accepted.
+a hand-written defect (or catches it without naming the file), or a generated one the
+official checker catches; 2 if a base is not accepted.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from mlperf_repro.check.tree import check_tree  # noqa: E402
 MLLOG = ":::MLLOG"
 PERF = "performance/run_1"
 LLM_PREFERENCE = ("llama2-70b-99", "llama2-70b-99.9", "gpt-oss-120b")
-SCENARIOS = ("Offline", "Server", "Interactive")
+SCENARIOS = ("Offline", "Server", "Interactive", "SingleStream", "MultiStream")
 # The prefix of one accuracy-log entry (LoadGen writes one per line).
 ENTRY = re.compile(r'\{\s*"seq_id"\s*:\s*(\d+)\s*,\s*"qsl_idx"\s*:\s*(\d+)')
 
@@ -89,18 +96,16 @@ class Target:
 
 
 def pick_target(base: Path, rules: Round, benchmark: str | None = None) -> Target:
-    """The LLM benchmark folder with the most of Offline/Server/Interactive (the table's
-    preferred benchmarks first), or of the benchmark asked for."""
+    """The LLM benchmark folder with the most scenarios (the table's preferred benchmarks
+    first), or of the benchmark asked for; a submitter without an LLM result (an edge
+    submitter's vision results) gets its benchmark with the most scenarios."""
     division = base.parent.name if base.parent.name in rules["divisions"] else "closed"
     candidates = []
     for bench_dir in sorted((base / "results").glob("*/*")):
-        if not bench_dir.is_dir() or bench_dir.name not in rules.benchmark_names:
+        official = rules.mlperf_benchmark(bench_dir.name, {}) if bench_dir.is_dir() else None
+        if official not in rules.benchmark_names or (benchmark and bench_dir.name != benchmark):
             continue
-        if benchmark and bench_dir.name != benchmark:
-            continue
-        facts = rules.benchmark(bench_dir.name)
-        if not facts.is_llm:
-            continue
+        facts = rules.benchmark(official)
         folders = {}
         for scenario_dir in bench_dir.iterdir():
             for scenario in SCENARIOS:
@@ -109,10 +114,11 @@ def pick_target(base: Path, rules: Round, benchmark: str | None = None) -> Targe
         if "Offline" not in folders:
             continue
         preference = LLM_PREFERENCE.index(facts.name) if facts.name in LLM_PREFERENCE else len(LLM_PREFERENCE)
-        candidates.append((-len(folders), preference, bench_dir.parent.name, bench_dir.name, facts, folders))
+        rank = (not facts.is_llm, -len(folders), preference, bench_dir.parent.name, bench_dir.name)
+        candidates.append((rank, facts, folders))
     if not candidates:
-        raise SystemExit(f"{base} holds no {benchmark or 'LLM benchmark'} with an Offline result to mutate")
-    _, _, system, bench, facts, folders = min(candidates, key=lambda c: c[:4])
+        raise SystemExit(f"{base} holds no {benchmark or 'benchmark'} with an Offline result to mutate")
+    (_, _, _, system, bench), facts, folders = min(candidates, key=lambda c: c[0])
     return Target(Path(), division, base.name, system, bench, facts, rules, folders)
 
 
@@ -637,20 +643,8 @@ def run_defect(name, description, function, base, args, rules, template: Target)
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("base", type=Path, help="a submitter folder both checkers accept (<division>/<submitter>)")
-    parser.add_argument("--inference", type=Path, required=True, help="a checkout of mlcommons/inference")
-    parser.add_argument("--round", default="v6.0")
-    parser.add_argument("--json", type=Path, help="write the rows here")
-    parser.add_argument("--only", action="append", help="run only these defects (by name)")
-    parser.add_argument("--benchmark", help="mutate this benchmark's results (default: the LLM with most scenarios)")
-    args = parser.parse_args(argv)
-    rules = load_round(args.round)
-    base = args.base.resolve()
-    template = pick_target(base, rules, args.benchmark)
-
-    start = time.perf_counter()
+def accepted(base: Path, args, rules: Round, template: Target) -> bool:
+    """Both checkers accept the unmodified copy (else the base is no base: say why)."""
     with tempfile.TemporaryDirectory(prefix="mutation-base-") as tmp:
         view = view_of(base, Path(tmp), template.division)
         ours = [f for f in check_tree(view, rules) if f.severity == "error"]
@@ -665,27 +659,97 @@ def main(argv: list[str] | None = None) -> int:
             )
             for line in official["errors"][:20]:
                 print(f"  official: {line}", file=sys.stderr)
-        return 2
+        return False
+    return True
 
-    defects = [d for d in DEFECTS if not args.only or d[0] in args.only]
-    rows = [run_defect(*d, base, args, rules, template) for d in defects]
-    seconds = time.perf_counter() - start
-    print(render(rows, template, args, seconds))
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "base": str(base),
-                    "round": args.round,
-                    "target": f"{template.system}/{template.benchmark} {sorted(template.folders)}",
-                    "seconds": round(seconds, 1),
-                    "rows": rows,
-                },
-                indent=2,
-            )
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("bases", type=Path, nargs="+", help="submitter folders both checkers accept")
+    parser.add_argument("--inference", type=Path, required=True, help="a checkout of mlcommons/inference")
+    parser.add_argument("--round", default="v6.0")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--only", action="append", help="run only these defects (by name)")
+    parser.add_argument("--benchmark", help="mutate this benchmark's results (default: the LLM with most scenarios)")
+    parser.add_argument("--generated", action="store_true", help="also the mutations generated from the rules table")
+    parser.add_argument("--generated-only", action="store_true", help="only the generated mutations")
+    args = parser.parse_args(argv)
+    rules = load_round(args.round)
+    report, out, failed = [], [], False
+    for base in (b.resolve() for b in args.bases):
+        template = pick_target(base, rules, args.benchmark)
+        start = time.perf_counter()
+        if not accepted(base, args, rules, template):
+            return 2
+        rows = []
+        if not args.generated_only:
+            defects = [d for d in DEFECTS if not args.only or d[0] in args.only]
+            rows = [run_defect(*d, base, args, rules, template) for d in defects]
+        generated = []
+        if args.generated or args.generated_only:
+            from generated_mutations import generate
+
+            for name, rule, what, apply in generate(template, base):
+                if not args.only or name in args.only:
+                    generated.append(run_defect(name, what, apply, base, args, rules, template) | {"rule": rule})
+        seconds = time.perf_counter() - start
+        if rows:
+            report.append(render(rows, template, args, seconds))
+        if generated:
+            report.append(render_generated(generated, template, args, seconds))
+        applied = [r for r in rows if r["applies"]]
+        failed |= any(not (r["ours"] and r["names_mutated"]) for r in applied)
+        failed |= any(r["official"] and not (r["ours"] and r["names_mutated"]) for r in generated if r["applies"])
+        out.append(
+            {
+                "base": str(base),
+                "round": args.round,
+                "target": f"{template.system}/{template.benchmark} {sorted(template.folders)}",
+                "seconds": round(seconds, 1),
+                "rows": rows,
+                "generated": generated,
+            }
         )
-    applied = [r for r in rows if r["applies"]]
-    return 1 if any(not (r["ours"] and r["names_mutated"]) for r in applied) else 0
+    print("\n\n".join(report))
+    if args.json:
+        args.json.write_text(json.dumps(out if len(out) > 1 else out[0], indent=2))
+    return 1 if failed else 0
+
+
+def render_generated(rows: list[dict], target: Target, args, seconds: float) -> str:
+    """Per rule of the table: mutations applied, caught by ours, by the official checker."""
+    by_rule: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["applies"]:
+            by_rule.setdefault(r["rule"], []).append(r)
+    lines = [
+        f"# Generated mutations: {target.division}/{target.submitter}, round {args.round}",
+        "",
+        f"Mutated results: results/{target.system}/{target.benchmark}/"
+        f"{{{', '.join(target.folders[s] for s in SCENARIOS if s in target.folders)}}}",
+        "",
+        "| rule of the table | mutations | ours | official | official only |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for rule, selected in by_rule.items():
+        ours = sum(r["ours"] and r["names_mutated"] for r in selected)
+        official = sum(r["official"] for r in selected)
+        only = [r["defect"] for r in selected if r["official"] and not (r["ours"] and r["names_mutated"])]
+        lines.append(f"| {rule} | {len(selected)} | {ours} | {official} | {', '.join(only) or '-'} |")
+    applied = [r for sel in by_rule.values() for r in sel]
+    lines += [
+        "",
+        f"{len(applied)} generated mutations applied ({len(rows) - len(applied)} did not apply to this base): "
+        f"ours caught {sum(r['ours'] and r['names_mutated'] for r in applied)}, the official checker "
+        f"{sum(r['official'] for r in applied)}; {seconds:.0f} s for the base.",
+    ]
+    missed = [r for r in applied if not (r["ours"] and r["names_mutated"])]
+    if missed:
+        lines += ["", f"Ours misses ({len(missed)}):", ""]
+        lines += [
+            f"- {r['defect']}: {r['description']}" + (" (official: caught)" if r["official"] else "") for r in missed
+        ]
+    return "\n".join(lines)
 
 
 def render(rows: list[dict], target: Target, args, seconds: float) -> str:

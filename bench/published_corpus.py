@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,7 +45,19 @@ from mlperf_repro.check.tree import check_tree  # noqa: E402
 ON_PURPOSE = {
     ("hygiene", "names starting with '.'"): "MLCommons' repository_checks.sh refuses dot-files at upload; "
     "the modular checker no longer looks",
-    ("hygiene", "broken symbolic link"): "repository_checks.sh refuses symbolic links; a broken one ships nothing",
+    ("hygiene", "symbolic link"): "repository_checks.sh refuses symbolic links, and a checker that follows one "
+    "reads files that are not the submission",
+    ("required-files", "not a folder (the checker does not follow it)"): "the folder is a symbolic link, "
+    "which the checker never follows (hygiene reports the link)",
+    ("summary-detail", ""): "a run's summary and detail log disagree (one was edited, or they come from two "
+    "runs); the official checker reads the detail log only",
+    ("compliance-evidence", ""): "a verify file's scores or verdict are not what the compliance and performance "
+    "logs in the tree give (verified against another run, or copied from another result); the official checker "
+    "reads the verdict line only",
+    ("accuracy-evidence", ""): "accuracy.txt's counts disagree with the accuracy run's log; the official checker "
+    "does not compare them",
+    ("structure", ""): "a file the layout does not name where results live, or a second copy of a result's "
+    "record beside the one the checker reads; the official checker reads only the paths it expects",
     ("hygiene", "spaces in names"): "repository_checks.sh refuses names with spaces",
     ("hygiene", "__pycache__"): "the previous checker refused __pycache__ folders",
     ("loadgen-valid", ""): "the official checker does not look at result_validity (a LoadGen INVALID run passes)",
@@ -77,40 +89,28 @@ def absent_paths(git_dir: Path) -> set[str]:
 
 
 def build_view(submitter: Path, view: Path, division: str, absent: set[str]) -> list[str]:
-    """``view/<division>/<submitter>`` as the submitter's tree: a symbolic link, or, where
-    this copy lacks files of some results, links to everything but those result folders
-    (both checkers then judge the same, complete results). Returns the folders left out."""
+    """``view/<division>/<submitter>`` as a copy of the submitter's tree (a copy, not links:
+    the checker refuses links and never follows one; links inside the tree stay links), or,
+    where this copy of the repository lacks files of some results, of everything but those
+    result folders (both checkers then judge the same, complete results). Returns the
+    folders left out."""
     prefix = f"{division}/{submitter.name}/"
     gaps = sorted(
         {"/".join(a.split("/")[:6]) for a in absent if a.startswith(prefix + "results/") and len(a.split("/")) > 6}
     )
     target = view / division / submitter.name
+    skipped = {submitter.parent.parent / gap for gap in gaps}
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if Path(folder) / n in skipped]
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    if not gaps:
-        os.symlink(submitter.resolve(), target)
-        return []
-    target.mkdir()
-    for entry in submitter.iterdir():
-        if entry.name != "results":
-            os.symlink(entry.resolve(), target / entry.name)
-    for system in sorted(p for p in (submitter / "results").iterdir()):
-        if not system.is_dir():
-            continue  # linked below, once results/ exists
-        for bench in sorted(p for p in system.iterdir()):
-            if not bench.is_dir():  # the system's README.md, summary.html
-                (target / "results" / system.name).mkdir(parents=True, exist_ok=True)
-                os.symlink(bench.resolve(), target / "results" / system.name / bench.name)
-                continue
-            for scenario in sorted(bench.iterdir()):
-                rel = f"{prefix}results/{system.name}/{bench.name}/{scenario.name}"
-                if rel in gaps:
-                    continue
-                link = target / "results" / system.name / bench.name / scenario.name
-                link.parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(scenario.resolve(), link)
-    for system in sorted(p for p in (submitter / "results").iterdir() if p.is_file()):
-        if (target / "results").is_dir():
-            os.symlink(system.resolve(), target / "results" / system.name)
+    shutil.copytree(submitter, target, symlinks=True, ignore=ignore)
+    for gap in gaps:  # a benchmark or system folder whose every result was left out goes too
+        folder = view / gap
+        while folder.parent != target and folder.parent.is_dir() and not any(folder.parent.iterdir()):
+            folder.parent.rmdir()
+            folder = folder.parent
     return gaps
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -80,6 +81,11 @@ def test_every_rule_is_covered_below():
         "compliance",
         "hygiene",
         "marking",
+        "summary-detail",
+        "user-conf",
+        "compliance-evidence",
+        "accuracy-evidence",
+        "structure",
     }
     assert set(RULES) == tested
 
@@ -337,6 +343,8 @@ def test_accuracy_run_not_covering_the_dataset(tree):
         tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt",
         {"effective_accuracy_sample_count": 1000, "qsl_reported_total_count": 1000},
     )
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"  # scored on those 1000 samples
+    txt.write_text(txt.read_text().replace("'gen_num': 24576", "'gen_num': 1000").replace("7249920", "295000"))
     only_rule(tree, "accuracy-log", "Offline/accuracy")
 
 
@@ -349,7 +357,8 @@ def test_accuracy_below_target(tree):
 
 def test_tokens_per_sample_upper_bound(tree):
     txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
-    txt.write_text(txt.read_text().replace("'tokens_per_sample': 295.0", "'tokens_per_sample': 330.0"))
+    text = txt.read_text().replace("'tokens_per_sample': 295.0", "'tokens_per_sample': 330.0")
+    txt.write_text(text.replace("'gen_tok_len': 7249920", "'gen_tok_len': 8110080"))  # 330 x 24576
     assert "upper bound" in only_rule(tree, "accuracy-target", "Offline")[0].message
 
 
@@ -490,3 +499,256 @@ def test_a_tree_in_the_older_layout_is_checked_by_that_rounds_table(tree):
         f.rule == "compliance" and f.path.endswith(f"compliance/{SYSTEM}/{BENCH}/Server/TEST06")
         for f in check_tree(tree, v51)
     )
+
+
+# -- derived verdicts: each record checked against the other record of the same fact ------------
+
+
+def _scale_summary_line(summary: Path, label: str, factor: float) -> tuple[str, str]:
+    """Multiply the value of one "label : value" line; returns (old, new) as printed."""
+    text = summary.read_text()
+    match = re.search(rf"^({re.escape(label)}\s*:\s*)(\S+)$", text, re.MULTILINE)
+    assert match, f"{label} not in {summary}"
+    old = match.group(2)
+    new = f"{float(old) * factor:.2f}"
+    summary.write_text(text[: match.start(2)] + new + text[match.end(2) :])
+    return old, new
+
+
+def test_a_summary_reporting_more_than_its_detail_log(tree):
+    """The issue's first example: the summary claims 10% more throughput than the detail
+    log of the same run records."""
+    summary = tree / RESULTS / "Offline/performance/run_1/mlperf_log_summary.txt"
+    old, new = _scale_summary_line(summary, "Samples per second", 1.1)
+    _scale_summary_line(summary, "Tokens per second", 1.1)
+    (found,) = only_rule(tree, "summary-detail", "Offline/performance/run_1/mlperf_log_summary.txt")
+    assert "Offline/performance/run_1/mlperf_log_detail.txt" in found.message
+    assert f"Samples per second '{new}'" in found.message and "result_samples_per_second" in found.message
+    assert "Tokens per second" in found.message
+
+
+def test_printing_precision_is_not_a_disagreement():
+    from decimal import Decimal
+
+    from mlperf_repro.loadgen_logs import summary_disagreements
+
+    detail = {"effective_scenario": "Server", "result_completed_tokens_per_second": Decimal("1.01638e+06")}
+    assert summary_disagreements("Completed tokens per second: 1016375.00\n", detail) == []
+    (found,) = summary_disagreements("Completed tokens per second: 1016390.00\n", detail)
+    assert found.key == "result_completed_tokens_per_second"
+
+
+def test_a_summary_counting_errors_its_detail_log_does_not_hold(tree):
+    summary = tree / RESULTS / "Server/accuracy/mlperf_log_summary.txt"
+    summary.write_text(summary.read_text().replace("No errors encountered", "1 ERROR encountered"))
+    (found,) = only_rule(tree, "summary-detail", "Server/accuracy/mlperf_log_summary.txt")
+    assert "errors encountered" in found.message
+
+
+def test_a_symbolic_link_is_refused_and_never_followed(tree, tmp_path):
+    """The issue's second example: a link in a result folder to a file outside the tree.
+    Here it stands for accuracy.txt and points at one below the target: were it followed,
+    accuracy-target would judge the outside file."""
+    outside = tmp_path / "outside.txt"
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    outside.write_text(txt.read_text().replace("'rouge1': 44.5", "'rouge1': 10.0"))
+    txt.unlink()
+    os.symlink(outside, txt)
+    found = errors(tree)
+    assert {f.rule for f in found} == {"hygiene", "required-files"}, [f.line() for f in found]
+    link = next(f for f in found if f.rule == "hygiene")
+    assert link.path.endswith("Offline/accuracy/accuracy.txt") and str(outside) in link.message
+    assert "symbolic link" in next(f for f in found if f.rule == "required-files").message
+
+
+def test_a_fifo_or_a_hard_link_is_refused_and_a_fifo_never_opened(tree):
+    conf = tree / RESULTS / "Server/user.conf"
+    conf.unlink()
+    os.mkfifo(conf)  # opening it for reading without O_NONBLOCK would hang the checker
+    readme = tree / RESULTS / "Server/README.md"
+    os.link(readme, tree / RESULTS / "Server/README2.md")
+    found = errors(tree)
+    assert {f.rule for f in found} == {"hygiene", "required-files"}, [f.line() for f in found]
+    messages = {f.path.rsplit("/", 1)[-1]: f.message for f in found if f.rule == "hygiene"}
+    assert messages["user.conf"].startswith("FIFO") and "hard link" in messages["README2.md"]
+    assert "hard link" in messages["README.md"]
+
+
+def test_a_file_replaced_after_listing_is_not_read(tree, tmp_path):
+    from mlperf_repro.check.files import TreeFiles, UnreadableFile
+
+    files = TreeFiles(tree)
+    readme = tree / RESULTS / "Offline/README.md"
+    assert files.is_file(readme)
+    (tmp_path / "elsewhere").write_text("not the tree's")
+    readme.unlink()
+    os.symlink(tmp_path / "elsewhere", readme)
+    with pytest.raises(UnreadableFile, match="README.md"):
+        files.read_text(readme)
+
+
+def test_a_user_conf_the_run_did_not_use(tree):
+    conf = tree / RESULTS / "Server/user.conf"
+    conf.write_text(re.sub(r"(Server\.target_qps = )\d+", r"\g<1>1500", conf.read_text()))
+    assert errors(tree) == []  # a warning: harnesses set settings in code too
+    (found,) = check_tree(tree, ROUND, only=["user-conf"])
+    assert found.severity == "warning" and found.path.endswith("Server/user.conf")
+    assert "requested_server_target_qps = 1500" in found.message and "= 1000" in found.message
+    assert "Server/performance/run_1/mlperf_log_detail.txt" in found.message
+
+
+def test_loadgen_looks_up_star_scenario_before_model_star():
+    from mlperf_repro.published.loadgen_conf import parse_conf, requested_settings
+
+    lines, problems = parse_conf("m.*.min_duration = 3\n*.Server.min_duration = 2\n*.*.min_duration = 1\nbad\n")
+    assert problems and requested_settings(lines, "m", "Server")["requested_min_duration_ms"][1] == 2
+    assert requested_settings(lines, "m", "Offline")["requested_min_duration_ms"][1] == 3
+    ttft = requested_settings(parse_conf("m.Server.ttft_latency = 450\n")[0], "m", "SingleStream")
+    assert ttft["requested_server_ttft_latency"][1] == 450_000_000  # looked up under Server, logged in ns
+
+
+def test_test06_verdict_against_its_samples(tree):
+    log = tree / RESULTS / "Server/TEST06/accuracy/mlperf_log_accuracy.json"
+    entries = json.loads(log.read_text())
+    entries[0]["token_count"] += 1  # the log's own count no longer is the output's length
+    log.write_text(json.dumps(entries))
+    (found,) = only_rule(tree, "compliance-evidence", "Server/TEST06/verify_accuracy.txt")
+    assert "'Sample length check pass: True' where the samples give False" in found.message
+    assert str(entries[0]["qsl_idx"]) in found.message
+
+
+def _resnet_with(tree: Path, test: str) -> Path:
+    """A resnet Offline folder (compliance TEST01, TEST04) made of the llama2 one, with a
+    TEST folder holding a performance run 0.97x the result's and a verify file that passes."""
+    resnet = tree / f"closed/{SUBMITTER}/results/{SYSTEM}/resnet/Offline"
+    shutil.copytree(tree / RESULTS / "Offline", resnet)
+    perf = resnet / "performance/run_1/mlperf_log_detail.txt"
+    rate = json.loads(
+        next(line for line in perf.read_text().splitlines() if '"result_samples_per_second"' in line)[8:]
+    )["value"]
+    audit = resnet / test / "performance/run_1"
+    audit.mkdir(parents=True)
+    for name in ("mlperf_log_detail.txt", "mlperf_log_summary.txt"):
+        shutil.copyfile(resnet / "performance/run_1" / name, audit / name)
+    patch_detail(audit / "mlperf_log_detail.txt", {"result_samples_per_second": round(rate * 0.97, 2)})
+    # TEST04's script prints "reference score", TEST01's "Reference score".
+    reference, audited = ("reference", "test") if test == "TEST04" else ("Reference", "Test")
+    (resnet / test / "verify_performance.txt").write_text(
+        f"{reference} score = {rate}\n{audited} score = {round(rate * 0.97, 2)}\nTEST PASS\n"
+    )
+    return resnet
+
+
+@pytest.mark.parametrize("test", ["TEST04", "TEST01"])
+def test_a_performance_verdict_redone_from_the_two_runs(tree, test):
+    resnet = _resnet_with(tree, test)
+    assert check_tree(tree, ROUND, only=["compliance-evidence"]) == []
+    audit = resnet / test / "performance/run_1/mlperf_log_detail.txt"
+    rate = float(re.search(r'"result_samples_per_second", "value": ([\d.]+)', audit.read_text()).group(1))
+    patch_detail(audit, {"result_samples_per_second": rate * 1.5})  # TEST04: too fast; TEST01: out of band
+    found = check_tree(tree, ROUND, only=["compliance-evidence"])
+    assert {f.path for f in found} == {
+        f"closed/{SUBMITTER}/results/{SYSTEM}/resnet/Offline/{test}/verify_performance.txt"
+    }
+    assert any("test score" in f.message for f in found) and any("says TEST PASS" in f.message for f in found)
+
+
+def test_a_verify_file_computed_from_another_performance_run(tree):
+    """Seen in published trees: verify_performance.txt copied from another result."""
+    resnet = _resnet_with(tree, "TEST04")
+    verify = resnet / "TEST04/verify_performance.txt"
+    verify.write_text(re.sub(r"reference score = \S+", "reference score = 25200.5", verify.read_text()))
+    (found,) = check_tree(tree, ROUND, only=["compliance-evidence"])
+    assert "reference score = 25200.5" in found.message and "resnet/Offline/performance/run_1" in found.message
+
+
+def test_test09_mean_output_length_against_its_samples(tree):
+    gpt = tree / f"closed/{SUBMITTER}/results/{SYSTEM}/gpt-oss-120b/Offline"
+    shutil.copytree(tree / RESULTS / "Offline", gpt)
+    entries = [
+        {"seq_id": i, "qsl_idx": i, "data": (b"\x05\x00\x00\x00" * (1200 + i)).hex(), "token_count": 1200 + i}
+        for i in range(4)
+    ]
+    (gpt / "TEST09/accuracy").mkdir(parents=True)
+    (gpt / "TEST09/accuracy/mlperf_log_accuracy.json").write_text(json.dumps(entries))
+    verify = gpt / "TEST09/verify_output_len.txt"
+    verify.write_text("Mean output tokens: 1201.50\nTEST PASS\n")
+    assert check_tree(tree, ROUND, only=["compliance-evidence"]) == []
+    verify.write_text("Mean output tokens: 1301.50\nTEST PASS\n")
+    (found,) = check_tree(tree, ROUND, only=["compliance-evidence"])
+    assert "1301.50" in found.message and "give 1201.50" in found.message
+
+
+def test_tokens_per_sample_against_its_own_counts(tree):
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    txt.write_text(txt.read_text().replace("'tokens_per_sample': 295.0", "'tokens_per_sample': 310.0"))
+    (found,) = only_rule(tree, "accuracy-evidence", "Offline/accuracy/accuracy.txt")
+    assert "gen_tok_len / gen_num = 295.00" in found.message
+
+
+def test_gen_num_against_the_accuracy_run(tree):
+    txt = tree / RESULTS / "Server/accuracy/accuracy.txt"
+    text = txt.read_text()
+    txt.write_text(
+        text.replace("'gen_num': 24576", "'gen_num': 12288").replace("'gen_tok_len': 7249920", "'gen_tok_len': 3624960")
+    )
+    (found,) = only_rule(tree, "accuracy-evidence", "Server/accuracy/accuracy.txt")
+    assert "gen_num 12288" in found.message and "Server/accuracy/mlperf_log_detail.txt" in found.message
+
+
+def test_a_complete_accuracy_log_against_its_hash_and_token_counts(runs, tmp_path):
+    """A test-scale log stays whole: its sha256 is the hash line's, its samples the counts'."""
+    small = build_tree(tmp_path / "small", runs, full_scale=False)
+    log = small / RESULTS / "Offline/accuracy/mlperf_log_accuracy.json"
+    assert json.loads(log.read_text())  # complete
+    entries = json.loads(log.read_text())
+    log.write_text(json.dumps(entries[:-1]))  # one sample fewer than the run logged
+    found = [f for f in check_tree(small, ROUND) if f.severity == "error"]
+    assert {f.rule for f in found} == {"accuracy-evidence"}, [f.line() for f in found]
+    assert any("sha256" in f.message for f in found) and any("logs 31 samples" in f.message for f in found)
+
+
+@pytest.mark.parametrize(
+    "breakage, fragment",
+    [
+        (lambda r: shutil.copytree(r / "Offline", r / "offline"), "Offline and offline"),
+        (lambda r: shutil.copytree(r / "Offline/performance/run_1", r / "Offline/performance/run_2"), "run_2"),
+        (lambda r: shutil.copytree(r / "Server/TEST06", r / "Server/compliance/TEST06"), "compliance/TEST06"),
+        (
+            lambda r: (
+                (r / "Server/measurements").mkdir() or shutil.copy(r / "Server/user.conf", r / "Server/measurements")
+            ),
+            "measurements/user.conf",
+        ),
+        (lambda r: (r / "notes.txt").write_text("x"), f"{BENCH}/notes.txt"),
+        (lambda r: (r.parent / "out.csv").write_text("x"), f"{SYSTEM}/out.csv"),
+    ],
+)
+def test_an_ambiguous_tree(tree, breakage, fragment):
+    breakage(tree / RESULTS)
+    found = only_rule(tree, "structure")
+    assert any(fragment in f.path or fragment in f.message for f in found), [f.line() for f in found]
+
+
+def test_what_the_submitter_folder_holds_beyond_the_layout_is_a_warning(tree):
+    (tree / f"closed/{SUBMITTER}/Makefile").write_text("all:\n")
+    assert errors(tree) == []
+    (found,) = check_tree(tree, ROUND, only=["structure"])
+    assert found.severity == "warning" and found.path.endswith("/Makefile")
+
+
+def test_windows_line_ends_read_as_python_text_mode_reads_them(tree):
+    """Published v5.1 accuracy.txt files end lines with CR LF; their hash line is read."""
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    txt.write_bytes(txt.read_bytes().replace(b"\n", b"\r\n"))
+    assert errors(tree) == []
+
+
+def test_a_setting_printed_in_full_is_compared_exactly():
+    """Found by the generated mutations: "max_async_queries : 1" against a logged 0 is a
+    disagreement (an integer is printed in full), while a double rounded to 6 digits in one
+    log and printed with 2 decimals in the other is not."""
+    from mlperf_repro.loadgen_logs import values_agree
+
+    assert not values_agree("1", 0) and not values_agree("3651", 3650)
+    assert values_agree("123456.79", 123457)

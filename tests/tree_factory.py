@@ -19,6 +19,7 @@ from pathlib import Path
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.compliance.verify import verify_test06, write_verdict
+from mlperf_repro.loadgen_logs import summary_key
 from mlperf_repro.package.systems import system_description
 from mlperf_repro.package.truncate import hash_line, write_truncated_log
 
@@ -34,8 +35,9 @@ GOOD_ACCURACY = {
     "rougeL": 28.7,
     "rougeLsum": 41.2,
     "gen_len": 123456,
-    "gen_num": 32,
-    "gen_tok_len": 9440,
+    # The counts of the full dataset the full-scale logs claim (a test-scale tree prints its own).
+    "gen_num": 24576,
+    "gen_tok_len": 7249920,
     "tokens_per_sample": 295.0,
 }
 DESCRIPTION = {
@@ -112,16 +114,38 @@ def make_runs(cache: Path) -> dict[tuple[str, str], Path]:
 
 
 def patch_detail(path: Path, values: dict) -> None:
-    """Rewrite the value of MLLOG records by key (as if LoadGen had logged them)."""
+    """Rewrite the value of MLLOG records by key (as if LoadGen had logged them), and the
+    lines of the run's summary beside it that print them (LoadGen writes both)."""
     lines = []
+    scenario = None
     for line in path.read_text().splitlines():
         if line.startswith(":::MLLOG"):
             record = json.loads(line[len(":::MLLOG") :])
             if record.get("key") in values:
                 record["value"] = values[record["key"]]
                 line = ":::MLLOG " + json.dumps(record)
+            if record.get("key") == "effective_scenario":
+                scenario = record["value"]
         lines.append(line)
     path.write_text("\n".join(lines) + "\n")
+    summary = path.with_name("mlperf_log_summary.txt")
+    if summary.is_file():
+        summary.write_text(
+            "".join(_summary_line(line, values, scenario) for line in summary.read_text().splitlines(True))
+        )
+
+
+def _summary_line(line: str, values: dict, scenario: str | None) -> str:
+    label, colon, printed = line.partition(":")
+    key = summary_key(label, scenario) if colon else None
+    if key not in values:
+        return line
+    value = values[key]
+    if isinstance(value, bool):
+        shown = ("Yes" if value else "NO") if printed.strip() in ("Yes", "NO", "No") else str(int(value))
+    else:
+        shown = str(value)
+    return f"{label}{colon} {shown}\n"
 
 
 def format_accuracy(values: dict) -> str:
@@ -174,13 +198,27 @@ def build_tree(
             shutil.copyfile(perf / name, folder / "performance" / "run_1" / name)
         for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt"):
             shutil.copyfile(acc / name, folder / "accuracy" / name)
-        digest = write_truncated_log(acc / "mlperf_log_accuracy.json", folder / "accuracy" / "mlperf_log_accuracy.json")
-        (folder / "accuracy" / "accuracy.txt").write_text(
-            format_accuracy(accuracy or GOOD_ACCURACY) + hash_line(digest)
+        # A full-scale accuracy log is always truncated (its 24576 samples are not in the
+        # tree); the test-scale one is short enough to stay whole.
+        digest = write_truncated_log(
+            acc / "mlperf_log_accuracy.json",
+            folder / "accuracy" / "mlperf_log_accuracy.json",
+            **({"keep": 1024} if full_scale else {}),
         )
-        (folder / "user.conf").write_text(
-            f"{facts.loadgen_model(scenario)}.{RULES.loadgen_scenario(scenario)}.target_qps = 100\n"
-        )
+        values = dict(accuracy or GOOD_ACCURACY)
+        if {"gen_num", "gen_tok_len", "tokens_per_sample"} <= values.keys():
+            # The counts as the evaluator prints them: of the full dataset the full-scale
+            # detail log claims, or of the samples the (whole) test-scale log holds.
+            if full_scale:
+                values["gen_num"] = facts.facts["accuracy_sample_count"]
+                values["gen_tok_len"] = round(values["tokens_per_sample"] * values["gen_num"])
+            else:
+                counts = [e["token_count"] for e in json.loads((acc / "mlperf_log_accuracy.json").read_text())]
+                values.update(gen_num=len(counts), gen_tok_len=sum(counts))
+                values["tokens_per_sample"] = round(sum(counts) / len(counts), 1)
+        (folder / "accuracy" / "accuracy.txt").write_text(format_accuracy(values) + hash_line(digest))
+        # The user.conf LoadGen read for this scenario's runs.
+        shutil.copyfile(perf.parent / f"{perf.name}.user.conf", folder / "user.conf")
         (folder / "README.md").write_text("how to reproduce\n")
         (folder / "provenance.json").write_text(json.dumps(provenance or PROVENANCE))
         (folder / "measurements.json").write_text(

@@ -20,6 +20,7 @@ from ..benchmarks import Round, available_rounds, load_round
 from ..errors import UserError
 from ..loadgen_logs import read_detail
 from .endpoints_logs import get_path, is_endpoints_folder, load_config
+from .files import TreeFiles, UnreadableFile
 from .findings import Finding
 from .tree import NOT_SUBMITTABLE_MARK, check_tree
 
@@ -41,9 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def tree_root(path: Path, divisions: list[str], label: Path | None = None) -> Path:
     """The folder holding the division folders: ``path`` itself or one or two levels down
     (a tarball often wraps the tree in a folder)."""
+    files = TreeFiles(path)
+    candidates = [path]
     for depth in range(3):
-        candidates = [path] if depth == 0 else sorted(p for p in path.glob("/".join(["*"] * depth)) if p.is_dir())
-        found = [c for c in candidates if any((c / d).is_dir() for d in divisions)]
+        if depth:
+            candidates = [inner for folder in candidates for inner in files.folders(folder)]
+        found = [c for c in candidates if any(files.is_dir(c / d) for d in divisions)]
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
@@ -56,18 +60,34 @@ def tree_root(path: Path, divisions: list[str], label: Path | None = None) -> Pa
     )
 
 
+def _scenario_folders(files: TreeFiles, root: Path):
+    """<division>/<submitter>/results/<system>/<benchmark>/<scenario> folders, links not followed."""
+    for division in files.folders(root):
+        for submitter in files.folders(division):
+            for system in files.folders(submitter / "results"):
+                for benchmark in files.folders(system):
+                    yield from files.folders(benchmark)
+
+
 def round_of_tree(root: Path) -> Round:
     """The round whose seeds the tree's performance logs carry (the most common one)."""
     by_seed = {str(load_round(name).seeds["qsl_rng_seed"]): name for name in available_rounds()}
     votes: Counter[str] = Counter()
-    for log in root.glob("*/*/results/*/*/*/performance/run_1/mlperf_log_detail.txt"):
-        seed = read_detail(log, {SEED_KEY}).get(SEED_KEY)
+    files = TreeFiles(root)
+    for folder in _scenario_folders(files, root):
+        log = folder / "performance/run_1/mlperf_log_detail.txt"
+        if not files.is_file(log):
+            continue
+        try:
+            seed = read_detail(files.lines(log), {SEED_KEY}).get(SEED_KEY)
+        except UnreadableFile:
+            continue
         if str(seed) in by_seed:
             votes[by_seed[str(seed)]] += 1
         if sum(votes.values()) >= 20:
             break
     if not votes:
-        votes = _endpoints_votes(root)
+        votes = _endpoints_votes(root, files)
     if not votes:
         raise UserError(
             f"cannot tell the round of {root} from its logs (no performance log carries a known round's seeds); "
@@ -76,18 +96,19 @@ def round_of_tree(root: Path) -> Round:
     return load_round(votes.most_common(1)[0][0])
 
 
-def _endpoints_votes(root: Path) -> Counter[str]:
+def _endpoints_votes(root: Path, files: TreeFiles) -> Counter[str]:
     """Rounds by the seeds of endpoints-harness results (config.yaml, no LoadGen log): the
     harness's dataloader seed is the round's sample-index seed (rounds with an endpoints table)."""
     rounds = [load_round(name) for name in available_rounds()]
     rounds = [r for r in rounds if r.data.get("endpoints")]
     votes: Counter[str] = Counter()
-    for folder in root.glob("*/*/results/*/*/*"):
+    for folder in _scenario_folders(files, root):
         for rules in rounds:
             table = rules.data["endpoints"]
             where = ((table.get("fields") or {}).get("effective_sample_index_rng_seed") or {}).get("config")
-            if where and is_endpoints_folder(folder, table):
-                if str(get_path(load_config(folder, table), where)) == str(rules.seeds["sample_index_rng_seed"]):
+            if where and is_endpoints_folder(folder, table, files):
+                config = load_config(folder, table, files=files)
+                if str(get_path(config, where)) == str(rules.seeds["sample_index_rng_seed"]):
                     votes[rules.name] += 1
         if sum(votes.values()) >= 20:
             break

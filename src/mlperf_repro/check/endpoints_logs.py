@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from .files import TreeFiles, UnreadableFile, files_of
+
 # The part of a scenario folder -> the harness's JSON of that part.
 PART_FILES = {
     "performance": "performance/result_summary.json",
@@ -27,20 +29,22 @@ PART_FILES = {
 LOADGEN_DETAIL_LOGS = ("performance/run_1/mlperf_log_detail.txt", "accuracy/mlperf_log_detail.txt")
 
 
-def endpoints_files(folder: Path, table: dict[str, Any]) -> list[str]:
+def endpoints_files(folder: Path, table: dict[str, Any], files: TreeFiles | None = None) -> list[str]:
     """The harness's files (``detect_files``) present in a scenario folder."""
-    return [name for name in table.get("detect_files", []) if (folder / name).is_file()]
+    files = files_of(folder, files)
+    return [name for name in table.get("detect_files", []) if files.is_file(folder / name)]
 
 
-def is_endpoints_folder(folder: Path, table: dict[str, Any] | None) -> bool:
+def is_endpoints_folder(folder: Path, table: dict[str, Any] | None, files: TreeFiles | None = None) -> bool:
     """The folder holds an endpoints-harness result: the round accepts them, no LoadGen
     detail log is there and at least one of the harness's files is (the official checker
     reads a folder without LoadGen logs as an endpoints result)."""
     if not table:
         return False
-    if any((folder / name).is_file() for name in LOADGEN_DETAIL_LOGS):
+    files = files_of(folder, files)
+    if any(files.is_file(folder / name) for name in LOADGEN_DETAIL_LOGS):
         return False
-    return bool(endpoints_files(folder, table))
+    return bool(endpoints_files(folder, table, files))
 
 
 def get_path(data: Any, dotted: str) -> Any:
@@ -88,10 +92,10 @@ def _paths(spec: Any) -> list[str]:
     return [spec] if isinstance(spec, str) else list(spec)
 
 
-def _load_json(path: Path, errors: list[str], name: str) -> dict:
+def _load_json(path: Path, errors: list[str], name: str, files: TreeFiles) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(files.read_bytes(path).decode("utf-8"))
+    except (UnreadableFile, UnicodeDecodeError, ValueError, RecursionError) as exc:
         errors.append(f"{name} cannot be read: {exc}")
         return {}
     if not isinstance(data, dict):
@@ -100,14 +104,17 @@ def _load_json(path: Path, errors: list[str], name: str) -> dict:
     return data
 
 
-def load_config(folder: Path, table: dict[str, Any], errors: list[str] | None = None) -> dict:
+def load_config(
+    folder: Path, table: dict[str, Any], errors: list[str] | None = None, files: TreeFiles | None = None
+) -> dict:
     """The scenario folder's config.yaml (or config.yml) parsed; {} if absent or unreadable."""
+    files = files_of(folder, files)
     for name in table.get("config_files", ["config.yaml"]):
         path = folder / name
-        if path.is_file():
+        if files.is_file(path):
             try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                data = yaml.safe_load(files.read_bytes(path).decode("utf-8"))
+            except (UnreadableFile, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as exc:
                 if errors is not None:
                     errors.append(f"{name} cannot be read: {exc}")
                 return {}
@@ -141,14 +148,18 @@ def accuracy_sample_count(results: dict) -> int | None:
     response_counts.issued), summed over the datasets."""
     counts = []
     for entry in accuracy_entries(results):
-        if entry.get("total_samples") is not None:
-            counts.append(int(entry["total_samples"]))
-        elif (entry.get("response_counts") or {}).get("issued") is not None:
-            counts.append(int(entry["response_counts"]["issued"]))
+        responses = entry.get("response_counts") if isinstance(entry.get("response_counts"), dict) else {}
+        for value in (entry.get("total_samples"), responses.get("issued")):
+            number = _number(value)
+            if number is not None and number == int(number):
+                counts.append(int(number))
+                break
     return sum(counts) if counts else None
 
 
-def read_endpoints(folder: str | Path, part: str, table: dict[str, Any], scenario_folder: str) -> dict[str, Any] | None:
+def read_endpoints(
+    folder: str | Path, part: str, table: dict[str, Any], scenario_folder: str, files: TreeFiles | None = None
+) -> dict[str, Any] | None:
     """One part ("performance" or "accuracy") of an endpoints scenario folder as a LoadGen
     detail log's dict; None when the part's JSON is absent.
 
@@ -158,12 +169,13 @@ def read_endpoints(folder: str | Path, part: str, table: dict[str, Any], scenari
     part adds ``effective_accuracy_sample_count``, ``accuracy_score`` (the first entry's
     score) and ``accuracy_scores`` (every entry's)."""
     folder = Path(folder)
+    files = files_of(folder, files)
     path = folder / PART_FILES[part]
-    if not path.is_file():
+    if not files.is_file(path):
         return None
     errors: list[str] = []
-    data = _load_json(path, errors, PART_FILES[part])
-    config = load_config(folder, table, errors)
+    data = _load_json(path, errors, PART_FILES[part], files)
+    config = load_config(folder, table, errors, files)
     values: dict[str, Any] = {}
     for key, spec in (table.get("fields") or {}).items():
         for source, where in (("json", data), ("config", config)):

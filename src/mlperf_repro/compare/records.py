@@ -138,6 +138,29 @@ def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
         out[prefix] = str(value)
 
 
+def _dict(value: Any) -> dict:
+    """``value`` where it is a JSON object, else {} (a record of the wrong type reads as empty)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _json_object(path: Path) -> tuple[dict, str | None]:
+    """A JSON object file: (its content, None), or ({}, why it cannot be read)."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return {}, f"not readable JSON ({exc})"
+    return (data, None) if isinstance(data, dict) else ({}, f"not a JSON object but a {type(data).__name__}")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _conf(path: Path) -> dict[str, str]:
     """key = value lines of a LoadGen conf file (comments dropped)."""
     values = {}
@@ -239,11 +262,9 @@ def _measurements(scenario_dir: Path, v5_measure_dir: Path | None) -> tuple[dict
     candidates = [folder / "measurements.json"] + sorted(folder.glob("*.json"))
     for path in candidates:
         if path.is_file() and path.name != "provenance.json":
-            try:
-                data = json.loads(path.read_text())
+            data, problem = _json_object(path)
+            if problem is None:
                 break
-            except json.JSONDecodeError:
-                continue
     return data, folder
 
 
@@ -264,11 +285,12 @@ class EndpointsFacts:
 def _metric(detail: dict, facts, scenario: str) -> tuple[float | None, str]:
     if facts is not None and scenario in facts.facts.get("result_field", {}):
         field_name = facts.result_field(scenario)
-        return facts.result_value(scenario, detail.get(field_name)), facts.result_unit(scenario)
+        raw = _number(detail.get(field_name))
+        return (None if raw is None else facts.result_value(scenario, raw)), facts.result_unit(scenario)
     for field_name in RESULT_FIELDS:
-        if detail.get(field_name) is not None:
+        if _number(detail.get(field_name)) is not None:
             unit = "Tokens/s" if "token" in field_name else "Samples/s"
-            return float(detail[field_name]), unit
+            return _number(detail[field_name]), unit
     return None, ""
 
 
@@ -278,13 +300,12 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
     records: list[Record] = []
     for division, base in find_submitters(root):
         mapping_path = base / "model_mapping.json"
-        mapping = json.loads(mapping_path.read_text()) if mapping_path.is_file() else {}
+        mapping = _json_object(mapping_path)[0] if mapping_path.is_file() else {}
+        mapping = {str(k): str(v) for k, v in mapping.items() if isinstance(v, str)}
         code = _code_hashes(base)
         code_roots = [base / name for name in ("src", "code") if (base / name).is_dir()]
         benchmark_folders = {p.name for p in (base / "results").glob("*/*") if p.is_dir()} | set(rules.benchmark_names)
-        systems = {
-            p.stem: json.loads(p.read_text()) for p in (base / "systems").glob("*.json") if (base / "systems").is_dir()
-        }
+        systems = {p.stem: _json_object(p)[0] for p in (base / "systems").glob("*.json") if (base / "systems").is_dir()}
         for scenario_dir in sorted((base / "results").glob("*/*/*")):
             if not scenario_dir.is_dir():
                 continue
@@ -314,8 +335,8 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
                 ("ttft_p99_ms", "result_first_token_99.00_percentile_latency_ns"),
                 ("tpot_p99_ms", "result_time_per_output_token_99.00_percentile_ns"),
             ):
-                if detail.get(key) is not None:
-                    setattr(record, attr, float(detail[key]) / 1e6)
+                if _number(detail.get(key)) is not None:
+                    setattr(record, attr, _number(detail[key]) / 1e6)
             desc = systems.get(system, {})
             try:
                 record.accelerators = max(1, int(desc.get("number_of_nodes", 1) or 1)) * max(
@@ -364,12 +385,22 @@ def _add_serving(record: Record, scenario_dir: Path, code_roots: list[Path]) -> 
     submitter's published harness config."""
     provenance_path = scenario_dir / "provenance.json"
     if provenance_path.is_file():
-        perf = json.loads(provenance_path.read_text()).get("performance") or {}
-        setup = provenance_serving(perf)
+        provenance, problem = _provenance(provenance_path)
+        perf = provenance.get("performance") or {}
+        try:
+            setup = provenance_serving(perf) if problem is None else None
+        except (TypeError, ValueError) as exc:  # a value of the wrong type inside the engine record
+            setup, problem = None, f"has an engine record that does not read ({exc})"
         serve_as = (perf.get("engine") or {}).get("serve_quantized_as")
         if serve_as:
             record.settings["serving.serve_quantized_as"] = str(serve_as)
-        record.serving_source = "provenance.json" if setup else "not stated: provenance.json has no engine"
+        record.serving_source = (
+            "provenance.json"
+            if setup
+            else f"not stated: provenance.json {problem}"
+            if problem
+            else "not stated: provenance.json has no engine"
+        )
         files: list[str] = []
     else:
         setup, reason = published_serving(code_roots, scenario_dir)
@@ -378,6 +409,44 @@ def _add_serving(record: Record, scenario_dir: Path, code_roots: list[Path]) -> 
     record.serving_files = files
     if setup is not None:
         record.settings.update(setup.flat())
+
+
+# The parts of a provenance record compare reads, and the JSON type each must have.
+PROVENANCE_SHAPE = {
+    "performance": dict,
+    "quantization": dict,
+    "performance.engine": dict,
+    "performance.engine.engine_args": dict,
+    "performance.engine.env": dict,
+    "performance.engine.endpoints": dict,
+    "performance.engine.endpoints.list": list,
+    "performance.packages": dict,
+    "performance.container": dict,
+    "performance.host": dict,
+    "performance.nodes": dict,
+    "performance.nodes.nodes": list,
+    "performance.lock": dict,
+    "performance.generation": dict,
+    "performance.environment": dict,
+}
+
+
+def _provenance(path: Path) -> tuple[dict, str | None]:
+    """provenance.json, or ({}, why not) where it is not the record this workflow writes."""
+    data, problem = _json_object(path)
+    if problem:
+        return {}, problem
+    for dotted, kind in PROVENANCE_SHAPE.items():
+        value: Any = data
+        for part in dotted.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value not in (None, {}, []) and not isinstance(value, kind):
+            return {}, f"has {dotted} of type {type(value).__name__}, not {kind.__name__}"
+    nodes = ((data.get("performance") or {}).get("nodes") or {}).get("nodes") or []
+    servers = (((data.get("performance") or {}).get("engine") or {}).get("endpoints") or {}).get("list") or []
+    if not all(isinstance(item, dict) for item in [*nodes, *servers]):
+        return {}, "lists a node or server that is not a JSON object"
+    return data, None
 
 
 def _settings(
@@ -412,8 +481,10 @@ def _settings(
     _flatten("measurements", {k: v for k, v in measurements.items()}, settings)
     _flatten("system", desc, settings)
     provenance_path = scenario_dir / "provenance.json"
-    if provenance_path.is_file():
-        provenance = json.loads(provenance_path.read_text())
+    provenance, problem = _provenance(provenance_path) if provenance_path.is_file() else ({}, None)
+    if problem is not None:
+        settings["provenance"] = f"unreadable: {problem}"
+    elif provenance:
         perf = provenance.get("performance") or {}
         # Engine, environment and generation settings: serving.* (see _add_serving).
         _flatten("software", perf.get("packages", {}), settings)

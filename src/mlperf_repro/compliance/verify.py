@@ -58,30 +58,64 @@ def trailing_eos(tokens: Iterable[int], eos_token_id: int) -> int:
     return count
 
 
+def test06_failures(entries: list[dict], scenario: str, eos_token_id: int | None, dtype=np.int32) -> dict:
+    """TEST06's three checks on logged samples: qsl_idx of the samples that fail each
+    (``first_token``: None where the scenario skips it (Offline); ``eos``: None without an
+    EOS token id). The first token(s) reported through FirstTokenComplete must begin the
+    output, at most one EOS may end it, and the token count must be the output's length.
+    An entry whose data cannot be decoded fails every check it is in."""
+    first_token_required = scenario != "Offline"
+    first, eos, length = [], [], []
+    for entry in entries:
+        qsl = entry.get("qsl_idx") if isinstance(entry, dict) else None
+        try:
+            data = _tokens(str(entry["data"]), dtype)
+            if first_token_required:
+                reported = _tokens(str(entry.get("token_data", "")), dtype)
+                if not np.array_equal(data[: len(reported)], reported[: len(data)]):
+                    first.append(qsl)
+            if eos_token_id is not None and trailing_eos(data, eos_token_id) > 1:
+                eos.append(qsl)
+            if len(data) != int(entry.get("token_count", -1)):
+                length.append(qsl)
+        except (KeyError, TypeError, ValueError):
+            for failed, applies in ((first, first_token_required), (eos, eos_token_id is not None), (length, True)):
+                if applies:
+                    failed.append(qsl)
+    return {
+        "first_token": first if first_token_required else None,
+        "eos": eos if eos_token_id is not None else None,
+        "length": length,
+    }
+
+
+def test06_lines(failures: dict) -> dict[str, str]:
+    """The verify file's check lines (label -> True/False/Skipped) for :func:`test06_failures`."""
+    lines = {
+        "First token check pass": "Skipped" if failures["first_token"] is None else str(not failures["first_token"]),
+        "Sample length check pass": str(not failures["length"]),
+    }
+    if failures["eos"] is not None:
+        lines["EOS check pass"] = str(not failures["eos"])
+    return lines
+
+
 def verify_test06(accuracy_log: str | Path, scenario: str, eos_token_id: int, dtype=np.int32) -> Verdict:
     entries = _entries(accuracy_log)
-    first_token_required = scenario != "Offline"
-    first_mismatch = [
-        e["qsl_idx"]
-        for e in entries
-        if first_token_required
-        and not np.array_equal(_tokens(e.get("token_data", ""), dtype)[:1], _tokens(e["data"], dtype)[:1])
-    ]
-    eos_failures = [e["qsl_idx"] for e in entries if trailing_eos(_tokens(e["data"], dtype), eos_token_id) > 1]
-    length_failures = [e["qsl_idx"] for e in entries if len(_tokens(e["data"], dtype)) != int(e.get("token_count", -1))]
-    first = "Skipped" if not first_token_required else str(not first_mismatch)
-    passed = not first_mismatch and not eos_failures and not length_failures
+    failures = test06_failures(entries, scenario, eos_token_id, dtype)
+    checks = test06_lines(failures)
+    passed = not failures["first_token"] and not failures["eos"] and not failures["length"]
     lines = [
-        f"First token check pass: {first}",
-        f"EOS check pass: {not eos_failures}",
-        f"Sample length check pass: {not length_failures}",
+        f"First token check pass: {checks['First token check pass']}",
+        f"EOS check pass: {checks['EOS check pass']}",
+        f"Sample length check pass: {checks['Sample length check pass']}",
         "TEST06 verification complete" if passed else "TEST06 verification failed",
     ]
     details = {
         "samples": len(entries),
-        "first_token_mismatch": first_mismatch[:20],
-        "eos_failures": eos_failures[:20],
-        "length_failures": length_failures[:20],
+        "first_token_mismatch": (failures["first_token"] or [])[:20],
+        "eos_failures": failures["eos"][:20],
+        "length_failures": failures["length"][:20],
         "eos_token_id": eos_token_id,
     }
     return Verdict("TEST06", passed, lines, details)
@@ -145,13 +179,25 @@ TEST04_SCORE = {
 }
 
 
+def test04_score(detail: dict, scenario: str) -> float | None:
+    """TEST04's score of a run (higher is faster) from its detail log's values; None where
+    the log lacks the value (or it is not a positive number)."""
+    key, is_latency = TEST04_SCORE.get(scenario, (None, False))
+    try:
+        value = float(detail[key])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not value > 0 or value == float("inf"):
+        return None
+    return 1e9 / value if is_latency else value
+
+
 def _test04_score(detail_path: str | Path, scenario: str) -> tuple[float, str]:
     detail = read_detail(detail_path)
-    key, is_latency = TEST04_SCORE[scenario]
-    if detail.get(key) is None:
-        raise UserError(f"{detail_path} has no {key}: was it a {scenario} performance run?")
-    value = float(detail[key])
-    return (1e9 / value if is_latency else value), str(detail.get("result_validity"))
+    score = test04_score(detail, scenario)
+    if score is None:
+        raise UserError(f"{detail_path} has no {TEST04_SCORE[scenario][0]}: was it a {scenario} performance run?")
+    return score, str(detail.get("result_validity"))
 
 
 def verify_test04(reference_detail: str | Path, audit_detail: str | Path, scenario: str, max_speedup: float) -> Verdict:

@@ -1,0 +1,431 @@
+"""Accuracy: the accuracy log (truncated, each sample once), accuracy.txt (readable,
+against the targets) and what accuracy.txt records against the accuracy run."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from ...accuracy.open_accuracy import UNQUANTIZED_VIDEOS, OpenDeclaration, read_open_accuracy
+from ...accuracy.sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
+from ...accuracy.video_quality import OPEN_METRICS, read_video, score_videos
+from ...errors import UserError
+from ..endpoints_logs import score_readings
+from ..findings import Finding
+from ..model import (
+    ACC,
+    HASH_LINE,
+    ScenarioResult,
+    TreeContext,
+    accuracy_entries,
+    number,
+    plain,
+    rule,
+)
+
+
+@rule("accuracy-log")
+def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
+    """Truncated log, hash line, values the checker's regexes can read, full coverage."""
+    findings = []
+    limit = int(ctx.rules["accuracy_log_max_bytes"])
+    for result in ctx.results:
+        folder = result.path / "accuracy"
+        log = folder / "mlperf_log_accuracy.json"
+        if ctx.files.is_file(log) and ctx.files.size(log) > limit:
+            findings.append(
+                Finding("accuracy-log", ctx.rel(log), f"{ctx.files.size(log)} bytes > {limit}: not truncated")
+            )
+        txt = folder / "accuracy.txt"
+        if ctx.files.is_file(txt):
+            text = ctx.files.read_text(txt)
+            if not HASH_LINE.search(text):
+                findings.append(Finding("accuracy-log", ctx.rel(txt), "no hash=<sha256> line"))
+            if result.facts:
+                values = result.facts.accuracy_values(text)
+                for metric in result.facts.absolute_targets(result.scenario):
+                    not_computed = re.search(rf"^{re.escape(metric)}: not computed here: (.*)$", text, re.MULTILINE)
+                    if metric not in values and not_computed:
+                        # The evaluator could not compute it on this machine and said so
+                        # (text-to-video without VBench's checkpoints): not a format fault.
+                        findings.append(_not_computed(ctx, result, txt, text, metric, not_computed.group(1).strip()))
+                    elif metric not in values:
+                        findings.append(
+                            Finding(
+                                "accuracy-log",
+                                ctx.rel(txt),
+                                f"the checker's pattern cannot read "
+                                f"{metric} (plain floats, as the reference script prints)",
+                            )
+                        )
+        detail = result.detail(ACC)
+        if detail is not None and result.facts and not ctx.test_scale:
+            count = number(detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count")))
+            expected = result.facts.accuracy_sample_count(result.scenario)
+            if count is None or count != expected:
+                findings.append(
+                    Finding(
+                        "accuracy-log",
+                        ctx.rel(result.log_path(ACC)),
+                        f"the accuracy run covered {plain(count)} samples; the dataset has {expected}",
+                    )
+                )
+    return findings
+
+
+def _not_computed(ctx: TreeContext, result: ScenarioResult, txt: Path, text: str, metric: str, why: str) -> Finding:
+    """A round's metric the evaluator could not compute here: an error, unless an open-division
+    stand-in declares weight-free metrics in its place (accuracy.open_accuracy) consistently
+    and they meet their targets; then a warning that says what judged it."""
+    declared = read_open_accuracy(text)
+    missing = f"{metric} was not computed here ({why})"
+    if declared is None:
+        return Finding("accuracy-log", ctx.rel(txt), f"{missing}; the result cannot be submitted until it is")
+    if ctx.division != "open":
+        return Finding(
+            "accuracy-log",
+            ctx.rel(txt),
+            f"{missing}; the open-division metrics it declares ({', '.join(declared.metrics)}) do not replace it "
+            f"in the {ctx.division} division: the result cannot be submitted until it is",
+        )
+    problems = open_accuracy_problems(ctx, result, declared)
+    if problems:
+        return Finding(
+            "accuracy-log",
+            ctx.rel(txt),
+            f"{missing}, and the open-division metrics declared in its place cannot stand in for it: "
+            + "; ".join(problems),
+        )
+    judged = ", ".join(
+        f"{name} {declared.values[name]} >= {target['minimum']}" for name, target in declared.targets.items()
+    )
+    return Finding(
+        "accuracy-log",
+        ctx.rel(txt),
+        f"{metric} not computed here; judged instead by the open-division metrics it declares ({judged}; "
+        f"{len(declared.samples)} packaged samples recomputed from the tree): not comparable with {metric}",
+        "warning",
+    )
+
+
+def open_accuracy_problems(ctx: TreeContext, result: ScenarioResult, declared: OpenDeclaration) -> list[str]:
+    """What keeps an accuracy.txt's open-division metrics (accuracy.open_accuracy) from standing
+    in for the round's score: the result must be a text-to-video stand-in that model_mapping.json
+    maps to its benchmark; every judged metric meets its target, a fraction target is that
+    fraction of the unquantized value it names; each metric covers every accuracy sample; and the
+    values of the packaged samples are what their videos (and the unquantized pipeline's beside
+    them) give when recomputed here."""
+    problems = list(declared.problems)
+    if result.facts is None or result.facts.facts.get("task") != "text-to-video":
+        problems.append(f"{result.mlperf_benchmark} is not a text-to-video benchmark")
+    mapped = ctx.model_mapping.get(result.benchmark)
+    if result.benchmark == result.mlperf_benchmark or mapped != result.mlperf_benchmark:
+        problems.append(
+            f"model_mapping.json does not declare {result.benchmark} a stand-in for {result.mlperf_benchmark} "
+            f"(it maps it to {mapped!r}): the real model is judged by the round's score"
+        )
+    judged = [m for m in declared.metrics if m in OPEN_METRICS and OPEN_METRICS[m].target]
+    if not judged:
+        problems.append(f"no judged metric declared ({', '.join(m for m, x in OPEN_METRICS.items() if x.target)})")
+    for name in judged:
+        value, target = declared.values.get(name), declared.targets.get(name)
+        if target is None:
+            problems.append(f"{name} has no target")
+            continue
+        kind = "fraction" if "fraction" in target else "minimum"
+        if kind != OPEN_METRICS[name].target:
+            problems.append(f"{name}'s target is a {kind}, not a {OPEN_METRICS[name].target}")
+        if kind == "fraction":
+            expected = round(target["fraction"] * target["unquantized"], 6)
+            if not 0 < target["fraction"] <= 1 or abs(target["minimum"] - expected) > 1.5e-6:
+                problems.append(
+                    f"{name}'s target {target['minimum']} is not {target['fraction']} x {target['unquantized']}"
+                )
+        if value is None:
+            problems.append(f"{name} was not computed")
+        elif value < target["minimum"]:
+            problems.append(f"{name} {value} < target {target['minimum']}")
+    detail = result.detail(ACC)
+    samples = (
+        None
+        if detail is None
+        else detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count"))
+    )
+    for name in declared.metrics:
+        count = declared.videos.get(name)
+        if samples is not None and count is not None and count != int(samples):
+            problems.append(f"{name} covers {count} videos; the accuracy run has {samples} samples")
+    problems += _recomputed_samples(ctx, result, declared)
+    return problems
+
+
+def _recomputed_samples(ctx: TreeContext, result: ScenarioResult, declared: OpenDeclaration) -> list[str]:
+    """The declared values of each packaged video (accuracy/videos/<sample>.mp4), recomputed from
+    it and, for the fidelity metrics, from the unquantized pipeline's video beside it."""
+    folder = result.path / "accuracy"
+    stems = [
+        str(s) for s in ((result.facts.accuracy.get("extra_files") or {}).get("videos", []) if result.facts else [])
+    ]
+    problems = []
+    for stem in stems:
+        video = folder / "videos" / f"{stem}.mp4"
+        if not ctx.files.is_file(video):
+            continue  # accuracy-files reports it
+        values = declared.samples.get(int(stem))
+        if values is None:
+            problems.append(f"no 'open_accuracy sample {stem}' line for the packaged video {stem}.mp4")
+            continue
+        unquantized = folder / UNQUANTIZED_VIDEOS / f"{stem}.mp4"
+        compares = [m for m in declared.metrics if m in OPEN_METRICS and OPEN_METRICS[m].needs_reference_videos]
+        if compares and not ctx.files.is_file(unquantized):
+            problems.append(
+                f"{ctx.rel(unquantized)} is missing: {', '.join(compares)} of sample {stem} cannot be recomputed"
+            )
+            continue
+        try:
+            recomputed = score_videos(
+                {int(stem): read_video(video, ctx.rel(video))},
+                [m for m in declared.metrics if m in OPEN_METRICS],
+                {int(stem): read_video(unquantized, ctx.rel(unquantized))} if compares else None,
+            )["per_sample"][int(stem)]
+        except UserError as exc:
+            problems.append(str(exc))
+            continue
+        for name, value in recomputed.items():
+            said = values.get(name)
+            if (said is None) != (value is None) or (value is not None and abs(said - value) > 2e-6):
+                problems.append(
+                    f"sample {stem}: {name} is {value if value is None else round(value, 6)} "
+                    f"recomputed from its videos, {said} declared"
+                )
+    return problems
+
+
+@rule("accuracy-files")
+def check_accuracy_files(ctx: TreeContext) -> list[Finding]:
+    """Outputs the accuracy folder must carry for the reviewers (the table's extra_files:
+    e.g. the generated videos of named samples), each file named by its sample."""
+    findings = []
+    for result in ctx.results:
+        if result.facts is None:
+            continue
+        for folder_name, stems in (result.facts.accuracy.get("extra_files") or {}).items():
+            folder = result.path / "accuracy" / folder_name
+            if not ctx.files.is_dir(folder):
+                findings.append(
+                    Finding("accuracy-files", ctx.rel(folder), f"missing: the outputs of samples {', '.join(stems)}")
+                )
+                continue
+            present = {p.name.split(".")[0] for p in ctx.files.files(folder)}
+            missing = [stem for stem in stems if stem not in present]
+            if missing:
+                findings.append(
+                    Finding("accuracy-files", ctx.rel(folder), f"no output file for sample(s) {', '.join(missing)}")
+                )
+    return findings
+
+
+# The start of one accuracy-log entry (LoadGen writes one per line); a truncated log keeps
+# whole entries at its ends and the start of the one cut at its first 4 KB.
+ACCURACY_ENTRY = re.compile(r'\{\s*"seq_id"\s*:\s*(\d+)\s*,\s*"qsl_idx"\s*:\s*(\d+)')
+
+
+@rule("accuracy-duplicates")
+def check_accuracy_duplicates(ctx: TreeContext) -> list[Finding]:
+    """An accuracy run issues each sample once: no qsl_idx in two entries of the accuracy
+    log (the entries a truncated log still shows). The same entry twice (seq_id and
+    qsl_idx) is the overlap of a log truncated to its two ends, not a duplicate."""
+    findings = []
+    for result in ctx.results:
+        log = result.path / "accuracy" / "mlperf_log_accuracy.json"
+        if not ctx.files.is_file(log):
+            continue
+        seq_ids: dict[int, set[int]] = {}
+        for line in ctx.files.lines(log):
+            for seq_id, qsl_idx in ACCURACY_ENTRY.findall(line):
+                seq_ids.setdefault(int(qsl_idx), set()).add(int(seq_id))
+        repeated = {qsl: sorted(seqs) for qsl, seqs in sorted(seq_ids.items()) if len(seqs) > 1}
+        if repeated:
+            shown = "; ".join(
+                f"qsl_idx {qsl} in seq_id {', '.join(map(str, seqs))}" for qsl, seqs in list(repeated.items())[:3]
+            )
+            findings.append(
+                Finding(
+                    "accuracy-duplicates",
+                    ctx.rel(log),
+                    f"{len(repeated)} sample(s) logged more than once ({shown}): an accuracy run "
+                    "scores each sample once (is this a performance run's log?)",
+                )
+            )
+    return findings
+
+
+@rule("accuracy-target")
+def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
+    """The round's targets and upper bounds; in the open division recorded, not enforced."""
+    if ctx.test_scale:
+        return []
+    severity = "warning" if ctx.division == "open" else "error"
+    findings = []
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if result.is_endpoints and result.facts is not None:
+            findings.extend(_endpoints_accuracy(ctx, result, severity))
+            continue
+        if not ctx.files.is_file(txt) or result.facts is None:
+            continue
+        readings = result.facts.accuracy_readings(ctx.files.read_text(txt))
+        for metric, minimum in result.facts.absolute_targets(result.scenario).items():
+            for value in readings.get(metric, []):
+                if value < minimum:
+                    findings.append(
+                        Finding("accuracy-target", ctx.rel(txt), f"{metric} {value} < target {minimum:.4f}", severity)
+                    )
+        for metric, maximum in result.facts.upper_bounds(result.scenario).items():
+            for value in readings.get(metric, []):
+                if value > maximum:
+                    findings.append(
+                        Finding(
+                            "accuracy-target", ctx.rel(txt), f"{metric} {value} > upper bound {maximum:.4f}", severity
+                        )
+                    )
+    return findings
+
+
+def _endpoints_accuracy(ctx: TreeContext, result: ScenarioResult, severity: str) -> list[Finding]:
+    """An endpoints result's score (accuracy_results.json): present, and against the
+    targets where the table says how the benchmark's score reads (``accuracy_score``)."""
+    detail = result.detail(ACC)
+    if detail is None:
+        return []  # required-files names the missing file
+    where = ctx.rel(result.log_path(ACC))
+    if detail.get("accuracy_score") is None:
+        return [Finding("accuracy-target", where, "no accuracy score (accuracy_scores[].score)")]
+    reading = (result.endpoints.get("accuracy_score") or {}).get(result.facts.name)
+    targets = result.facts.absolute_targets(result.scenario)
+    bounds = result.facts.upper_bounds(result.scenario)
+    values = score_readings(detail["accuracy_score"], reading, sorted({*targets, *bounds}))
+    findings = []
+    for metric, minimum in targets.items():
+        if metric in values and values[metric] < minimum:
+            findings.append(
+                Finding("accuracy-target", where, f"{metric} {values[metric]} < target {minimum:.4f}", severity)
+            )
+    for metric, maximum in bounds.items():
+        if metric in values and values[metric] > maximum:
+            findings.append(
+                Finding("accuracy-target", where, f"{metric} {values[metric]} > upper bound {maximum:.4f}", severity)
+            )
+    return findings
+
+
+_PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\d.]+)")
+
+
+@rule("accuracy-evidence")
+def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
+    """What accuracy.txt records against what the accuracy run logged: the samples it
+    scored (gen_num) against the run's sample count, tokens_per_sample against its own
+    gen_tok_len / gen_num, and, where the accuracy log is complete (not truncated: our
+    test-scale runs), its hash line against the log's sha256 and the token counts against
+    the logged samples."""
+    findings = []
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if result.is_endpoints or not ctx.files.is_file(txt):
+            continue
+        text = ctx.files.read_text(txt)
+        where = ctx.rel(txt)
+        printed = {}
+        for name, value in _PRINTED_COUNT.findall(text):
+            try:
+                printed[name] = float(value)
+            except ValueError:
+                continue
+        detail = result.detail(ACC)
+        count = (detail or {}).get("effective_accuracy_sample_count", (detail or {}).get("qsl_reported_total_count"))
+        if (
+            "gen_num" in printed
+            and isinstance(count, int)
+            and not isinstance(count, bool)
+            and printed["gen_num"] != count
+        ):
+            findings.append(
+                Finding(
+                    "accuracy-evidence",
+                    where,
+                    f"scores gen_num {printed['gen_num']:g} samples; {ctx.rel(result.log_path(ACC))} records an "
+                    f"accuracy run of {count}",
+                )
+            )
+        if {"gen_num", "gen_tok_len", "tokens_per_sample"} <= printed.keys() and printed["gen_num"] > 0:
+            mean = printed["gen_tok_len"] / printed["gen_num"]
+            if abs(mean - printed["tokens_per_sample"]) > 0.051:
+                findings.append(
+                    Finding(
+                        "accuracy-evidence",
+                        where,
+                        f"tokens_per_sample {printed['tokens_per_sample']:g} is not its own gen_tok_len / gen_num "
+                        f"= {mean:.2f}",
+                    )
+                )
+        log = result.path / "accuracy" / "mlperf_log_accuracy.json"
+        if not ctx.files.is_file(log):
+            continue
+        raw = ctx.files.read_bytes(log)
+        entries = accuracy_entries(ctx, log)
+        if entries is None:
+            continue  # truncated: the hash is of the original, which is not in the tree
+        digest = HASH_LINE.search(text)
+        actual = hashlib.sha256(raw).hexdigest()
+        if digest and digest.group(1) != actual:
+            findings.append(
+                Finding(
+                    "accuracy-evidence",
+                    where,
+                    f"hash={digest.group(1)}, but {ctx.rel(log)} is complete and its sha256 is {actual}",
+                )
+            )
+        if isinstance(count, int) and not isinstance(count, bool) and len(entries) != count:
+            findings.append(
+                Finding(
+                    "accuracy-evidence",
+                    ctx.rel(log),
+                    f"is complete and logs {len(entries)} samples; {ctx.rel(result.log_path(ACC))} records {count}",
+                )
+            )
+        counts = [e.get("token_count") for e in entries]
+        if "tokens_per_sample" in printed and counts and all(isinstance(c, int) for c in counts):
+            mean = sum(counts) / len(counts)
+            if abs(mean - printed["tokens_per_sample"]) > 0.051:
+                findings.append(
+                    Finding(
+                        "accuracy-evidence",
+                        where,
+                        f"tokens_per_sample {printed['tokens_per_sample']:g}, but the {len(counts)} samples of "
+                        f"{ctx.rel(log)} average {mean:.2f} tokens",
+                    )
+                )
+    return findings
+
+
+@rule("accuracy-isolation")
+def check_accuracy_isolation(ctx: TreeContext) -> list[Finding]:
+    """An accuracy score whose model-written code ran without namespaces or a system-call filter
+    (accepted by the config's sandbox.allow_unsandboxed; its accuracy.txt says so): valid as a
+    score, but the machine ran untrusted code unguarded."""
+    findings = []
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if ctx.files.is_file(txt) and UNSANDBOXED_NOTE in ctx.files.read_text(txt):
+            findings.append(
+                Finding(
+                    "accuracy-isolation",
+                    ctx.rel(txt),
+                    f"accuracy {UNSANDBOXED_NOTE}: model-written code ran without namespaces or a seccomp filter "
+                    f"({UNSANDBOXED_CONFIG_KEY})",
+                    "warning",
+                )
+            )
+    return findings

@@ -1,0 +1,148 @@
+"""System descriptions (systems/<system>.json) and measurements files."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..findings import Finding
+from ..model import (
+    TreeContext,
+    rule,
+)
+
+# A mixed system (nodes of several kinds in one system) gives a count per kind of node:
+# "64(AMD EPYC 9534) and 96(AMD EPYC 9655)", "8 (MI300X), 8 (MI325X)".
+_COUNT = r"\s*(\d+)\s*(?:\([^()]*\))?\s*"
+
+
+_PER_NODE_TYPE = re.compile(rf"^{_COUNT}(?:(?:,|;|\+|\band\b){_COUNT})*$")
+
+
+def per_node_type_counts(value: Any) -> list[int] | None:
+    """The counts an integer field of a system description holds: [n] for a plain
+    integer, one per kind of node for a mixed system; None if it is neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, float) and value.is_integer():
+        return [int(value)]
+    text = str(value)
+    match = _PER_NODE_TYPE.match(text)
+    return [int(n) for n in re.findall(r"(\d+)\s*(?:\([^()]*\))?", text)] if match else None
+
+
+@rule("system-description")
+def check_systems(ctx: TreeContext) -> list[Finding]:
+    fields = ctx.rules["system_description"]
+    findings = []
+    systems_dir = ctx.base / "systems"
+    system_files = [p for p in ctx.files.files(systems_dir) if p.suffix == ".json"]
+    described = {p.stem for p in system_files}
+    with_results = {r.system for r in ctx.results}
+    for system in sorted(with_results - described):
+        findings.append(
+            Finding(
+                "system-description",
+                f"{ctx.division}/{ctx.submitter}/systems/{system}.json",
+                "results exist but the system description is missing",
+            )
+        )
+    for system in sorted(described - with_results):
+        findings.append(
+            Finding(
+                "system-description",
+                f"{ctx.division}/{ctx.submitter}/systems/{system}.json",
+                "a system description without results (remove it, or add the system's results)",
+                "warning",
+            )
+        )
+    # A description without results is not published as a system (and the official
+    # checker never reads it): only the ones results point at are judged.
+    for path in (p for p in system_files if p.stem in with_results):
+        where = ctx.rel(path)
+        try:
+            desc = ctx.read_json(path)
+        except ValueError as exc:
+            findings.append(Finding("system-description", where, f"not valid JSON: {exc}"))
+            continue
+        if not isinstance(desc, dict):
+            findings.append(Finding("system-description", where, "not a JSON object"))
+            continue
+        for key in fields["required"]:
+            if key not in desc:
+                findings.append(Finding("system-description", where, f"field {key} is missing"))
+            elif key in fields["meaningful"] and not desc[key]:
+                findings.append(
+                    Finding(
+                        "system-description",
+                        where,
+                        f'field {key} needs a meaningful (non-empty, non-zero) value; write "0" for a zero count',
+                    )
+                )
+        for key in fields["integer"]:
+            if key in desc and per_node_type_counts(desc[key]) is None:
+                findings.append(
+                    Finding(
+                        "system-description",
+                        where,
+                        f"field {key} must be an integer, or one per kind of node in a mixed system "
+                        f'("64(AMD EPYC 9534) and 96(AMD EPYC 9655)"), got {desc[key]!r}',
+                    )
+                )
+        if str(desc.get("status", "")).lower() not in ctx.rules["statuses"]:
+            findings.append(
+                Finding(
+                    "system-description", where, f"status {desc.get('status')!r} is not one of {ctx.rules['statuses']}"
+                )
+            )
+        if desc.get("system_type") not in ctx.rules["system_types"]:
+            findings.append(
+                Finding(
+                    "system-description",
+                    where,
+                    f"system_type {desc.get('system_type')!r} is not one of {ctx.rules['system_types']}",
+                )
+            )
+        if desc.get("division") != ctx.division or str(desc.get("submitter", "")).lower() != ctx.submitter.lower():
+            findings.append(Finding("system-description", where, "division/submitter do not match the folders"))
+        if ctx.division != "network":
+            for key in fields["network_only"]:
+                if key in desc:
+                    findings.append(
+                        Finding(
+                            "system-description",
+                            where,
+                            f"{key} outside the network division "
+                            "(any value makes the checker demand every network field)",
+                        )
+                    )
+    return findings
+
+
+# How measurements.json says "no retraining" in published trees.
+NO_RETRAINING = ("", "no", "none", "n/a", "na", "false", "0")
+
+
+@rule("measurements")
+def check_measurements(ctx: TreeContext) -> list[Finding]:
+    findings = []
+    for result in ctx.results:
+        path = result.measurements_file()
+        if not ctx.files.is_file(path):
+            continue
+        try:
+            data = ctx.read_json(path)
+        except ValueError as exc:
+            findings.append(Finding("measurements", ctx.rel(path), f"not valid JSON: {exc}"))
+            continue
+        if not isinstance(data, dict):
+            findings.append(Finding("measurements", ctx.rel(path), "not a JSON object"))
+            continue
+        for key in ctx.rules["measurements_keys"]:
+            if not data.get(key):
+                findings.append(Finding("measurements", ctx.rel(path), f"{key} is missing or empty"))
+        if ctx.division == "closed" and str(data.get("retraining", "")).strip().lower() not in NO_RETRAINING:
+            findings.append(Finding("measurements", ctx.rel(path), "retraining is not allowed in the closed division"))
+    return findings
