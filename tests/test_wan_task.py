@@ -305,8 +305,10 @@ def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_pat
         # generated for min_duration at the expected latency run out long before it: the
         # audited run is INVALID, and TEST04 fails as the official script fails it.
         assert detail["result_validity"] == "INVALID" and not detail["result_min_duration_met"]
-        # (The script adds the speedup it measured when that breaks the limit too.)
-        assert verdict_line.startswith("TEST FAIL: Test results are INVALID")
+        # (The script adds the speedup it measured when that breaks the limit too. The caching
+        # pipeline's own performance run repeats samples as well: on a fast enough machine it
+        # also ends before min_duration, and the verdict names the reference first.)
+        assert verdict_line.startswith("TEST FAIL: ") and "Test results are INVALID" in verdict_line
 
 
 def test_the_references_fixed_latent_is_loaded_and_checked(tmp_path):
