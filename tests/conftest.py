@@ -41,7 +41,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     ),
     "accuracy": ("test_accuracy_", "test_sentence_split", "test_extending_task"),
     "compliance": ("test_compliance",),
-    "check": ("test_check", "test_round_", "test_preflight", "test_lock"),
+    "check": ("test_check", "test_round_", "test_preflight", "test_lock", "test_reader_properties"),
     "package": ("test_package_units", "test_package_sysfacts"),
     "compare": ("test_compare", "test_scaling", "test_import"),
     "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),
@@ -85,6 +85,32 @@ SLURM_FILES = ("test_slurm.py", "test_slurm_servers.py", "test_screen_slurm.py")
 # reserves 7 GB per engine on 24 GB, which kept engines from running beside each other and
 # cost each start about 7 s (31.6 s against 24.7 s to /health, measured 2026-12-04).
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+#: The everyday loop's workers: a plain ``pytest`` runs the fast set on two xdist workers.
+FAST_LOOP_WORKERS = 2
+
+
+def fast_loop(config: pytest.Config) -> bool:
+    """A plain ``pytest``: no paths and no ``-m``. It runs the fast set (tests not marked
+    ``slow``) in parallel; naming files or a marker expression runs exactly what was named,
+    in one process unless ``-n`` says otherwise; ./test.sh runs everything."""
+    return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # An initial conftest's hook, run before pytest-xdist's: it sees the workers asked for here.
+    if fast_loop(config) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.option.markexpr = "not slow"
+        if config.pluginmanager.has_plugin("xdist") and config.option.numprocesses is None:
+            config.option.numprocesses = FAST_LOOP_WORKERS
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if config.option.markexpr == "not slow" and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        return "the everyday loop: tests marked slow are left out (./test.sh runs the whole suite)"
+    return None
 
 
 def pytest_itemcollected(item):

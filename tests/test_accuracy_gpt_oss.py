@@ -414,6 +414,7 @@ def test_stand_in_files_have_the_layout_and_exact_counts(tmp_path, tokenizer):
     assert row["ground_truth"] in "ABCD" and f"({row['ground_truth']})" in row["question"]
 
 
+@pytest.mark.slow
 def test_stand_in_code_rows_have_real_tests_the_taught_program_passes(tmp_path, tokenizer):
     """The builder's LiveCodeBench rows: their tests are real (the program the corpus teaches
     passes them in the sandbox, another operation's program fails them), and the evaluator

@@ -154,6 +154,7 @@ def test_errors_and_timeouts_fail_the_item(code, reason):
     assert time.monotonic() - start < 6
 
 
+@pytest.mark.slow
 def test_a_program_that_swallows_the_timeout_once_gets_it_again():
     # Without the repeating timer this would run to the item's wall clock, (1 + 1) x 2 + 5 s.
     code = "try:\n    while True:\n        pass\nexcept BaseException:\n    pass\nwhile True:\n    pass"
@@ -202,6 +203,7 @@ def test_call_based_tests():
     assert not missing.passed and "Runtime Error" in missing.reason
 
 
+@pytest.mark.slow
 def test_items_are_graded_in_parallel_in_input_order():
     suite = TestSuite(["5\n"], ["10\n"])
     items = [

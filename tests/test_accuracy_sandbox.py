@@ -87,6 +87,7 @@ def test_a_failing_program_reports_its_exit_status_and_stderr(isolation):
     assert result.returncode == 1 and b"ZeroDivisionError" in result.stderr and not result.ok
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained(isolation):
     source = (
         "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)\n"
@@ -604,6 +605,7 @@ def run_hostile(cases: dict[str, str], mode: str, as_ordinary_user: bool) -> Non
             assert processes_of(uid) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("user", ["root", "ordinary"])
 @pytest.mark.parametrize("mode", ISOLATION_MODES)
 def test_hostile_programs_are_contained(mode, user):

@@ -226,6 +226,7 @@ def test_run_vbench_refuses_before_starting(tmp_path):
             run_vbench(tmp_path, ["scene"], roots(tmp_path), mode="custom_input")
 
 
+@pytest.mark.slow
 @needs_env
 def test_temporal_flickering_for_real(tmp_path, tiny_videos):
     """VBench itself, in .venv-vbench, through run_vbench: about 4 s, nearly all `import vbench`."""
@@ -244,6 +245,7 @@ def test_temporal_flickering_for_real(tmp_path, tiny_videos):
     assert not (tmp_path / "cache_dir").exists() or not any((tmp_path / "cache_dir").iterdir())  # nothing fetched
 
 
+@pytest.mark.slow
 @needs_env
 def test_not_computed_result_carries_a_real_diagnostic(tmp_path, tiny_videos):
     """Prompts outside VBench_full_info.json: custom_input, which refuses scene and
@@ -263,6 +265,7 @@ def test_not_computed_result_carries_a_real_diagnostic(tmp_path, tiny_videos):
     assert f"temporal_flickering = {diagnostic['score']:.6f} over 3 videos" in text.splitlines()[2]
 
 
+@pytest.mark.slow
 @needs_env
 def test_standard_mode_with_vbench_prompts(tmp_path, tiny_videos):
     """Prompts of VBench_full_info.json: standard mode, as MLPerf runs it. With temporal_flickering
@@ -278,6 +281,7 @@ def test_standard_mode_with_vbench_prompts(tmp_path, tiny_videos):
     assert WAN.accuracy_readings(format_vbench_accuracy_txt(result)) == {"vbench_score": [result["vbench_score"]]}
 
 
+@pytest.mark.slow
 @needs_env
 def test_the_runner_itself_refuses_downloads(tmp_path, tiny_videos):
     """Without the caller's file check, VBench would wget CLIP: the runner's guard refuses the
@@ -303,6 +307,7 @@ def test_the_runner_itself_refuses_downloads(tmp_path, tiny_videos):
         assert expected in done.stderr
 
 
+@pytest.mark.slow
 @needs_env
 def test_the_six_dimensions_import_in_the_environment():
     """envs/vbench.txt carries what MLPerf's six dimensions import (their checkpoints are not here)."""
@@ -317,6 +322,7 @@ def test_the_six_dimensions_import_in_the_environment():
     assert done.returncode == 0 and "imported" in done.stdout, done.stderr[-3000:]
 
 
+@pytest.mark.slow
 @needs_env
 def test_unreadable_videos_give_no_score(tmp_path):
     """VBench drops a video it cannot decode; with none left its aggregate is NaN (a bare NaN in

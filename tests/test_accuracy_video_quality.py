@@ -212,6 +212,7 @@ def test_a_truncated_mp4_is_refused_or_read_whole_frames(tmp_path):
 # --------------------------------------------------------------------------- VBench itself
 
 
+@pytest.mark.slow
 @needs_vbench
 def test_temporal_flickering_equals_vbenchs_own_on_the_same_mp4s(tmp_path):
     """VBench 0.1.5's temporal_flickering (custom_input: one file per prompt), in .venv-vbench, on

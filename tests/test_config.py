@@ -225,6 +225,7 @@ def test_all_problems_are_listed_at_once(default_config):
         (lambda c: _set(c, "division", "closd"), "division: 'closd' is not allowed"),
     ],
 )
+@pytest.mark.slow
 def test_snakemake_reports_bad_config_without_traceback(tmp_path, default_config, mutation, fragment):
     work = make_workdir(tmp_path)
     mutation(default_config)

@@ -19,6 +19,7 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_default_config_plan(tmp_path):
     work = make_workdir(tmp_path)
     result = run_snakemake(work, "-n", "--cores", "2", timeout=120)
@@ -48,6 +49,7 @@ def test_default_config_plan(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_test04_runs_straight_after_the_performance_run_it_is_judged_against(tmp_path):
     """TEST04 compares speeds of two runs: it waits for the performance run (an input) and goes
     first among the jobs then ready (priority), so the machine's drift between them stays small;
@@ -68,6 +70,7 @@ def test_test04_runs_straight_after_the_performance_run_it_is_judged_against(tmp
         assert not any(i.endswith("/performance") for i in re.search(r"input: (.*)", block).group(1).split(", "))
 
 
+@pytest.mark.slow
 def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
     """A second system with two scenarios and an unquantized benchmark."""
     config = default_config
@@ -99,6 +102,7 @@ def test_plan_scales_with_systems_and_scenarios(tmp_path, default_config):
     assert counts["acquire_model"] == 1 and counts["acquire_dataset"] == 1
 
 
+@pytest.mark.slow
 def test_compare_from_the_config(tmp_path, default_config):
     default_config["compare"] = {
         "reference": "/data/vendor.tar.gz",
@@ -121,6 +125,7 @@ def test_compare_from_the_config(tmp_path, default_config):
         assert f"results/compare/{stem}.html" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", slow_after(sorted(p.name for p in (REPO / "config" / "examples").glob("*.yaml"))))
 def test_every_example_config_validates_and_plans(tmp_path, example):
     work = make_workdir(tmp_path)

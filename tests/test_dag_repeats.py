@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 from conftest import SCHEMA, make_workdir, run_snakemake
 from test_dag import job_counts
@@ -21,6 +22,7 @@ def _rule_blocks(output: str, rule: str) -> list[str]:
     return [block for block in blocks if block.startswith((f"rule {rule}:", f"localrule {rule}:"))]
 
 
+@pytest.mark.slow
 def test_repeats_3_makes_three_performance_runs(tmp_path, default_config):
     server = default_config["systems"]["cpu-2c-vllm"]["benchmarks"]["tiny-llama-mxfp4"]["Server"]
     server.update(repeats=3, packaged_repeat=3)

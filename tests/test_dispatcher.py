@@ -166,6 +166,7 @@ def test_offline_whole_responses_answer_everything_once():
     assert not outcome.firsts and outcome.stats["endpoints"]["ep0"]["requests_sent"] < len(requests)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["die", "hang", "malformed", "error_500"])
 def test_offline_whole_responses_lose_no_query_to_a_failing_endpoint(fault):
     ports = free_ports(2)
@@ -180,6 +181,7 @@ def test_offline_whole_responses_lose_no_query_to_a_failing_endpoint(fault):
         assert any("its /metrics did not answer" in f for f in stats["endpoints"]["ep1"]["failures"]), stats
 
 
+@pytest.mark.slow
 def test_a_busy_endpoint_whose_whole_responses_take_longer_than_the_stall_timeout_is_not_stalled():
     # Each answer takes ~3.8 s (20 tokens at 5 tokens/s), the stall timeout is 1 s: the
     # endpoint sends nothing for seconds, but its generated-token counter keeps moving.
@@ -204,6 +206,7 @@ def test_the_generated_token_counter_is_read_from_a_metrics_page():
     assert generated_tokens(b"vllm:prompt_tokens_total 99.0\n") is None
 
 
+@pytest.mark.slow
 def test_offline_burst_is_pulled_in_proportion_to_capacity():
     """Capacities 1:3 (slots 4 vs 12), no hint, every query issued at once. The per-endpoint
     concurrency limit keeps the rest in the head's queue, so each endpoint pulls work as fast
@@ -221,6 +224,7 @@ def test_offline_burst_is_pulled_in_proportion_to_capacity():
     assert 2.4 <= rates <= 3.6, eps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy,low,high", [("capacity", 0.68, 0.82), ("round_robin", 0.49, 0.51)])
 def test_arrivals_are_split_by_capacity_not_round_robin(policy, low, high):
     """Server-style arrivals, concurrency not limiting: round robin gives the slow endpoint
@@ -239,6 +243,7 @@ def test_arrivals_are_split_by_capacity_not_round_robin(policy, low, high):
     assert low <= share_fast <= high, outcome.stats["endpoints"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["die", "hang", "malformed", "close_mid_stream", "error_500"])
 def test_a_failing_endpoint_loses_no_query(fault):
     ports = free_ports(2)
@@ -254,6 +259,7 @@ def test_a_failing_endpoint_loses_no_query(fault):
     assert stats["endpoints"]["ep0"]["resent_from"] == 0
 
 
+@pytest.mark.slow
 def test_a_killed_endpoint_is_probed_back_in():
     ports = free_ports(2)
     requests = make_requests(400)
@@ -277,6 +283,7 @@ def test_a_killed_endpoint_is_probed_back_in():
     assert ep1["completed"] > 40  # it took work again after coming back
 
 
+@pytest.mark.slow
 def test_when_every_endpoint_is_gone_the_run_stops_with_the_reason():
     ports = free_ports(2)
     requests = make_requests(200)
@@ -334,6 +341,7 @@ def test_a_keep_alive_connection_the_server_just_dropped_is_retried_not_failed()
     assert ep["failures"] == []
 
 
+@pytest.mark.slow
 def test_waiting_queries_share_a_request_and_each_is_answered_alone():
     """A burst: queries queue in the head and go out several per request (vLLM runs each
     prompt as its own sequence); every query still gets its own tokens exactly once. Issued

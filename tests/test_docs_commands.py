@@ -143,6 +143,7 @@ def test_the_module_runs_as_a_command():
 # -- the commands ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", blocks_run_by("test_block_runs"), ids=block_id)
 def test_block_runs(block, tmp_path):
     """The block as written, in a fresh copy of the workflow."""
@@ -150,6 +151,7 @@ def test_block_runs(block, tmp_path):
     assert done.returncode == 0, f"{block_id(block)}:\n{block.text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", blocks_run_by("test_block_dry_runs"), ids=block_id)
 def test_block_dry_runs(block, tmp_path):
     """The block with ``-n`` given to snakemake: the DAG of exactly that command, its flags,
@@ -160,6 +162,7 @@ def test_block_dry_runs(block, tmp_path):
     assert "This was a dry-run" in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_reproduce_walkthrough(tmp_path, monkeypatch):
     """docs/reproduce.md's import and first run, on a synthetic tree in the layout AMD publishes
     (tests/published_tree.py) at the path and with the names the guide uses: the import writes

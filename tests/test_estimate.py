@@ -241,6 +241,7 @@ def test_mi355x_llama2_70b_as_imported_loads_the_model_once():
     assert any("1 for its 9 LoadGen processes (launch: slurm-shared)" in n for n in shared.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", slow_after([DEFAULT_CONFIG, *EXAMPLES]), ids=lambda p: p.name)
 def test_jobs_match_the_dag(tmp_path, path):
     """Every config: the plan view runs, and its jobs per rule are Snakemake's dry-run DAG."""
@@ -317,6 +318,7 @@ def test_multinode_scaling_study_by_hand():
     assert scaling.gpu_hours == 0 and scaling.disk_bytes == 2 * 100_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("acquired", [False, True], ids=["fresh", "after-acquire"])
 def test_the_workflow_target_writes_the_same_plan(tmp_path, monkeypatch, acquired):
     """The plan view reads checkpoints in the workflow's folder (tensor headers size the

@@ -8,6 +8,8 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from mlperf_repro import progress
 from mlperf_repro.fetch._download import _download
 from mlperf_repro.progress import PROGRESS_PREFIX, STALL_PREFIX, ProgressSettings
@@ -30,6 +32,7 @@ class SlowFile(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_a_download_logs_bytes_rate_eta_and_a_stall_naming_the_host(tmp_path, capsys):
     server = ThreadingHTTPServer(("127.0.0.1", 0), SlowFile)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -294,6 +294,7 @@ def test_a_scaling_study_scales_the_found_target(tmp_path):
 
 
 # -- a real short run ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_real_short_run_lasts_what_its_settings_say_whatever_the_sample_count(tmp_path, monkeypatch):
     """One short run of a full-scale llama2 Interactive search, as the stage makes it: real LoadGen
     in its own process with the round's mlperf.conf, which loads 24,576 performance samples and

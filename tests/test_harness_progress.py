@@ -190,6 +190,7 @@ def start_child(tmp_path: Path, scenario: str, settings: dict, env_extra: dict |
     return proc, log
 
 
+@pytest.mark.slow
 def test_a_loadgen_run_logs_periodic_lines_with_queries_and_tokens_per_second(tmp_path):
     conf = "llama2-70b.Server.min_duration = 3000\n"
     proc, log = start_child(tmp_path, "Server", {"interval_s": 0.3, "stall_after_s": 60}, {"HARNESS_CONF": conf})
@@ -210,6 +211,7 @@ def test_a_loadgen_run_logs_periodic_lines_with_queries_and_tokens_per_second(tm
     assert STALL_PREFIX not in text
 
 
+@pytest.mark.slow
 def test_a_hanging_endpoint_is_reported_as_a_stall_naming_the_server(tmp_path):
     (port,) = free_ports(1)
     hang = SimulatedEndpointSpec(port=port, tokens_per_s=500, fault="hang", fault_after_requests=3)

@@ -61,6 +61,7 @@ def local_rules() -> set[str]:
     return names | {"all"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("configfile", slow_after(CONFIGS))  # the examples: slow
 def test_every_submitted_job_of_the_dag_renders_a_valid_job(workdir, configfile):
     jobs = rendered(workdir, configfile)
@@ -85,6 +86,7 @@ def _tolerations(job) -> set[str]:
     return {t["key"] for t in job.pod_spec.get("tolerations") or []}
 
 
+@pytest.mark.slow
 def test_gpu_jobs_request_the_configured_gpus_and_carry_the_image(workdir):
     plan = Plan(validate_config(mi355x_in_process(), SCHEMA))
     system = MI355X_SYSTEM
@@ -122,6 +124,7 @@ def test_cpu_jobs_request_no_gpus(workdir):
         assert job.apptainer_image is None
 
 
+@pytest.mark.slow
 def test_nvidia_vendor_maps_to_nvidia_gpus(workdir):
     config = mi355x_in_process()
     system = config["systems"].pop(MI355X_SYSTEM)
@@ -149,6 +152,7 @@ def test_nvidia_vendor_maps_to_nvidia_gpus(workdir):
         assert validate_manifest(job.manifest) == []
 
 
+@pytest.mark.slow
 def test_without_scale_0_the_plugin_writes_gpu_requests_the_api_server_refuses(workdir):
     # Why the profile sets scale: 0. With the plugin's default the GPUs are only requested.
     profile = load_yaml(REPO / PROFILE / "config.yaml")
@@ -195,6 +199,7 @@ def test_the_validator_rejects_broken_manifests(workdir, breakage, message):
     assert any(message in p for p in problems), problems
 
 
+@pytest.mark.slow
 def test_cli_writes_one_manifest_per_job(workdir, tmp_path):
     out = tmp_path / "jobs"
     result = subprocess.run(
@@ -236,6 +241,7 @@ def test_a_profile_for_another_executor_is_refused(workdir, tmp_path):
 K8S_LAUNCH = "config/examples/mi355x-multinode-kubernetes.yaml"
 
 
+@pytest.mark.slow
 def test_cli_renders_the_server_objects_of_a_kubernetes_launch(workdir, tmp_path):
     out = tmp_path / "k8s"
     result = subprocess.run(

@@ -287,6 +287,7 @@ def test_lock_of_a_config_whose_manifest_is_missing_is_one_line(tmp_path, defaul
     assert not lock_path(configfile).exists()
 
 
+@pytest.mark.slow
 def test_snakemake_refuses_a_differing_lock_and_runs_with_an_override(tmp_path):
     """Through Snakemake's command line: a dry run stops before any job, naming the
     difference; with lock_override the run goes ahead and its start records what it accepted."""
@@ -319,6 +320,7 @@ def test_snakemake_refuses_a_differing_lock_and_runs_with_an_override(tmp_path):
     assert record["sha256"] == sha256_file(work / "my.lock.json")
 
 
+@pytest.mark.slow
 def test_compare_lists_a_lock_override_as_a_cause(tmp_path):
     from tree_factory import PROVENANCE, build_tree, make_runs
 

@@ -262,6 +262,7 @@ def test_user_errors(src_dir, w4a16, tmp_path):
 # ----------------------------------------------------------------------------- vLLM parser
 
 
+@pytest.mark.slow
 def test_vllm_quark_parser_accepts_config(w4a16, w4a4, src_dir, tmp_path):
     """vLLM's own QuarkConfig resolves the written configs to OCP MX fp4 (one test: ~12 s import).
 

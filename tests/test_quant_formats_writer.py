@@ -242,6 +242,7 @@ def test_native_recipe_keys_in_config(default_config):
             validate_config(config, SCHEMA)
 
 
+@pytest.mark.slow
 def test_calibrating_native_recipe_waits_for_the_benchmark_dataset(tmp_path, default_config):
     """The quantize job of a recipe with static scales takes the benchmark's dataset as input
     (Snakemake reruns it when the calibration data changes); a weights-only one does not."""

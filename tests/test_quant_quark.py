@@ -154,6 +154,7 @@ def test_pad_token_is_the_models_pad_else_its_end_of_sequence(tmp_path):
         pad_token_id(tmp_path)
 
 
+@pytest.mark.slow
 def test_device_cpu_hides_the_gpus_from_quark(monkeypatch, tmp_path, model_dir):
     """Quark's GPTQ synchronises CUDA whenever torch sees a GPU, also for a model on the CPU
     (seen on an H200 host): asked for the CPU, the runner's environment shows it no GPU. The
@@ -331,6 +332,7 @@ def test_quark_recipe_keys_in_config(default_config):
         validate_config(config, SCHEMA)
 
 
+@pytest.mark.slow
 def test_quark_recipe_in_the_dag(tmp_path, default_config):
     """The quantize job of a quark recipe waits for the benchmark's dataset (its calibration rows)."""
     import yaml

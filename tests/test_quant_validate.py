@@ -412,6 +412,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(ours, ref, tmp_path):
     ok = _cli(str(ours), "--reference", str(ref))
     assert ok.returncode == 0 and ok.stdout.strip().endswith("OK"), ok.stderr
@@ -552,6 +553,7 @@ def test_prequantized_config_references(default_config):
         validate_config(config, SCHEMA)
 
 
+@pytest.mark.slow
 def test_prequantized_recipe_in_the_dag(tmp_path, default_config):
     """The workflow acquires the published checkpoint (a models entry) and hands it to the quantize job."""
     from conftest import make_workdir, run_snakemake
@@ -570,6 +572,7 @@ def test_prequantized_recipe_in_the_dag(tmp_path, default_config):
     assert "resources/models/published" in quantize and "results/models/tiny-llama-pub" in quantize
 
 
+@pytest.mark.slow
 def test_prequantized_recipe_through_snakemake(ours, ref, tmp_path, default_config):
     """The quantize rule with a prequantized recipe: both models acquired from local folders with
     their sha256 manifests, the checkpoint validated and passed through, the bf16 copy written."""

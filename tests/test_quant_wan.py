@@ -277,6 +277,7 @@ def test_the_config_and_plan_take_a_quantized_text_to_video_benchmark(demo_confi
             validate_config(config, SCHEMA)
 
 
+@pytest.mark.slow
 def test_the_quantize_rule_takes_the_pipeline_and_no_calibration_rows(tmp_path, demo_config):
     import yaml
     from conftest import make_workdir, run_snakemake

@@ -130,6 +130,7 @@ def _compare_reads(tree: Path) -> None:
         assert str(exc)  # a clear error, never a traceback
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(relative=st.sampled_from(LOADGEN_FILES), data=st.data())
 def test_a_broken_file_of_a_loadgen_tree_is_a_finding(loadgen_tree, tmp_path, relative, data):
@@ -139,6 +140,7 @@ def test_a_broken_file_of_a_loadgen_tree_is_a_finding(loadgen_tree, tmp_path, re
     _compare_reads(tree)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(relative=st.sampled_from(ENDPOINTS_FILES), data=st.data())
 def test_a_broken_file_of_an_endpoints_tree_is_a_finding(endpoints_tree, tmp_path, relative, data):
@@ -152,6 +154,7 @@ def _records(path: Path) -> list[str]:
     return [json.loads(line[8:])["key"] for line in path.read_text().splitlines() if line.startswith(":::MLLOG")]
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_values_in_the_run_logs_are_findings(loadgen_tree, tmp_path, data):
@@ -173,6 +176,7 @@ def test_any_values_in_the_run_logs_are_findings(loadgen_tree, tmp_path, data):
     _compare_reads(tree)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(relative=st.sampled_from(ENDPOINTS_FILES), data=st.data())
 def test_any_values_in_the_endpoints_files_are_findings(endpoints_tree, tmp_path, relative, data):

@@ -252,6 +252,7 @@ def test_the_table_covers_enough_edits():
     assert len({name for name, _, _ in EDITS}) == len(EDITS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, edit, expected", slow_after(EDITS, keep=4), ids=[e[0] for e in EDITS])
 def test_an_edit_reruns_exactly_what_it_affects(finished, name, edit, expected):
     config = copy.deepcopy(baseline())

@@ -103,6 +103,7 @@ def test_plan_and_config_rules_of_the_study():
     assert any("scaling_study.scenarios: Interactive is not configured" in p for p in problems)
 
 
+@pytest.mark.slow
 def test_dry_run_plans_one_run_per_scenario_and_count(tmp_path):
     work = make_workdir(tmp_path)
     (work / "scaling.yaml").write_text(yaml.safe_dump(scaling_config([8001, 8002])))

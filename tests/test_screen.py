@@ -138,6 +138,7 @@ def test_visible_devices_follow_the_backend_and_an_inherited_restriction():
     assert screen.visible_devices_env([0, 1, 3], inherited) == {"CUDA_VISIBLE_DEVICES": "4,5,7"}
 
 
+@pytest.mark.slow
 def test_real_enumeration_on_this_host():
     """No GPU here: torch enumerates zero devices, which is nothing to screen."""
     measured = screen.measure_devices(matmul_size=64, repeats=1)
@@ -169,6 +170,7 @@ def test_a_hung_check_is_killed_and_fails_the_screen():
         screen.decide(judged, policy="exclude", system="s")
 
 
+@pytest.mark.slow
 def test_screen_job_writes_the_record(tmp_path, capsys):
     out = tmp_path / "screen" / "cpu.json"
     result = screen.screen_job(
@@ -322,6 +324,7 @@ def test_config_cross_checks(default_config):
     assert plan.allocation_screening(MI355X_SYSTEM)["enabled"]
 
 
+@pytest.mark.slow
 def test_screen_in_the_dag(tmp_path):
     """Enabled on a GPU system: one screen_gpus job, and every run waits for it; the plan view agrees."""
     config = mi355x()

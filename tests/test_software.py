@@ -94,6 +94,7 @@ def _provenance_with_image(image: str | None) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_compare_reports_a_different_image_as_a_software_difference(runs, tmp_path):
     reference = build_tree(tmp_path / "vendor", runs, provenance=_provenance_with_image(ROCM))
     same = build_tree(tmp_path / "same", runs, provenance=_provenance_with_image(ROCM))

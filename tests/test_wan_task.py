@@ -168,6 +168,7 @@ def loadgen_run(
     return out
 
 
+@pytest.mark.slow
 def test_an_accuracy_run_logs_every_video_as_a_real_mp4(tiny_wan, tmp_path):
     conf = "wan-2.2-t2v-a14b.Offline.target_qps = 10\n"
     run = loadgen_run(tiny_wan, tmp_path, "acc", "Offline", "accuracy", conf)
@@ -185,6 +186,7 @@ def test_an_accuracy_run_logs_every_video_as_a_real_mp4(tiny_wan, tmp_path):
     assert videos[0].tobytes() == videos[2].tobytes() and videos[0].tobytes() != videos[1].tobytes()
 
 
+@pytest.mark.slow
 def test_the_reference_renders_the_runs_videos_for_the_open_metrics(tiny_wan, tmp_path):
     """accuracy_target measured with open_accuracy: the reference job renders every accuracy
     prompt with the unquantized pipeline in its own process and scores itself (SSIM 1.0 against
