@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,25 @@ def tokenizer(tokenizer_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
+def accuracy_job_args(run: Path, dataset: Path, tokenizer_dir: Path, out: Path) -> dict:
+    """The accuracy job's arguments for a gpt-oss run folder, scored against the round's targets
+    into out/accuracy.txt and out/accuracy.json."""
+    return dict(
+        run_dir=str(run),
+        dataset_file=str(dataset),
+        tokenizer_dir=str(tokenizer_dir),
+        evaluator="gpt-oss-exact-match",
+        targets={
+            "kind": "reference",
+            "targets": FACTS.absolute_targets(),
+            "upper_bounds": FACTS.accuracy["upper_bound"],
+        },
+        reference_path=None,
+        out_txt=str(out / "accuracy.txt"),
+        out_json=str(out / "accuracy.json"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -217,17 +237,7 @@ def test_without_isolation_code_is_run_only_when_the_config_accepts_it(tmp_path,
     run.mkdir()
     right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, [FINAL.format(analysis="sum", final=right)])
-    targets = {"kind": "reference", "targets": FACTS.absolute_targets(), "upper_bounds": FACTS.accuracy["upper_bound"]}
-    job = dict(
-        run_dir=str(run),
-        dataset_file=str(dataset),
-        tokenizer_dir=str(tokenizer_dir),
-        evaluator="gpt-oss-exact-match",
-        targets=targets,
-        reference_path=None,
-        out_txt=str(tmp_path / "accuracy.txt"),
-        out_json=str(tmp_path / "accuracy.json"),
-    )
+    job = accuracy_job_args(run, dataset, tokenizer_dir, tmp_path)
     probes = (sandbox.isolation_problem, sandbox.bwrap_program, sandbox._filter)
     for cached in probes:
         cached.cache_clear()
@@ -269,18 +279,8 @@ def test_accuracy_txt_is_read_by_the_checker_patterns(tmp_path, tokenizer, token
     run = tmp_path / "run"
     run.mkdir()
     write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, outputs)
-    targets = {"kind": "reference", "targets": FACTS.absolute_targets(), "upper_bounds": FACTS.accuracy["upper_bound"]}
-    record = accuracy_job(
-        run_dir=str(run),
-        dataset_file=str(write_dataset(tmp_path / "acc.parquet", rows)),
-        tokenizer_dir=str(tokenizer_dir),
-        evaluator="gpt-oss-exact-match",
-        targets=targets,
-        reference_path=None,
-        out_txt=str(tmp_path / "accuracy.txt"),
-        out_json=str(tmp_path / "accuracy.json"),
-        accuracy_rules=FACTS.accuracy,
-    )
+    dataset = write_dataset(tmp_path / "acc.parquet", rows)
+    record = accuracy_job(**accuracy_job_args(run, dataset, tokenizer_dir, tmp_path), accuracy_rules=FACTS.accuracy)
     # 2/5 + 1/8 of 3/5 + 1/8
     assert record["metrics"]["exact_match"] == round(100 * (2 / 5 + 1 / 8) / (3 / 5 + 1 / 8), 3)
     assert not record["verdict"]["passed"]  # 72.4 < 99% of 83.13

@@ -156,6 +156,16 @@ def test_the_namespaces_working_directory_is_a_bounded_tmpfs():
     assert not result.ok and b"No space left on device" in result.stderr
 
 
+def run_unconnected(source: str, isolation: str, server: socket.socket):
+    """Runs a program that tries to connect to the listening ``server``: it must fail, and no
+    connection may have reached the server."""
+    result, _ = run(source, isolation)
+    with pytest.raises(BlockingIOError):
+        server.accept()
+    assert not result.ok and b"connected" not in result.stdout
+    return result
+
+
 def test_no_network_connection_reaches_the_host(isolation):
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
@@ -171,10 +181,7 @@ def test_no_network_connection_reaches_the_host(isolation):
         "print('connected')\n"
     )
     try:
-        result, _ = run(source, isolation)
-        with pytest.raises(BlockingIOError):
-            server.accept()
-        assert not result.ok and b"connected" not in result.stdout
+        result = run_unconnected(source, isolation, server)
         assert b"PermissionError" in result.stderr
     finally:
         server.close()
@@ -201,10 +208,7 @@ def test_no_unix_socket_of_the_host_is_reachable(isolation):
         "print('connected')\n"
     )
     try:
-        result, _ = run(source, isolation)
-        with pytest.raises(BlockingIOError):
-            server.accept()
-        assert not result.ok and b"connected" not in result.stdout
+        result = run_unconnected(source, isolation, server)
         if isolation == "namespaces":
             assert result.stdout == b"ok\n" and b"FileNotFoundError" in result.stderr, result.stderr[-300:]
         else:
