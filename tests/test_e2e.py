@@ -1,5 +1,7 @@
-"""End to end on the CPU: the real workflow (real training, real MXFP4 codec, real vLLM,
-real LoadGen) at test scale, then assertions on the contents of what it produced.
+"""End to end on the CPU: the real workflow (the shipped trained stand-in acquired and verified
+against its manifest, real MXFP4 codec, real vLLM, real LoadGen) at test scale, then assertions
+on the contents of what it produced. (Training the stand-in is tested in test_demo_checkpoints.py,
+and through the workflow in test_slurm.py's reduced demo.)
 
 One module-scoped run (a few minutes on 2 cores) feeds every test here.
 """
@@ -169,8 +171,12 @@ def test_quantized_checkpoint_and_manifest(workdir):
 
 
 def test_demo_model_learned_its_task(workdir):
+    """The shipped stand-in was acquired verified, and its build report (carried into the
+    acquisition record) says training taught it its task."""
     record = json.loads((workdir / "results/acquire/models/tiny-llama.json").read_text())
+    assert record["status"] == "verified"
     build = record["build"]
+    assert build["source"] == "builtin:tiny-llama"
     assert build["rouge_trained"]["rouge1"] > build["rouge_untrained"]["rouge1"] + 20
 
 
