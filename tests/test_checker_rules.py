@@ -679,6 +679,49 @@ def test_test09_mean_output_length_against_its_samples(tree):
     assert "1301.50" in found.message and "give 1201.50" in found.message
 
 
+def test_test09_at_test_scale_is_judged_on_the_band_its_verify_file_scaled(runs, tmp_path):
+    """A test-scale stand-in answers in tens of tokens: its TEST09 band is the round's scaled to
+    its own performance run (stages.compliance), and the band must keep the round's proportions."""
+    small = build_tree(tmp_path / "small", runs, full_scale=False)
+    gpt = small / f"closed/{SUBMITTER}/results/{SYSTEM}/gpt-oss-120b/Offline"
+    shutil.copytree(small / RESULTS / "Offline", gpt)
+    entries = [
+        {"seq_id": i, "qsl_idx": i, "data": (b"\x05\x00\x00\x00" * 35).hex(), "token_count": 35} for i in range(4)
+    ]
+    (gpt / "TEST09/accuracy").mkdir(parents=True)
+    (gpt / "TEST09/accuracy/mlperf_log_accuracy.json").write_text(json.dumps(entries))
+    verify = gpt / "TEST09/verify_output_len.txt"
+    band = ROUND.compliance_test("TEST09")
+    low, high = band["min_output_tokens"], band["max_output_tokens"]
+    factor = 35.3 / band["reference_output_tokens"]
+
+    def write(a: float, b: float, verdict: str = "TEST PASS") -> list:
+        verify.write_text(f"Mean output tokens: 35.00\nAllowed range: [{a}, {b}]\n{verdict}\n")
+        return check_tree(small, ROUND, only=["compliance-evidence"])
+
+    assert write(round(low * factor, 2), round(high * factor, 2)) == []
+    (found,) = write(round(low * factor, 2), round(high * factor * 1.2, 2))
+    assert "not the round's band" in found.message
+    (found,) = write(round(low * factor * 1.2, 2), round(high * factor * 1.2, 2))  # 35 below the band
+    assert "says TEST PASS" in found.message and "average 35.00 tokens" in found.message
+    verify.write_text("Mean output tokens: 35.00\nTEST PASS\n")
+    (found,) = check_tree(small, ROUND, only=["compliance-evidence"])
+    assert "without its 'Allowed range" in found.message
+
+
+def test_an_accuracy_run_covers_the_qsl_when_the_setting_asks_for_more(tree):
+    """gpt-oss-120b's accuracy_sample_count setting is 4,395; a test-scale dataset holds fewer,
+    and LoadGen issues each of them once: gen_num is checked against the QSL's total."""
+    detail = tree / RESULTS / "Server/accuracy/mlperf_log_detail.txt"
+    total = int(re.search(r'"qsl_reported_total_count", "value": (\d+)', detail.read_text()).group(1))
+    patch_detail(detail, {"effective_accuracy_sample_count": total + 4395})
+    assert errors(tree) == []
+    patch_detail(detail, {"qsl_reported_total_count": total - 1})
+    found = {f.rule: f for f in errors(tree)}
+    assert f"an accuracy run of {total - 1}" in found["accuracy-evidence"].message
+    assert f"covered {total - 1} samples" in found["accuracy-log"].message  # and the dataset has more
+
+
 def test_tokens_per_sample_against_its_own_counts(tree):
     txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
     txt.write_text(txt.read_text().replace("'tokens_per_sample': 295.0", "'tokens_per_sample': 310.0"))

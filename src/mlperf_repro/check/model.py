@@ -329,3 +329,16 @@ def as_logged(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return format(value, "g") if isinstance(value, Decimal) else str(value)
+
+
+def issued_accuracy_samples(detail: dict[str, Any] | None) -> Any:
+    """How many samples an accuracy run covered, from its detail log: LoadGen issues every
+    sample of the QSL once, so the QSL's total where ``effective_accuracy_sample_count``
+    (the setting, e.g. gpt-oss-120b's 4,395) asks for more than the QSL holds (a test-scale
+    dataset). None where the log records neither."""
+    if not detail:
+        return None
+    setting, total = detail.get("effective_accuracy_sample_count"), detail.get("qsl_reported_total_count")
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (setting, total)):
+        return min(setting, total)
+    return setting if setting is not None else total

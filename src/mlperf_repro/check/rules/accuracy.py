@@ -19,6 +19,7 @@ from ..model import (
     ScenarioResult,
     TreeContext,
     accuracy_entries,
+    issued_accuracy_samples,
     number,
     plain,
     rule,
@@ -61,7 +62,7 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
                         )
         detail = result.detail(ACC)
         if detail is not None and result.facts and not ctx.test_scale:
-            count = number(detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count")))
+            count = number(issued_accuracy_samples(detail))
             expected = result.facts.accuracy_sample_count(result.scenario)
             if count is None or count != expected:
                 findings.append(
@@ -147,11 +148,7 @@ def open_accuracy_problems(ctx: TreeContext, result: ScenarioResult, declared: O
         elif value < target["minimum"]:
             problems.append(f"{name} {value} < target {target['minimum']}")
     detail = result.detail(ACC)
-    samples = (
-        None
-        if detail is None
-        else detail.get("effective_accuracy_sample_count", detail.get("qsl_reported_total_count"))
-    )
+    samples = None if detail is None else issued_accuracy_samples(detail)
     for name in declared.metrics:
         count = declared.videos.get(name)
         if samples is not None and count is not None and count != int(samples):
@@ -344,7 +341,7 @@ def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
             except ValueError:
                 continue
         detail = result.detail(ACC)
-        count = (detail or {}).get("effective_accuracy_sample_count", (detail or {}).get("qsl_reported_total_count"))
+        count = issued_accuracy_samples(detail)
         if (
             "gen_num" in printed
             and isinstance(count, int)

@@ -360,6 +360,14 @@ def _test09(ctx, result, folder, entry, reference) -> list[Finding]:
         except ValueError:
             pass
     low, high = entry.get("min_output_tokens"), entry.get("max_output_tokens")
+    if ctx.test_scale and low is not None and high is not None:
+        # A test-scale stand-in is judged on the round's band scaled to its own performance
+        # run's mean length (stages.compliance); that mean is in no file of the tree, but the
+        # scaled band must keep the round's proportions.
+        scaled = _scaled_band(text, low, high)
+        if isinstance(scaled, str):
+            return [*findings, Finding("compliance-evidence", ctx.rel(verify), scaled)]
+        low, high = scaled
     if _verdict(text) == "TEST PASS" and low is not None and high is not None and not low <= mean <= high:
         findings.append(
             Finding(
@@ -369,6 +377,26 @@ def _test09(ctx, result, folder, entry, reference) -> list[Finding]:
             )
         )
     return findings
+
+
+_ALLOWED_RANGE = re.compile(r"^\s*Allowed range\s*:\s*\[\s*([-+\d.eE]+)\s*,\s*([-+\d.eE]+)\s*\]", re.MULTILINE)
+
+
+def _scaled_band(text: str, low: float, high: float) -> tuple[float, float] | str:
+    """The band a test-scale TEST09 verify file states (``Allowed range: [a, b]``), if it is
+    the round's band [low, high] scaled by one factor (each bound printed to 2 decimals);
+    otherwise what is wrong with it."""
+    found = _ALLOWED_RANGE.search(text)
+    if found is None:
+        return "a test-scale TEST09 verify file without its 'Allowed range: [low, high]' line"
+    try:
+        a, b = float(found.group(1)), float(found.group(2))
+    except ValueError:
+        return f"unreadable allowed range [{found.group(1)}, {found.group(2)}]"
+    factor = b / high if high else 0.0
+    if not 0 < a <= b or factor <= 0 or abs(a - low * factor) > 0.011:
+        return f"allowed range [{a}, {b}] is not the round's band [{low}, {high}] scaled by one factor"
+    return a, b
 
 
 # The compliance tests whose verdict the tree holds the evidence for.
