@@ -98,13 +98,24 @@ def fast_loop(config: pytest.Config) -> bool:
     return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr
 
 
+#: Set by the everyday loop's controller for its xdist workers, which are started with the
+#: controller's paths as arguments and its options unparsed: the marker expression they apply.
+FAST_LOOP_MARKEXPR = "MLPERF_REPRO_FAST_LOOP_MARKEXPR"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     # An initial conftest's hook, run before pytest-xdist's: it sees the workers asked for here.
-    if fast_loop(config) and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        if os.environ.get(FAST_LOOP_MARKEXPR) and not config.option.markexpr:
+            config.option.markexpr = os.environ[FAST_LOOP_MARKEXPR]
+    elif fast_loop(config):
         config.option.markexpr = "not slow"
         if config.pluginmanager.has_plugin("xdist") and config.option.numprocesses is None:
             config.option.numprocesses = FAST_LOOP_WORKERS
+            os.environ[FAST_LOOP_MARKEXPR] = config.option.markexpr
+    else:
+        os.environ.pop(FAST_LOOP_MARKEXPR, None)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
