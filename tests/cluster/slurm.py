@@ -416,9 +416,9 @@ def kill_job_processes(job_id: str, timeout: float = 10) -> None:
     Snakemake clean up after itself, which a dead node never does).
 
     The processes are listed until a listing names the batch step and no process the earlier
-    ones missed: slurmd asks each step's slurmstepd for its processes and leaves out one that
-    does not answer in time (seen on a loaded 2-core host: the batch step's Snakemake lived
-    on, saw its srun fail and removed the half-written output)."""
+    ones missed: slurmd asks each step's slurmstepd for its processes, and on a loaded 2-core
+    host one kill left the batch step's srun and Snakemake alive (srun logged "forcing job
+    termination"), so Snakemake saw its step fail and removed the half-written output."""
     frozen: set[int] = set()
     deadline = time.monotonic() + timeout
     while True:
