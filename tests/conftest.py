@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -428,6 +430,16 @@ def build_e2e(work: Path) -> None:
     (work / "snakemake.out").write_text(result.stdout + result.stderr)
 
 
+def e2e_home(tmp_path_factory) -> Path:
+    home = os.environ.get("MLPERF_REPRO_E2E_HOME")
+    return Path(home) if home else shared_tmp(tmp_path_factory) / "e2e"
+
+
+def e2e_built(tmp_path_factory) -> bool:
+    """Whether e2e_workdir is there to read at once (no build to wait for)."""
+    return bool(os.environ.get("MLPERF_REPRO_E2E_WORKDIR")) or (e2e_home(tmp_path_factory) / "done").exists()
+
+
 @pytest.fixture(scope="session")
 def e2e_workdir(tmp_path_factory) -> Path:
     """The default pipeline run once at test scale; the end-to-end tests and the real-server
@@ -439,8 +451,7 @@ def e2e_workdir(tmp_path_factory) -> Path:
     reuse = os.environ.get("MLPERF_REPRO_E2E_WORKDIR")
     if reuse:
         return Path(reuse)
-    home = os.environ.get("MLPERF_REPRO_E2E_HOME")
-    return build_once(Path(home) if home else shared_tmp(tmp_path_factory) / "e2e", build_e2e)
+    return build_once(e2e_home(tmp_path_factory), build_e2e)
 
 
 @pytest.fixture(scope="session")
@@ -457,3 +468,58 @@ def slurm_cluster():
     print(f"\nSLURM test cluster up in {cluster.start_seconds:.2f} s ({cluster.root})")
     yield cluster
     slurm.stop(cluster)
+
+
+@pytest.fixture(scope="session")
+def slurm_concurrent_bodies(request, slurm_cluster, tmp_path_factory):
+    """The bodies of every selected test marked ``slurm_concurrent``, started together once the
+    SLURM test cluster is up (tests/cluster/concurrent.py)."""
+    from cluster import concurrent
+
+    bodies = concurrent.Bodies()
+    marked = [(item, item.get_closest_marker("slurm_concurrent")) for item in request.session.items]
+    marked = [(item, marker.kwargs) for item, marker in marked if marker is not None]
+    # The longest first; a body that reads the end-to-end run waits for its build when this
+    # pytest run has to make it (the suite's second run reads what its first built).
+    wait_for_e2e = not e2e_built(tmp_path_factory)
+    marked.sort(
+        key=lambda pair: (
+            wait_for_e2e and "e2e_workdir" in inspect.signature(pair[1]["body"]).parameters,
+            -pair[1]["expected_s"],
+        )
+    )
+    for item, kwargs in marked:
+        body = kwargs["body"]
+
+        def resolve(param: str, item=item):
+            if param == "slurm_cluster":
+                return slurm_cluster
+            if param == "tmp_path":
+                return tmp_path_factory.mktemp(item.name[:30])
+            if param == "e2e_workdir":
+                return request.getfixturevalue("e2e_workdir")
+            raise TypeError(f"a SLURM test body asks for {param!r}: slurm_cluster, tmp_path or e2e_workdir")
+
+        bodies.start(item.nodeid, body, resolve, cpu_heavy=kwargs.get("cpu_heavy", False))
+    yield bodies
+    concurrent.kill_children()
+
+
+@dataclass
+class ConcurrentBody:
+    bodies: object
+    nodeid: str
+
+    def result(self, timeout: float = 3600) -> None:
+        """Wait for this test's body and raise what it raised; print how long it took."""
+        body = self.bodies.result(self.nodeid, timeout)
+        print(f"body ran {body.seconds:.1f} s beside the other SLURM tests' (after {body.waited:.1f} s for a CPU slot)")
+
+
+@pytest.fixture
+def slurm_concurrent(request, slurm_concurrent_bodies) -> ConcurrentBody:
+    """This test's body, already started beside the other SLURM tests' (marker
+    ``slurm_concurrent(body=...)``)."""
+    if request.node.get_closest_marker("slurm_concurrent") is None:
+        raise TypeError("slurm_concurrent is for tests marked @pytest.mark.slurm_concurrent(body=...)")
+    return ConcurrentBody(slurm_concurrent_bodies, request.node.nodeid)

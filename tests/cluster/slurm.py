@@ -142,6 +142,11 @@ JobCompType=jobcomp/none
 # plugin reads end states from squeue, and the tests read what each job was granted.
 MinJobAge=600
 KillWait=5
+# A submitted job starts within a second: batch jobs are scheduled at once, not up to 3 s later
+# (batch_sched_delay), and a job that the main scheduler passes over while a bigger one waits
+# is backfilled within a second rather than 30 s (bf_interval). The job-start and time-limit
+# checks of slurmctld's background loop (every second; time limits every 30 s) have no setting.
+SchedulerParameters=batch_sched_delay=0,bf_interval=1
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={real_memory_mb} State=UNKNOWN
 PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
@@ -291,12 +296,13 @@ def _acquire_lock(timeout: float) -> int:
             time.sleep(1)
 
 
-def start(cpu_slots_per_core: int = 2, lock_timeout: float = 900, idle_timeout: float = 60) -> SlurmCluster:
+def start(cpu_slots_per_core: int = 6, lock_timeout: float = 900, idle_timeout: float = 60) -> SlurmCluster:
     """Install if needed, then start munged, slurmctld and slurmd; return once the node is idle.
 
     The node offers ``cpu_slots_per_core`` CPUs per host core: the test jobs mostly sleep or
-    wait on each other, and the slots let a minutes-long sleeping job (the time-limit test) run
-    beside the others on a 2-core host instead of holding half of it."""
+    wait (on each other, on status checks), and the SLURM tests run all at once
+    (tests/cluster/concurrent.py), up to 11 CPUs' worth of jobs together: on a 2-core host
+    they would otherwise queue behind a job that sleeps for minutes (the time-limit test)."""
     ensure_installed()
     lock_fd = _acquire_lock(lock_timeout)
     root = None
@@ -396,17 +402,41 @@ def job_fields(job_id: str, timeout: float = 10) -> dict[str, str]:
     return fields
 
 
+def _job_pids(job_id: str, timeout: float) -> tuple[set[int], set[str]]:
+    """``scontrol listpids``: the job's processes and the steps they belong to."""
+    out = run(["scontrol", "listpids", job_id], timeout=timeout, check=False).stdout
+    rows = [line.split() for line in out.splitlines()[1:]]
+    rows = [row for row in rows if len(row) >= 3 and row[0].isdigit()]
+    return {int(row[0]) for row in rows}, {row[2] for row in rows}
+
+
 def kill_job_processes(job_id: str, timeout: float = 10) -> None:
     """Kill every process of a job at once, as when its node loses power: all are frozen
     first, then killed, so none can react (scancel, or a kill of one step, lets the in-job
-    Snakemake clean up after itself, which a dead node never does)."""
-    out = run(["scontrol", "listpids", job_id], timeout=timeout).stdout
-    pids = [int(line.split()[0]) for line in out.splitlines()[1:] if line.split() and line.split()[0].isdigit()]
-    if not pids:
-        raise SlurmError(f"job {job_id} has no processes to kill")
-    for sig in (signal.SIGSTOP, signal.SIGKILL):
-        for pid in pids:
+    Snakemake clean up after itself, which a dead node never does).
+
+    The processes are listed until a listing names the batch step and no process the earlier
+    ones missed: slurmd asks each step's slurmstepd for its processes, and on a loaded 2-core
+    host one kill left the batch step's srun and Snakemake alive (srun logged "forcing job
+    termination"), so Snakemake saw its step fail and removed the half-written output."""
+    frozen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        pids, steps = _job_pids(job_id, timeout=max(1.0, deadline - time.monotonic()))
+        new = pids - frozen
+        for pid in new:
             try:
-                os.kill(pid, sig)
+                os.kill(pid, signal.SIGSTOP)
             except ProcessLookupError:
                 pass
+        frozen |= new
+        if frozen and not new and "batch" in steps:
+            break
+        if time.monotonic() > deadline:
+            raise SlurmError(f"job {job_id}: no complete list of its processes within {timeout} s (steps {steps})")
+        time.sleep(0.2)
+    for pid in frozen:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
