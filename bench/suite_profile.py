@@ -154,6 +154,9 @@ def main() -> int:
     out = (args.out or Path(tempfile.mkdtemp(prefix="suite-profile-"))).resolve()
     if args.fresh_clone:
         clone = Path(tempfile.mkdtemp(prefix="suite-profile-clone-")) / "repo"
+        # mkdtemp's folder is private (0700): the sandbox's programs run as their own uid and
+        # must see the checkout's interpreter, as in any checkout.
+        clone.parent.chmod(0o755)
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         seconds = run_profiled(args.command or [".ci/run"], clone, out)
         shutil.rmtree(clone.parent, ignore_errors=True)
