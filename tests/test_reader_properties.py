@@ -11,6 +11,7 @@ be read is an error of the check, never a silent skip.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from test_check_endpoints import ROUND as ENDPOINTS_ROUND
 from test_check_endpoints import build_endpoints_tree
 from tree_factory import BENCH, RULES, SUBMITTER, SYSTEM, build_tree, make_runs
 
+from mlperf_repro.check.rules.compliance import _scaled_band
 from mlperf_repro.check.tree import check_tree
 from mlperf_repro.compare.records import read_submission
 from mlperf_repro.errors import UserError
@@ -232,3 +234,24 @@ def test_conf_readers_take_any_text(text, scenario):
     assert all(isinstance(p, str) for p in problems)
     for key, (line, value) in requested_settings(lines, "m", scenario).items():
         assert key.startswith("requested_") and line in lines and value is not None
+
+
+_NUMBERS = st.floats(allow_nan=True, allow_infinity=True).map(repr) | st.sampled_from(
+    ["1e999", "-0", ".", "e", "1.2.3"]
+)
+
+
+@given(
+    st.text(max_size=200)
+    | st.tuples(_NUMBERS, _NUMBERS).map(lambda ab: f"Mean output tokens: 35.00\nAllowed range: [{ab[0]}, {ab[1]}]\n"),
+    st.floats(min_value=1, max_value=1e4),
+    st.floats(min_value=1, max_value=1e4),
+)
+def test_a_test_scale_test09_band_reads_any_text(text, low, high):
+    """The band a test-scale TEST09 verify file states: any text gives a finding's message or
+    a finite band, never an exception or a band of inf/nan."""
+    low, high = min(low, high), max(low, high)
+    band = _scaled_band(text, low, high)
+    if not isinstance(band, str):
+        a, b = band
+        assert math.isfinite(a) and math.isfinite(b) and 0 < a <= b

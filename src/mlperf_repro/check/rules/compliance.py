@@ -3,6 +3,7 @@ verdicts redone from the compliance runs' logs where the tree holds them."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -394,7 +395,8 @@ def _scaled_band(text: str, low: float, high: float) -> tuple[float, float] | st
     except ValueError:
         return f"unreadable allowed range [{found.group(1)}, {found.group(2)}]"
     factor = b / high if high else 0.0
-    if not 0 < a <= b or factor <= 0 or abs(a - low * factor) > 0.011:
+    finite = math.isfinite(a) and math.isfinite(b)
+    if not finite or not 0 < a <= b or factor <= 0 or abs(a - low * factor) > 0.011:
         return f"allowed range [{a}, {b}] is not the round's band [{low}, {high}] scaled by one factor"
     return a, b
 
