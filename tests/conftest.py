@@ -17,6 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = REPO / "config" / "config.yaml"
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+# A checker rule that stops on an unexpected value raises in every test (and in the workflows
+# tests start) instead of becoming a ``checker-fault`` finding a test might not look for.
+os.environ["MLPERF_REPRO_RAISE_CHECKER_FAULTS"] = "1"
 
 
 #: Each test file's stage, given to its tests as a marker: ``pytest -m quantize`` runs the
@@ -43,7 +46,14 @@ STAGES: dict[str, tuple[str, ...]] = {
     ),
     "accuracy": ("test_accuracy_", "test_sentence_split", "test_extending_task"),
     "compliance": ("test_compliance",),
-    "check": ("test_check", "test_round_", "test_preflight", "test_lock", "test_reader_properties"),
+    "check": (
+        "test_check",
+        "test_round_",
+        "test_preflight",
+        "test_lock",
+        "test_reader_properties",
+        "test_reader_sweep",
+    ),
     "package": ("test_package_units", "test_package_sysfacts"),
     "compare": ("test_compare", "test_scaling", "test_import"),
     "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),

@@ -23,7 +23,7 @@ from test_check_endpoints import build_endpoints_tree
 from tree_factory import BENCH, RULES, SUBMITTER, SYSTEM, build_tree, make_runs
 
 from mlperf_repro.check.rules.compliance import _scaled_band
-from mlperf_repro.check.tree import check_tree
+from mlperf_repro.check.tree import CHECKER_FAULT, check_tree
 from mlperf_repro.compare.records import read_submission
 from mlperf_repro.errors import UserError
 from mlperf_repro.loadgen_logs import parse_summary, read_detail, summary_disagreements
@@ -125,6 +125,12 @@ def _break_one(good: Path, work: Path, relative: str, data) -> Path:
     return work
 
 
+def _assert_findings_only(findings) -> None:
+    """Every finding names its rule, file and problem, and none says a rule stopped on a value."""
+    assert all(f.rule and f.path and f.message for f in findings)
+    assert not [f for f in findings if f.rule == CHECKER_FAULT], [f for f in findings if f.rule == CHECKER_FAULT]
+
+
 def _compare_reads(tree: Path) -> None:
     try:
         read_submission(tree, "broken")
@@ -138,7 +144,7 @@ def _compare_reads(tree: Path) -> None:
 def test_a_broken_file_of_a_loadgen_tree_is_a_finding(loadgen_tree, tmp_path, relative, data):
     tree = _break_one(loadgen_tree, tmp_path / "tree", relative, data)
     findings = check_tree(tree, RULES)
-    assert all(f.rule and f.path and f.message for f in findings)
+    _assert_findings_only(findings)
     _compare_reads(tree)
 
 
@@ -148,7 +154,7 @@ def test_a_broken_file_of_a_loadgen_tree_is_a_finding(loadgen_tree, tmp_path, re
 def test_a_broken_file_of_an_endpoints_tree_is_a_finding(endpoints_tree, tmp_path, relative, data):
     tree = _break_one(endpoints_tree, tmp_path / "tree", relative, data)
     findings = check_tree(tree, ENDPOINTS_ROUND)
-    assert all(f.rule and f.path and f.message for f in findings)
+    _assert_findings_only(findings)
     _compare_reads(tree)
 
 
@@ -174,7 +180,7 @@ def test_any_values_in_the_run_logs_are_findings(loadgen_tree, tmp_path, data):
         keys = data.draw(st.lists(st.sampled_from(sorted(set(_records(path)))), max_size=25, unique=True))
         patch_detail(path, {key: data.draw(JSON_VALUES) for key in keys})
     findings = check_tree(tree, RULES)
-    assert all(f.rule and f.path and f.message for f in findings)
+    _assert_findings_only(findings)
     _compare_reads(tree)
 
 
@@ -195,7 +201,7 @@ def test_any_values_in_the_endpoints_files_are_findings(endpoints_tree, tmp_path
         loaded = _retyped(loaded, data.draw)
     path.write_text(yaml.safe_dump(loaded) if path.suffix == ".yaml" else json.dumps(loaded))
     findings = check_tree(tree, ENDPOINTS_ROUND)
-    assert all(f.rule and f.path and f.message for f in findings)
+    _assert_findings_only(findings)
     _compare_reads(tree)
 
 

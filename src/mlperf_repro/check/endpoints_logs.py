@@ -151,7 +151,7 @@ def accuracy_sample_count(results: dict) -> int | None:
         responses = entry.get("response_counts") if isinstance(entry.get("response_counts"), dict) else {}
         for value in (entry.get("total_samples"), responses.get("issued")):
             number = _number(value)
-            if number is not None and number == int(number):
+            if number is not None and number.is_integer():
                 counts.append(int(number))
                 break
     return sum(counts) if counts else None
@@ -206,7 +206,8 @@ def read_endpoints(
         if count is not None:
             values["effective_accuracy_sample_count"] = count
             values.setdefault("qsl_reported_total_count", count)
-        scores = [e.get("score") for e in data.get("accuracy_scores") or [] if isinstance(e, dict)]
+        entries = data.get("accuracy_scores")
+        scores = [e.get("score") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
         scores = [s for s in scores if s is not None]
         values["accuracy_scores"] = scores
         values["accuracy_score"] = scores[0] if scores else None
@@ -214,7 +215,7 @@ def read_endpoints(
     try:
         if failed is not None and int(failed) > 0:
             errors.append(f"{PART_FILES[part]}: {int(failed)} sample(s) failed (n_samples_failed)")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     values["errors"] = errors
     values["warnings"] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -286,14 +287,15 @@ DETAIL_LOG = "mlperf_log_detail.txt"
 
 
 def number(value: Any) -> float | None:
-    """A logged value as a number; None where it is none (absent, text, a list, a bool)."""
+    """A logged value as a number; None where it is none (absent, text, a list, a bool, or
+    not finite: LoadGen logs no inf or NaN, so the rules report such a value as missing)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
         result = float(value)
     except (TypeError, ValueError, OverflowError):
         return None
-    return result if result == result else None  # NaN is no number either
+    return result if math.isfinite(result) else None
 
 
 def plain(value: float | None) -> str:

@@ -14,6 +14,7 @@ for everything except the round's minimum durations, sample counts and accuracy 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..benchmarks import Round
@@ -38,6 +39,7 @@ from .rules.systems import per_node_type_counts
 
 __all__ = [
     "ACC",
+    "CHECKER_FAULT",
     "NOT_SUBMITTABLE_MARK",
     "PERF",
     "RULES",
@@ -54,6 +56,12 @@ __all__ = [
 ]
 
 
+# The rule name of a finding that reports a rule which stopped on an unexpected value.
+CHECKER_FAULT = "checker-fault"
+# Set (the test suite sets it): such a rule raises instead, so no test passes over a fault.
+RAISE_FAULTS_ENV = "MLPERF_REPRO_RAISE_CHECKER_FAULTS"
+
+
 def check_tree(root: str | Path, rules: Round, only: list[str] | None = None) -> list[Finding]:
     contexts, findings = load_contexts(root, rules)
     if not contexts:
@@ -68,6 +76,20 @@ def check_tree(root: str | Path, rules: Round, only: list[str] | None = None) ->
                 except UnreadableFile as exc:
                     # A file listed as readable that cannot be read: an error, never a skip.
                     findings.append(Finding(name, exc.path or ctx.rel(ctx.base), f"{exc} (the rule stopped here)"))
+                except Exception as exc:  # noqa: BLE001
+                    if os.environ.get(RAISE_FAULTS_ENV):
+                        raise
+                    # A reader that met a value nobody planned for: the tree still fails,
+                    # the rest of the check still runs, and the user is told it is our bug.
+                    findings.append(
+                        Finding(
+                            CHECKER_FAULT,
+                            ctx.rel(ctx.base),
+                            f"rule {name!r} stopped on {type(exc).__name__}: {exc}; a value in this"
+                            " submitter's files is one the checker does not read yet (a checker bug:"
+                            " please report it with the file)",
+                        )
+                    )
     return findings
 
 

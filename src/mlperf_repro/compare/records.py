@@ -342,7 +342,7 @@ def read_submission(root: str | Path, label: str, rules: Round | None = None) ->
                 record.accelerators = max(1, int(desc.get("number_of_nodes", 1) or 1)) * max(
                     1, int(desc.get("accelerators_per_node", 1) or 1)
                 )
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 record.accelerators = 1
             accuracy_txt = scenario_dir / "accuracy" / "accuracy.txt"
             if accuracy_txt.is_file():
@@ -387,11 +387,15 @@ def _add_serving(record: Record, scenario_dir: Path, code_roots: list[Path]) -> 
     if provenance_path.is_file():
         provenance, problem = _provenance(provenance_path)
         perf = provenance.get("performance") or {}
+        if not isinstance(perf, dict):
+            perf, problem = {}, problem or "has a performance record that is not an object"
         try:
             setup = provenance_serving(perf) if problem is None else None
-        except (TypeError, ValueError) as exc:  # a value of the wrong type inside the engine record
+        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+            # A value of the wrong type inside the engine record.
             setup, problem = None, f"has an engine record that does not read ({exc})"
-        serve_as = (perf.get("engine") or {}).get("serve_quantized_as")
+        engine = perf.get("engine")
+        serve_as = engine.get("serve_quantized_as") if isinstance(engine, dict) else None
         if serve_as:
             record.settings["serving.serve_quantized_as"] = str(serve_as)
         record.serving_source = (

@@ -148,11 +148,11 @@ def open_accuracy_problems(ctx: TreeContext, result: ScenarioResult, declared: O
         elif value < target["minimum"]:
             problems.append(f"{name} {value} < target {target['minimum']}")
     detail = result.detail(ACC)
-    samples = None if detail is None else issued_accuracy_samples(detail)
+    samples = None if detail is None else number(issued_accuracy_samples(detail))
     for name in declared.metrics:
         count = declared.videos.get(name)
         if samples is not None and count is not None and count != int(samples):
-            problems.append(f"{name} covers {count} videos; the accuracy run has {samples} samples")
+            problems.append(f"{name} covers {count} videos; the accuracy run has {plain(samples)} samples")
     problems += _recomputed_samples(ctx, result, declared)
     return problems
 
