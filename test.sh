@@ -2,7 +2,8 @@
 # The whole test suite (the README's test command; `./install.sh --test --quark --vbench` first).
 # Two pytest runs:
 #   1. the tests judged on latency or on comparing two runs' performance (marker `exclusive`:
-#      Server/Interactive VALID, TEST04), one at a time on an otherwise idle machine; they
+#      Server/Interactive VALID, TEST04) or needing the cores to themselves (the trainer's
+#      bit-exact rebuild), one at a time on an otherwise idle machine; they
 #      build the end-to-end run (tests/conftest.py e2e_workdir) the second run reads;
 #   2. everything else on three pytest-xdist workers: 2 cores, and the SLURM tests' worker
 #      mostly waits on jobs that sleep.

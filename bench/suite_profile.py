@@ -153,10 +153,9 @@ def main() -> int:
         return 0
     out = (args.out or Path(tempfile.mkdtemp(prefix="suite-profile-"))).resolve()
     if args.fresh_clone:
+        # mkdtemp's folder is private (0700), as root's home is: the sandbox shows the
+        # checkout's folders to its own uid all the same (accuracy/sandbox.py _Shown).
         clone = Path(tempfile.mkdtemp(prefix="suite-profile-clone-")) / "repo"
-        # mkdtemp's folder is private (0700): the sandbox's programs run as their own uid and
-        # must see the checkout's interpreter, as in any checkout.
-        clone.parent.chmod(0o755)
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         seconds = run_profiled(args.command or [".ci/run"], clone, out)
         shutil.rmtree(clone.parent, ignore_errors=True)

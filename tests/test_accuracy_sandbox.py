@@ -319,14 +319,21 @@ def test_without_namespaces_or_filter_it_refuses_unless_told(fresh_mode_choice, 
     assert result.ok and result.stdout == b"ran\n" and result.isolation == "unsandboxed"
 
 
-def test_read_only_folders_are_readable_even_under_tmp_and_stay_read_only(isolation):
+@pytest.mark.parametrize("parent_mode", [0o755, 0o700])
+def test_read_only_folders_are_readable_even_under_tmp_and_stay_read_only(isolation, parent_mode):
     """The namespaces show only what the program needs: the folders a program needs (the
     evaluator's sympy) are handed in with ``read_only`` and found through READ_ONLY_ENV,
-    readable and not writable, also under /tmp, which the namespaces replace. (A folder of
-    /tmp itself: pytest's own temporary folders are private to root, which the sandbox's uid
-    could not enter.)"""
-    shared = Path(tempfile.mkdtemp(prefix="sandbox-ro-", dir="/tmp"))
+    readable and not writable, also under /tmp, which the namespaces replace; also under a
+    folder only the evaluator may enter (root's 0700 home, pytest's own temporary folders),
+    which the sandbox's uid could not: the folder is shown through a bind in the child's
+    own mount namespace, and neither that bind nor its staging folder stays behind."""
+    private = Path(tempfile.mkdtemp(prefix="sandbox-parent-", dir="/tmp"))
+    os.chmod(private, parent_mode)
+    shared = private / "shared"
+    shared.mkdir(mode=0o755)
     os.chmod(shared, 0o755)
+    mounts = Path("/proc/self/mountinfo").read_text()
+    views = set(Path("/tmp").glob("mlperf-sandbox-view-*"))
     (shared / "helper.py").write_text("VALUE = 41\n")
     os.chmod(shared / "helper.py", 0o644)
     source = (
@@ -344,8 +351,10 @@ def test_read_only_folders_are_readable_even_under_tmp_and_stay_read_only(isolat
         result = run_python(source, "", SMALL, isolation=isolation, read_only=[str(shared)])
         assert result.ok and result.stdout == b"42\n", result.stderr[-500:]
         assert not (shared / "written").exists()
+        assert Path("/proc/self/mountinfo").read_text() == mounts
+        assert set(Path("/tmp").glob("mlperf-sandbox-view-*")) == views
     finally:
-        shutil.rmtree(shared)
+        shutil.rmtree(private)
 
 
 # --- hostile programs, graded as LiveCodeBench answers by an evaluator in its own process -------

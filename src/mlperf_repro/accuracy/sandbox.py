@@ -39,6 +39,7 @@ uncovered.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import errno
 import functools
@@ -345,27 +346,48 @@ def _interpreter_dirs(python: str) -> tuple[str, ...]:
     return tuple(dirs)
 
 
-def _open_folders(python: str, read_only: Sequence[str]) -> list[tuple[int, str]]:
-    """(descriptor, path) of the folders the namespaces show besides the system: the
-    interpreter's and the ``read_only`` ones. Opened here (O_PATH) and bound from the
-    descriptor, so a folder under a path the sandbox uid cannot traverse (root's 0700 home, a
-    private CI checkout) still shows, read-only, at its own path."""
-    opened: list[tuple[int, str]] = []
-    for path in dict.fromkeys([*_interpreter_dirs(python), *(os.path.realpath(p) for p in read_only)]):
-        try:
-            opened.append((os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), path))
-        except OSError as exc:
-            for fd, _ in opened:
-                os.close(fd)
-            raise UserError(f"the sandbox cannot show the folder {path} to its programs: {exc.strerror}") from exc
-    return opened
+@dataclass
+class _Shown:
+    """The folders the namespaces show besides the system, as (source, path) pairs: the
+    interpreter's and the ``read_only`` ones, read-only at their own ``path``. bubblewrap
+    resolves each source's path itself, as the sandbox uid; one it cannot traverse (root's
+    0700 home, a private CI checkout) is first bind-mounted, in the child's own mount
+    namespace while it is still root, onto a folder of ``staging`` that it can (``binds``)."""
+
+    folders: list[tuple[str, str]]
+    binds: list[tuple[str, str]]
+    staging: str | None = None
+
+    def remove(self) -> None:
+        # The binds lived in the child's mount namespace only: here the folders are empty.
+        if self.staging:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _shown_folders(folders: Sequence[str], uid: int | None) -> _Shown:
+    shown = _Shown([], [])
+    for path in dict.fromkeys(os.path.realpath(p) for p in folders):
+        if not os.path.isdir(path):
+            shown.remove()
+            raise UserError(f"the sandbox cannot show the folder {path} to its programs: it is not a folder")
+        if uid is None or _reachable_by_others(path):
+            shown.folders.append((path, path))
+            continue
+        if shown.staging is None:
+            shown.staging = tempfile.mkdtemp(prefix="mlperf-sandbox-view-")
+            os.chmod(shown.staging, 0o755)
+        mountpoint = os.path.join(shown.staging, str(len(shown.binds)))
+        os.mkdir(mountpoint, 0o755)
+        shown.binds.append((path, mountpoint))
+        shown.folders.append((mountpoint, path))
+    return shown
 
 
 def _bwrap_args(
-    bwrap: str, folders: Sequence[tuple[int, str]], limits: Limits, program_fd: int, info_fd: int
+    bwrap: str, folders: Sequence[tuple[str, str]], limits: Limits, program_fd: int, info_fd: int
 ) -> list[str]:
     """bubblewrap's command line: every namespace, the read-only system, a private /tmp, the
-    ``folders`` (:func:`_open_folders`) read-only at their own paths."""
+    ``folders`` (:class:`_Shown`) read-only at their own paths."""
     args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
     args += ["--info-fd", str(info_fd), "--ro-bind", "/usr", "/usr"]
     for path in _SYSTEM_DIRS:
@@ -378,8 +400,8 @@ def _bwrap_args(
     args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
     # After the new /tmp, so that folders under the host's /tmp (a checkout there) show too.
     args += ["--size", str(limits.scratch_bytes), "--tmpfs", _INNER_DIR]
-    for fd, path in folders:
-        args += ["--ro-bind-fd", str(fd), path]
+    for source, path in folders:
+        args += ["--ro-bind", source, path]
     args += ["--file", str(program_fd), f"{_INNER_DIR}/main.py", "--chdir", _INNER_DIR, "--remount-ro", "/"]
     return args
 
@@ -397,9 +419,13 @@ def _lower(which: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(which, (soft, hard))
 
 
-def _child_setup(limits: Limits, uid: int | None) -> None:
+def _child_setup(limits: Limits, uid: int | None, binds: Sequence[tuple[str, str]] = ()) -> None:
     """preexec_fn: runs in the forked child before exec (after setsid). Only calls into
-    modules loaded beforehand: no imports, no locks (it runs from the evaluator's threads)."""
+    modules loaded beforehand: no imports, no locks (it runs from the evaluator's threads).
+    ``binds`` (as root): (folder, mountpoint) pairs to bind in a mount namespace of the
+    child's own before it leaves root (:class:`_Shown`)."""
+    if binds:
+        _bind_privately(binds)
     cpu = max(1, int(limits.cpu_seconds))
     # Soft limit sends SIGXCPU, the hard one a second later SIGKILL.
     _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
@@ -413,6 +439,27 @@ def _child_setup(limits: Limits, uid: int | None) -> None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+
+
+_CLONE_NEWNS = 0x00020000
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 1 << 18
+
+
+def _bind_privately(binds: Sequence[tuple[str, str]]) -> None:
+    """In the child, as root: a mount namespace of its own (nothing propagates back to the
+    host) holding each folder bound onto its mountpoint. Raises OSError (Popen reports it)."""
+    libc = _libc()
+    if libc.unshare(_CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "cannot make a private mount namespace for the sandbox's folders")
+    for folder, mountpoint in binds:
+        if libc.mount(os.fsencode(folder), os.fsencode(mountpoint), None, _MS_BIND | _MS_REC, None) != 0:
+            raise OSError(ctypes.get_errno(), f"cannot show {folder} to the sandbox uid")
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # Loaded before the fork (by _run): preexec_fn must not import or load anything.
+    return ctypes.CDLL(None, use_errno=True)
 
 
 # The child's entry point; argv: hook policy, filter fd ("-": none), process limit ("-": none),
@@ -711,12 +758,18 @@ def _run(
     bpf = _filter(pid_namespace=namespaces) if mode != "unsandboxed" else None
     isolation = "namespaces+seccomp" if namespaces and bpf else mode
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-    env[READ_ONLY_ENV] = os.pathsep.join(os.path.realpath(p) if namespaces else p for p in read_only)
-    if not read_only:
-        del env[READ_ONLY_ENV]
     workdir: str | None = None
     fds: list[int] = []
+    shown = _Shown([], [])
     try:
+        # Without namespaces the program runs on the host's filesystem: only the read_only
+        # folders its uid cannot reach need showing (at their staging folder).
+        shown = _shown_folders([*(_interpreter_dirs(python) if namespaces else ()), *read_only], uid)
+        if read_only:
+            where = {path: path if namespaces else source for source, path in shown.folders}
+            env[READ_ONLY_ENV] = os.pathsep.join(where[os.path.realpath(p)] for p in read_only)
+        if shown.binds:
+            _libc()
         if bpf:
             fds.append(_filter_fd(bpf))
         if namespaces:
@@ -729,9 +782,7 @@ def _run(
             env["HOME"] = _INNER_DIR
             bwrap = bwrap_program()
             assert bwrap is not None  # isolation_problem checked
-            folders = _open_folders(python, read_only)
-            fds[-2:-2] = [fd for fd, _ in folders]  # the info pipe stays last
-            command = _bwrap_args(bwrap, folders, limits, program_fd, info_write)
+            command = _bwrap_args(bwrap, shown.folders, limits, program_fd, info_write)
             program, cwd, policy = f"{_INNER_DIR}/main.py", "/", "none"
         else:
             workdir = tempfile.mkdtemp(prefix="mlperf-sandbox-")
@@ -756,7 +807,7 @@ def _run(
                 env=env,
                 start_new_session=True,
                 pass_fds=fds,
-                preexec_fn=functools.partial(_child_setup, limits, uid),
+                preexec_fn=functools.partial(_child_setup, limits, uid, shown.binds),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise UserError(
@@ -788,6 +839,7 @@ def _run(
     finally:
         for fd in fds:
             os.close(fd)
+        shown.remove()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
 
