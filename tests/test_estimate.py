@@ -52,9 +52,9 @@ def test_default_config_by_hand(tmp_path):
     # The system shares one server (launch: shared): the first LoadGen process starts it (+ 30 s),
     # every later one attaches (+ 5 s, attach_overhead_s).
     # Offline is target_qps auto from start_qps 100 (margin 0.1): its pass is one short run asking
-    # 1.5 x 100/s for 1.1 x 10 s (the test scale's duration) at 100/s = 16.5 s, + 30 s.
+    # 1.5 x 100/s for 1.1 x 5 s (the config's find_performance.min_duration_ms) at 100/s = 8.25 s, + 30 s.
     find = stage(est, "find performance")
-    assert find.jobs == {"find_performance": 1} and find.wall_s == pytest.approx(16.5 + 30)
+    assert find.jobs == {"find_performance": 1} and find.wall_s == pytest.approx(8.25 + 30)
     runs = {r.stage: r for r in est.rows if r.stage.startswith("run: ")}
     # Offline at the target the pass would choose, 100 x 1.1 = 110: max(256, int(1.1 x 10 x 110)
     # = 1210) samples, padded to whole passes over the 256 performance samples (llama2's
@@ -65,14 +65,14 @@ def test_default_config_by_hand(tmp_path):
     # Server: max(10 x 30, 500) queries padded to 2 x 256 = 512 at 30 qps = 17.067 s, + 5 s.
     assert runs["run: Server performance"].wall_s == pytest.approx(512 / 30 + 5)
     assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 5)
-    # Interactive: 512 queries at 20 qps = 25.6 s, + 5 s.
-    assert runs["run: Interactive performance"].wall_s == pytest.approx(30.6)
-    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 20 + 5)
+    # Interactive: 512 queries at 30 qps = 17.067 s, + 5 s.
+    assert runs["run: Interactive performance"].wall_s == pytest.approx(512 / 30 + 5)
+    assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 30 + 5)
     # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 100,
-    # Server 100 / 30, Interactive 100 / 20, each + 5 s; three verifications at 5 s.
+    # Server 100 / 30, Interactive 100 / 30, each + 5 s; three verifications at 5 s.
     compliance = stage(est, "compliance")
     assert compliance.jobs == {"compliance_run": 3, "compliance_verify": 3}
-    assert compliance.wall_s == pytest.approx(100 / 100 + 100 / 30 + 100 / 20 + 3 * 5 + 3 * 5)
+    assert compliance.wall_s == pytest.approx(100 / 100 + 100 / 30 + 100 / 30 + 3 * 5 + 3 * 5)
     # 10 LoadGen processes (a find-performance run, 6 runs, 3 compliance runs), one model load: 9 x (30 - 5) s saved.
     assert any(
         "model loads of cpu-2c-vllm: 1 for its 10 LoadGen processes (launch: shared); saves 0:03:45" in n
@@ -108,7 +108,7 @@ def test_default_config_by_hand(tmp_path):
         + 5
         + shipped / 50e6
         + 3 * 5  # acquire, quantize, user.conf
-        + 46.5  # find performance (it starts the shared server)
+        + 38.25  # find performance (it starts the shared server)
         + 17.8
         + 256 / 100
         + 5
@@ -116,14 +116,15 @@ def test_default_config_by_hand(tmp_path):
         + 5
         + 256 / 30
         + 5
-        + 30.6
-        + 256 / 20
-        + 5  # runs: 109.72
+        + 512 / 30
+        + 5
+        + 256 / 30
+        + 5  # runs: 96.32
         + 55.24
-        + 39.33333
+        + 37.66667
         + 30
     )  # accuracy, compliance, package (with the report's plots)
-    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~345 s
+    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~278 s
     expected_disk = (
         shipped
         + 4_194_304
@@ -268,8 +269,8 @@ def test_gpu_hours_follow_nodes_and_screening(default_config):
     est = estimate_plan(validate_config(config, SCHEMA))
     offline = next(r for r in est.rows if r.stage == "run: Offline performance")
     assert offline.gpu_hours == pytest.approx(42.8 * 8 / 3600)  # 12.8 s at the auto target + 30 s
-    # The find-performance pass occupies them as well: 16.5 s + 30 s.
-    assert stage(est, "find performance").gpu_hours == pytest.approx(46.5 * 8 / 3600)
+    # The find-performance pass occupies them as well: 8.25 s + 30 s.
+    assert stage(est, "find performance").gpu_hours == pytest.approx(38.25 * 8 / 3600)
     screen = stage(est, "screen GPUs")
     assert screen.jobs == {"screen_gpus": 1}
     assert screen.gpu_hours == pytest.approx(60 * 8 / 3600)

@@ -191,7 +191,9 @@ def test_the_stage_writes_the_result_and_the_user_conf_reads_it(tmp_path, defaul
     scenarios(default_config)["Offline"] = {"target_qps": "auto", "start_qps": 200}
     plan = plan_of(default_config)
     search = plan.find_performance_request(SYSTEM, BENCH, "Offline")
-    assert search["min_duration_ms"] == 10000  # test scale: never longer than the scenario's own runs
+    # The default config's find_performance.min_duration_ms: 5 s (never longer than the test
+    # scale's 10-s runs).
+    assert search["min_duration_ms"] == 5000
     asked = []
 
     def fake_short_run(run, user_conf, out_dir):
@@ -201,7 +203,8 @@ def test_the_stage_writes_the_result_and_the_user_conf_reads_it(tmp_path, defaul
         asked.append((qps, conf["llama2-70b.Offline.min_duration"], conf["llama2-70b.Offline.min_query_count"]))
         assert conf["llama2-70b.Offline.sample_concatenate_permutation"] == "0"  # a short run only
         out_dir.mkdir(parents=True)
-        covered = 1.1 * 10 * qps / 250 >= 10
+        seconds = float(conf["llama2-70b.Offline.min_duration"]) / 1000
+        covered = 1.1 * seconds * qps / 250 >= seconds
         lines = [
             {"key": "result_validity", "value": "VALID" if covered else "INVALID"},
             {"key": "result_min_duration_met", "value": covered},
@@ -214,7 +217,7 @@ def test_the_stage_writes_the_result_and_the_user_conf_reads_it(tmp_path, defaul
     result = find_performance_job(
         run={}, search=search, out_json=str(out), runs_dir=str(tmp_path / "Offline"), run_short=fake_short_run
     )
-    assert asked == [(300.0, "10000", "1")]
+    assert asked == [(300.0, "5000", "1")]
     saved = json.loads(out.read_text())
     assert saved == result
     assert saved["measured_qps"] == 250.0 and saved["target_qps"] == pytest.approx(275.0) and saved["margin"] == 0.1
@@ -457,12 +460,13 @@ def test_plan_view_counts_the_passes_and_prices_auto_at_start_qps(default_config
     row = next(r for r in est.rows if r.stage == "find performance")
     assert row.jobs == {"find_performance": 3}
     offline, server, interactive = row.details
-    # Interactive starts from the Offline pass, priced at its start_qps: max(10 s, 500 / 200) per run.
+    # The short runs last the config's find_performance.min_duration_ms, 5 s.
+    # Interactive starts from the Offline pass, priced at its start_qps: max(5 s, 500 / 200) per run.
     assert interactive["start_qps"] == 200 and interactive["start_from"] == "the Offline find-performance pass"
-    assert interactive["wall_s"] == pytest.approx(6 * (10 + 30))
-    # Offline: one short run asking 1.5 x 200/s for 1.1 x 10 s (test scale) at 200/s = 16.5 s, + 30 s.
-    assert offline["loadgen_runs"] == 1 and offline["wall_s"] == pytest.approx(1.1 * 1.5 * 10 + 30)
-    # Server: at most max_steps (6) runs of max(10 s, 500 queries / 25 qps = 20 s), + 30 s each.
+    assert interactive["wall_s"] == pytest.approx(6 * (5 + 30))
+    # Offline: one short run asking 1.5 x 200/s for 1.1 x 5 s at 200/s = 8.25 s, + 30 s.
+    assert offline["loadgen_runs"] == 1 and offline["wall_s"] == pytest.approx(1.1 * 1.5 * 5 + 30)
+    # Server: at most max_steps (6) runs of max(5 s, 500 queries / 25 qps = 20 s), + 30 s each.
     assert server["loadgen_runs"] == 6 and server["wall_s"] == pytest.approx(6 * (20 + 30))
     runs = {r.stage: r for r in est.rows}
     # Offline at target 200 x 1.1 = 220: max(256, 1.1 x 10 x 220 = 2420) samples, padded to whole

@@ -32,7 +32,7 @@ def test_user_conf_uses_loadgen_names_and_test_scale(default_config):
     }
     interactive = parse_conf(plan.user_conf_text(SYSTEM, BENCH, "Interactive"))
     # Interactive is LoadGen Server under the -interactive model name.
-    assert interactive["llama2-70b-interactive.Server.target_qps"] == "20"
+    assert interactive["llama2-70b-interactive.Server.target_qps"] == "30"
     assert interactive["llama2-70b-interactive.Server.min_query_count"] == "500"
     assert "NOT SUBMITTABLE" in plan.user_conf_text(SYSTEM, BENCH, "Server")
 
