@@ -20,6 +20,11 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # A checker rule that stops on an unexpected value raises in every test (and in the workflows
 # tests start) instead of becoming a ``checker-fault`` finding a test might not look for.
 os.environ["MLPERF_REPRO_RAISE_CHECKER_FAULTS"] = "1"
+# OpenMP threads (torch's, vLLM's) that sleep at once when they wait instead of spinning: the
+# xdist workers run several multi-threaded jobs on 2 cores, where spinning threads hold the
+# cores the threads they wait for need. A trainer rebuild beside the gpt-oss demo took 134 s
+# instead of 173-178 s (bench/README.md); results are unchanged (same threads, same work).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 #: Each test file's stage, given to its tests as a marker: ``pytest -m quantize`` runs the
