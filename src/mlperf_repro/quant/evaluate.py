@@ -27,8 +27,10 @@ from typing import Any
 import torch
 
 from mlperf_repro.errors import UserError
-from mlperf_repro.quant.checkpoint import (
-    _ACTIVATION_SCALE_MODE,
+from mlperf_repro.quant.encodings import ACTIVATION_SCALE_MODE as _ACTIVATION_SCALE_MODE
+from mlperf_repro.quant.memory import OVERHEAD_BYTES, need_mb
+from mlperf_repro.quant.mxfp4 import qdq_mxfp4
+from mlperf_repro.quant.tensor_files import (
     TensorRef,
     _read_config,
     _row_blocks,
@@ -38,8 +40,6 @@ from mlperf_repro.quant.checkpoint import (
     select_quantized_tensors,
     tensor_refs,
 )
-from mlperf_repro.quant.memory import OVERHEAD_BYTES, need_mb
-from mlperf_repro.quant.mxfp4 import qdq_mxfp4
 
 __all__ = [
     "OVERHEAD_BYTES",

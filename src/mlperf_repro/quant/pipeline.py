@@ -62,24 +62,17 @@ import torch
 
 from mlperf_repro.errors import UserError
 from mlperf_repro.quant.checkpoint import (
-    _FLOAT_DTYPES,
     _SKIP_COPY_NAMES,
     _WEIGHT_WORDS,
     NOT_CONTENT,
     SHARD_CAP_BYTES,
-    TensorRef,
     _activation_words,
     _copy_side_files,
-    _is_excluded,
     _prepare_out_dir,
-    _sig,
     _software_versions,
     _tree_record,
-    _weight_files,
     _write_json,
-    check_exclude,
     tensor_inventory,
-    tensor_refs,
     weight_amax,
     write_quantized_files,
 )
@@ -96,6 +89,15 @@ from mlperf_repro.quant.pipeline_scope import (
     WAN_EXCLUDE,
     WEIGHTS_INDEX,
     pipeline_exclude,
+)
+from mlperf_repro.quant.tensor_files import (
+    _FLOAT_DTYPES,
+    TensorRef,
+    _is_excluded,
+    _sig,
+    _weight_files,
+    check_exclude,
+    tensor_refs,
 )
 from mlperf_repro.quant.validate import read_json_object
 

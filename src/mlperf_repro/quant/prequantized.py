@@ -167,8 +167,9 @@ def reference_error(
     Weights only: the checkpoint's activation and KV-cache quantization are not emulated here.
     The per-Linear path reads the Llama layout; for other models that cannot hold two float32
     copies, nothing is measured and the evaluation says why."""
-    from .checkpoint import SUPPORTED_MODEL_TYPES, _weight_files, logit_error, tensor_refs
+    from .checkpoint import logit_error
     from .evaluate import choose_evaluation, layerwise_error
+    from .tensor_files import SUPPORTED_MODEL_TYPES, _weight_files, tensor_refs
 
     refs = [ref for f in _weight_files(model_dir) for ref in tensor_refs(f)]
     choice = {**choose_evaluation(refs, mem_mb), "emulated": "weights only"}
