@@ -196,6 +196,9 @@ def test_mi355x_llama2_70b_by_hand():
     assert quantize.wall_s == pytest.approx(137_953_316_864 / 50e6)
     assert quantize.details[0]["fp4_bytes"] == 37_415_829_504
     assert quantize.disk_bytes == 37_415_829_504 + 137_953_316_864
+    # Quark's AutoSmoothQuant with MXFP4 runs on a GPU only: the job holds one (device: gpu).
+    assert quantize.details[0]["accelerators"] == 1 and quantize.details[0]["device"] == "gpu"
+    assert quantize.gpu_hours == pytest.approx(quantize.wall_s / 3600)  # 0.766 GPU-h
     # Accuracy logs: 24,576 x (100 + 8 x 295.45) = 60,545,433.6 bytes per accuracy run.
     assert runs["run: Server accuracy"].disk_bytes == pytest.approx(100_000 + 60_545_433.6)
 
@@ -203,7 +206,9 @@ def test_mi355x_llama2_70b_by_hand():
     assert not any(r.stage == "screen GPUs" for r in est.rows)
     screen_seconds = 0
     total = est.total
-    assert total["gpu_hours"] == pytest.approx((run_seconds + compliance_seconds + screen_seconds) * 8 / 3600)
+    assert total["gpu_hours"] == pytest.approx(
+        (run_seconds + compliance_seconds + screen_seconds) * 8 / 3600 + quantize.wall_s / 3600
+    )
     expected_wall = (
         1379.53316864
         + 4.02653184

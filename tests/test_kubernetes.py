@@ -115,6 +115,19 @@ def test_gpu_jobs_request_the_configured_gpus_and_carry_the_image(workdir):
         assert "--deployment-method apptainer" in " ".join(job.container["args"])
 
 
+@pytest.mark.slow
+def test_the_vendor_recipe_quantizes_on_a_gpu_node(workdir):
+    """Quark's AutoSmoothQuant with MXFP4 runs on a GPU only: the quantize job requests one
+    (tests/test_quant_device.py), on the node kind the profile names for it."""
+    profile = load_yaml(REPO / PROFILE / "config.yaml")
+    (job,) = [job for job in rendered(workdir, MI355X) if job.rule == "quantize"]
+    assert job.gpu_limits() == {"amd.com/gpu": "1"}
+    assert _tolerations(job) == {"amd.com/gpu"}
+    assert job.pod_spec["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": profile["set-resources"]["quantize"]["machine_type"]
+    }
+
+
 def test_cpu_jobs_request_no_gpus(workdir):
     jobs = rendered(workdir, "config/config.yaml")
     assert any(job.rule == "loadgen_run" for job in jobs)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from conftest import REPO, SCHEMA, with_artifacts
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mlperf_repro.check.preflight import estimated_bytes, preflight
+from mlperf_repro.check.preflight import estimated_bytes, made_up_hex, placeholders, preflight
 from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.plan import Plan
 
@@ -164,3 +168,43 @@ def test_a_missing_file_source_is_named_before_any_run(tmp_path, default_config)
     config["models"]["tiny-llama"]["source"] = "file:///nowhere/tiny-llama"
     findings = [f for f in preflight(config, tmp_path) if f.rule == "source-missing"]
     assert [(f.path, f.severity) for f in findings] == [("models.tiny-llama.source", "warning")]
+
+
+@given(st.binary(min_size=1, max_size=64), st.sampled_from([40, 64]))
+def test_a_computed_hash_is_never_taken_for_a_made_up_one(data, length):
+    """Any sha256 (or a commit, 40 hex digits of one) is a real address."""
+    assert not made_up_hex(hashlib.sha256(data).hexdigest()[:length])
+
+
+@given(
+    st.sampled_from([40, 64]),
+    st.text("0123456789abcdef", min_size=1, max_size=16),
+    st.text("0123456789abcdef", max_size=5),
+)
+def test_typed_digests_are_made_up(length, pattern, tail):
+    """A repeated pattern of up to 16 digits, or zeros with a few digits at the end (the
+    Kubernetes example's "...0355"), is a typed address."""
+    repeated = (pattern * length)[:length]
+    assert made_up_hex(repeated)
+    assert made_up_hex(("0" * length + tail)[-length:])
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("systems.cpu-2c-vllm.software.container", "docker://rocm/vllm@sha256:" + "0" * 61 + "355"),
+        ("models.tiny-llama.source", "hf://meta-llama/Llama-2-70b-chat-hf@" + "deadbeef" * 5),
+    ],
+)
+def test_preflight_refuses_a_made_up_digest_or_commit(default_config, tmp_path, key, value):
+    *parents, last = key.split(".")
+    entry = default_config
+    for part in parents:
+        entry = entry.setdefault(part, {})
+    entry[last] = value
+    found = [f for f in placeholders(default_config) if f.rule == "placeholder"]
+    assert [f.path for f in found] == [key]
+    assert "made-up" in found[0].message and found[0].severity == "error"
+    real = hashlib.sha256(b"an image").hexdigest()
+    entry[last] = value.rsplit("@", 1)[0] + ("@sha256:" + real if "sha256:" in value else "@" + real[:40])
+    assert [f for f in placeholders(default_config) if f.rule == "placeholder"] == []

@@ -625,10 +625,13 @@ class Estimator:
             sizes = self.model_sizes(model)
             fp4 = self.quantized_bytes(model, recipe)
             # The rule writes the FP4 checkpoint and its dequantized bf16 copy (served on CPU).
+            device = self.plan.quantize_device(recipe)
             row.add(
                 "quantize",
                 sizes["bytes"] / (self.assume.quantize_mb_per_s * 1e6),
+                device["gpus"],
                 disk_bytes=fp4 + sizes["bytes"],
+                device=device["device"],
                 model=model,
                 recipe=recipe,
                 fp4_bytes=round(fp4),

@@ -715,12 +715,33 @@ class Plan:
     def quantize_container(self, model: str, recipe: str) -> str | None:
         """Quantization runs in the image of the first system (config order) that serves its
         output, so the FP4 checkpoint is written by the torch the servers load it with."""
-        for system, entry in self.config["systems"].items():
-            for benchmark in entry["benchmarks"]:
-                bench = self.benchmark_cfg(benchmark)
-                if (bench["model"], bench.get("quantization")) == (model, recipe) and self.server_image(system):
-                    return self.server_image(system)
+        for system in self.systems_serving(model, recipe):
+            if self.server_image(system):
+                return self.server_image(system)
         return None
+
+    def systems_serving(self, model: str, recipe: str) -> list[str]:
+        """The systems (config order) running a benchmark of ``model`` quantized by ``recipe``."""
+        return [
+            system
+            for system, entry in self.config["systems"].items()
+            if any(
+                (self.benchmark_cfg(b)["model"], self.benchmark_cfg(b).get("quantization")) == (model, recipe)
+                for b in entry["benchmarks"]
+            )
+        ]
+
+    def quantize_device(self, recipe: str) -> dict[str, Any]:
+        """Where a recipe's quantize job runs: ``device`` ("cpu" or "gpu", the recipe's or what
+        its tool needs), ``gpus`` (0 on a CPU), ``gpu_model`` (None: any), and ``needs_gpu``
+        with the reason when the tool cannot run the recipe on a CPU (else None)."""
+        from .quant.tools import needed_device
+
+        entry = self.config["quantization"][recipe]
+        needed, why = needed_device(entry)
+        device = entry.get("device") or needed
+        gpus = int(entry.get("gpus", 1)) if device == "gpu" else 0
+        return {"device": device, "gpus": gpus, "gpu_model": entry.get("gpu_model") if gpus else None, "needs_gpu": why}
 
     def recipe_calibrates(self, recipe: str) -> bool:
         """The recipe measures something on calibration rows of its benchmark's dataset: tool

@@ -53,6 +53,17 @@ def host_facts() -> dict[str, Any]:
     return sysfacts.detect()
 
 
+def device_record(kind: str, name: str | None = None) -> dict[str, Any]:
+    """Where a computation ran (a quantize job: GPTQ on a CPU and on a GPU give different FP4
+    codes): ``{"kind": "cpu" | "gpu", "name": ...}``, a CPU named by the host's model."""
+    if name is None and kind == "cpu":
+        try:
+            name = sysfacts.parse_cpuinfo(Path("/proc/cpuinfo").read_text()).get("cpu_model")
+        except OSError:
+            name = None
+    return {"kind": kind, "name": name or "unknown"}
+
+
 # Names vLLM gives its own per-process objects (random on every start): recording them would
 # make two identical runs look different to compare.
 PER_PROCESS_NAMES = frozenset({"VLLM_DIST_IDENT", "VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME"})

@@ -29,6 +29,10 @@ rule quantize:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=quantize_mem_mb,
         runtime=lambda wc, attempt: 60 * attempt,
+        # The recipe's device (quantization.<recipe>.device; a GPU where its tool needs one):
+        # None, not 0, on a CPU (the Kubernetes plugin turns any gpu entry into a GPU request).
+        gpu=lambda wc: PLAN.quantize_device(wc.recipe)["gpus"] or None,
+        gpu_model=lambda wc: PLAN.quantize_device(wc.recipe)["gpu_model"],
     params:
         container_image=quantize_container,
         recipe=lambda wc: config["quantization"][wc.recipe],

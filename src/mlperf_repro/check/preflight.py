@@ -12,6 +12,7 @@ could not know, such as a checkpoint commit or a container digest).
 
 from __future__ import annotations
 
+import re
 import shutil
 from importlib import metadata
 from pathlib import Path
@@ -291,6 +292,31 @@ def _disk(plan: Plan, workdir: Path) -> list[Finding]:
     return []
 
 
+def _quantize_device(plan: Plan) -> list[Finding]:
+    """A recipe its tool cannot run on a CPU: refused when set to ``device: cpu``, or when no
+    system that serves its checkpoint has an accelerator (a CPU-only config: the job would
+    fail in the tool after the model was acquired)."""
+    findings = []
+    for model, recipe in plan.quantized_models:
+        where = plan.quantize_device(recipe)
+        why = where["needs_gpu"]
+        if why is None:
+            continue
+        if where["device"] == "cpu":
+            message = f"the recipe runs on a CPU (device: cpu), which its tool cannot: {why}; set device: gpu"
+            findings.append(Finding("quantize-device", f"quantization.{recipe}.device", message))
+            continue
+        systems = plan.systems_serving(model, recipe)
+        if systems and not any(plan.system_accelerators(s) for s in systems):
+            message = (
+                f"the recipe needs a GPU ({why}), and no system serving {model} with it "
+                f"({', '.join(systems)}) has an accelerator: quantize where one is (a system with "
+                "accelerators), or use a recipe without the algorithm"
+            )
+            findings.append(Finding("quantize-device", f"quantization.{recipe}", message))
+    return findings
+
+
 def _quark_env(plan: Plan, workdir: Path) -> list[Finding]:
     """A tool: quark recipe still to quantize (outside a container) needs Quark's own environment."""
     from ..quant.quark_tool import quark_env, quark_python
@@ -311,10 +337,30 @@ def _quark_env(plan: Plan, workdir: Path) -> list[Finding]:
     return findings
 
 
+# A content address in a value: a sha256 digest (a container's, "sha256:<64 hex>") or a commit
+# ("@<40 hex>" after a model or dataset repository, or a value of exactly 40 or 64 hex digits).
+_CONTENT_ADDRESS = re.compile(
+    r"(?:sha256:|@)([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)(?![0-9a-fA-F])|^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$"
+)
+
+
+def made_up_hex(digits: str) -> bool:
+    """Whether a 40- or 64-digit hex address was typed, not computed: fewer than 8 distinct
+    digits, or a pattern of at most 16 digits repeated (all zeros with a few digits at the end,
+    "deadbeef" x 8, "0123456789abcdef" x 4). A real sha256 or commit is one of the first kind
+    with probability below 1e-10 and of the second below 1e-20."""
+    digits = digits.lower()
+    if len(set(digits)) < 8:
+        return True
+    return any(digits == (digits[:period] * (len(digits) // period + 1))[: len(digits)] for period in range(1, 17))
+
+
 def placeholders(config: Any, where: str = "") -> list[Finding]:
     """Every string value that holds a ``TODO:`` placeholder, named by its key path; the text
-    after ``TODO:`` says what to put there (hyphens read as spaces). The schema lets them through (so the plan view
-    still prices such a config); only a run is refused."""
+    after ``TODO:`` says what to put there (hyphens read as spaces); and every digest or commit
+    in a value that was made up rather than looked up (:func:`made_up_hex`: an all-zero
+    "PLACEHOLDER" digest). The schema lets them through (so the plan view still prices such a
+    config); only a run is refused."""
     if isinstance(config, dict):
         return [f for k, v in config.items() for f in placeholders(v, f"{where}.{k}" if where else str(k))]
     if isinstance(config, list):
@@ -324,6 +370,17 @@ def placeholders(config: Any, where: str = "") -> list[Finding]:
         what = config.split(PLACEHOLDER, 1)[1].strip()
         what = what if " " in what else what.replace("-", " ")
         return [Finding("placeholder", where, f"{config!r} is a placeholder; put {what} there")]
+    if isinstance(config, str):
+        for match in _CONTENT_ADDRESS.finditer(config):
+            digits = match.group(1) or match.group(2)
+            if made_up_hex(digits):
+                kind, what = (
+                    ("digest", "the digest of the image you run (docker inspect --format '{{.RepoDigests}}' IMAGE)")
+                    if len(digits) == 64
+                    else ("commit", "the commit you verified")
+                )
+                message = f"{config!r} holds a made-up {kind} ({digits[:12]}...{digits[-4:]}); put {what} there"
+                return [Finding("placeholder", where, message)]
     return []
 
 
@@ -360,6 +417,7 @@ def preflight(config: dict[str, Any], workdir: str | Path = ".") -> list[Finding
     findings: list[Finding] = placeholders({k: v for k, v in config.items() if k != "imported"})
     for part in (_loadgen, _scenarios, _run_lengths, _systems, _support):
         findings.extend(part(plan))
+    findings.extend(_quantize_device(plan))
     findings.extend(_quark_env(plan, Path(workdir)))
     findings.extend(_local_sources(plan, Path(workdir)))
     findings.extend(_disk(plan, Path(workdir)))

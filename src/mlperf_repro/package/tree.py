@@ -301,6 +301,10 @@ def _scenario_provenance(plan: Plan, job, perf: Path, acc: Path) -> dict[str, An
             "codec_version": manifest.get("codec_version"),
             "scheme": manifest.get("scheme"),
             "software": manifest.get("software"),
+            # What a partner's checkpoint may differ by besides the recipe: where it was
+            # quantized and on which calibration rows (compare names both).
+            "device": manifest.get("device"),
+            "calibration": manifest.get("calibration"),
             "logit_error": manifest.get("logit_error"),
             "video_error": (manifest.get("video_error") or {}).get("served"),
             "manifest_sha256": sha256_file(manifest_path) if manifest_path.is_file() else None,

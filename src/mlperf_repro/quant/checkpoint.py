@@ -42,6 +42,7 @@ from mlperf_repro import progress
 from mlperf_repro.errors import UserError
 from mlperf_repro.fetch._manifest import RECORD_NAME, WORKFLOW_MARKERS
 from mlperf_repro.hashing import sha256_tree
+from mlperf_repro.provenance import device_record
 from mlperf_repro.quant.encodings import (
     ACTIVATION_SCALE_MODE,
     KV_SCALE_NAMES,
@@ -650,6 +651,7 @@ def quantize_checkpoint(
         "logit_error": metrics,
         "layerwise_error": layerwise,
         "software": _software_versions(),
+        "device": device_record("cpu"),  # the project's codec runs on the CPU
     }
     if manifest_path is not None:
         mpath = Path(manifest_path)

@@ -35,10 +35,6 @@ from pathlib import Path
 from typing import Any
 
 ALGORITHMS = ("autosmoothquant", "gptq")
-NEEDS_GPU_FOR_MXFP4 = {
-    "autosmoothquant": "its scale search calls Quark's fused qdq_mxfp4 kernel (quark/torch/kernel/mx/hip.py), "
-    "implemented for CUDA/HIP devices only",
-}
 
 
 class RunnerError(Exception):
@@ -61,6 +57,11 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
 
     quark_version = version("amd-quark")
     device = args.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RunnerError(
+            "the recipe runs on a GPU (quantization.<recipe>.device: gpu) and torch sees none here: "
+            "the job's GPU request (resources gpu), CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES"
+        )
     if device == "cpu":
         # Quark's fake-quantize is torch.compile'd (inductor, mode max-autotune) by default: on a
         # CPU that is a C++ build per shape, minutes on 2 cores, and it failed on a clean CI
@@ -72,7 +73,8 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
         raise RunnerError(f"unknown Quark algorithm(s) {unknown}; known: {list(ALGORITHMS)}")
     scheme = args["scheme"]
     if device == "cpu" and scheme.startswith("mxfp4"):
-        blocked = [f"{a}: {NEEDS_GPU_FOR_MXFP4[a]}" for a in algorithms if a in NEEDS_GPU_FOR_MXFP4]
+        gpu_only = args.get("gpu_only_with_mxfp4") or {}
+        blocked = [f"{a}: {gpu_only[a]}" for a in algorithms if a in gpu_only]
         if blocked:
             raise RunnerError("cannot run on CPU with amd-quark " + quark_version + ": " + "; ".join(blocked))
     # Refused before this import: importing quark.torch takes about a minute on 2 cores (it parses
@@ -112,6 +114,7 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "device": device,
+        "device_name": torch.cuda.get_device_name(0) if device == "cuda" else None,
         "model_type": model.config.model_type,
         "scheme": scheme,
         "kv_cache": args.get("kv_cache") or None,

@@ -47,6 +47,7 @@ from .prequantized import (
     reference_error,
     write_emulated_copy,
 )
+from .tools import QUARK_GPU_ONLY_WITH_MXFP4, recipe_device
 from .validate import WEIGHT_FORMATS, validate_checkpoint
 
 ENV_VARIABLE = "MLPERF_REPRO_QUARK_ENV"
@@ -132,6 +133,7 @@ def run_quark(
         "algorithms": list(recipe.get("algorithms") or []),
         "exclude": list(recipe.get("exclude") or ["lm_head"]),
         "device": device,  # None: the runner takes CUDA/ROCm when torch sees one, else the CPU
+        "gpu_only_with_mxfp4": QUARK_GPU_ONLY_WITH_MXFP4,
         "seed": calibration["seed"],
         "qdq_reference": str(qdq_reference) if qdq_reference else None,
     }
@@ -184,7 +186,8 @@ def quark_job(
     edir.mkdir(parents=True)
     qdir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="quark-", dir=qdir.parent) as work:
-        report = run_quark(model_dir, qdir, recipe, calibration, work_dir=work)
+        device = "cuda" if recipe_device(recipe) == "gpu" else "cpu"
+        report = run_quark(model_dir, qdir, recipe, calibration, work_dir=work, device=device)
         log = Path(work, "quark.log").read_text(errors="replace")
     (qdir / "quark.log").write_text(log)
     for path in sorted(Path(model_dir).iterdir()):  # tokenizer and other side files
@@ -222,6 +225,9 @@ def quark_job(
         "outputs": {"quantized_dir": _tree(qdir), "emulated_dir": _tree(edir)},
         "cpu_serving_emulation": "weights-only",
         "software": {**_software(), "amd-quark": report["quark"], "python": sys.version.split()[0]},
+        "device": provenance.device_record(
+            "gpu" if report.get("device") == "cuda" else "cpu", report.get("device_name")
+        ),
     }
     container = provenance.container(container_image)
     if container is not None:

@@ -21,7 +21,18 @@ from typing import Any
 
 from ..errors import UserError
 
-__all__ = ["DEFAULT_TOOL", "TOOLS", "Tool", "calibration_lines", "quantize_recipe", "tool_for", "transformations"]
+__all__ = [
+    "DEFAULT_TOOL",
+    "QUARK_GPU_ONLY_WITH_MXFP4",
+    "TOOLS",
+    "Tool",
+    "calibration_lines",
+    "needed_device",
+    "quantize_recipe",
+    "recipe_device",
+    "tool_for",
+    "transformations",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,27 @@ TOOLS: dict[str, Tool] = {
     ),
 }
 DEFAULT_TOOL = "native"
+
+#: Quark algorithms that run only on a GPU with an MXFP4 scheme (amd-quark 0.13), and why. The
+#: quark runner gets this list with its arguments and refuses them on a CPU.
+QUARK_GPU_ONLY_WITH_MXFP4 = {
+    "autosmoothquant": "its scale search calls Quark's fused qdq_mxfp4 kernel (quark/torch/kernel/mx/hip.py), "
+    "implemented for CUDA/HIP devices only",
+}
+
+
+def needed_device(recipe: dict[str, Any]) -> tuple[str, str | None]:
+    """``("gpu", why)`` where the recipe's tool cannot run it on a CPU, else ``("cpu", None)``."""
+    if tool_for(recipe.get("tool")).name == "quark" and str(recipe.get("scheme", "")).startswith("mxfp4"):
+        for algorithm in recipe.get("algorithms") or []:
+            if algorithm.lower() in QUARK_GPU_ONLY_WITH_MXFP4:
+                return "gpu", f"Quark's {algorithm} with MXFP4: {QUARK_GPU_ONLY_WITH_MXFP4[algorithm.lower()]}"
+    return "cpu", None
+
+
+def recipe_device(recipe: dict[str, Any]) -> str:
+    """Where the quantize job runs: the recipe's ``device``, else what its tool needs."""
+    return recipe.get("device") or needed_device(recipe)[0]
 
 
 def tool_for(name: str | None) -> Tool:
