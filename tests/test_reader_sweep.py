@@ -30,7 +30,8 @@ pytestmark = pytest.mark.slow
 
 # One value of each kind a reader may not expect: absent, boolean, negative, huge, not
 # finite, text, an empty list and a non-empty object (the other containers read alike).
-ODD_VALUES = [None, True, -1, 2**70, math.inf, math.nan, "x", [], {"": None}]
+# (10**400: a JSON integer that float() cannot hold.)
+ODD_VALUES = [None, True, -1, 10**400, math.inf, math.nan, "x", [], {"": None}]
 
 RESULT = f"closed/{SUBMITTER}/results/{SYSTEM}/{BENCH}"
 ENDPOINTS = f"closed/{SUBMITTER}/results/{SYSTEM}/llama3.1-8b/Server"
@@ -44,11 +45,11 @@ LOADGEN_JSON_FILES = [
     f"{RESULT}/Server/provenance.json",
     f"closed/{SUBMITTER}/systems/{SYSTEM}.json",
 ]
-DETAIL_LOGS = [
-    f"{RESULT}/Offline/performance/run_1/mlperf_log_detail.txt",
-    f"{RESULT}/Server/performance/run_1/mlperf_log_detail.txt",
-    f"{RESULT}/Interactive/accuracy/mlperf_log_detail.txt",
-]
+SERVER_LOG = f"{RESULT}/Server/performance/run_1/mlperf_log_detail.txt"
+# The Offline performance log's records that the Server log also has are swept there once
+# (the same readers take them); the accuracy log's all (its own rules read them).
+DETAIL_LOGS = [SERVER_LOG, f"{RESULT}/Offline/performance/run_1/mlperf_log_detail.txt"]
+DETAIL_LOGS.append(f"{RESULT}/Interactive/accuracy/mlperf_log_detail.txt")
 
 
 def node_paths(value, prefix=()) -> Iterator[tuple]:
@@ -134,15 +135,19 @@ def test_every_field_of_a_loadgen_trees_json_of_any_type(loadgen_tree, relative)
     assert not failures, "\n".join(failures[:40])
 
 
+def _record_keys(path: Path) -> set[str]:
+    return {json.loads(line[8:])["key"] for line in path.read_text().splitlines() if line.startswith(":::MLLOG")}
+
+
 @pytest.mark.parametrize("relative", DETAIL_LOGS)
 def test_every_record_of_a_detail_log_of_any_type(loadgen_tree, relative):
     """Each MLLOG record's value (and the summary line that prints it) in turn."""
     path = loadgen_tree / relative
     summary = path.with_name("mlperf_log_summary.txt")
     originals = {p: p.read_bytes() for p in (path, summary) if p.is_file()}
-    keys = sorted(
-        {json.loads(line[8:])["key"] for line in path.read_text().splitlines() if line.startswith(":::MLLOG")}
-    )
+    keys = sorted(_record_keys(path))
+    if relative == DETAIL_LOGS[1]:
+        keys = sorted(set(keys) - _record_keys(loadgen_tree / SERVER_LOG) | {"effective_scenario"})
     failures = []
     try:
         for key in keys:

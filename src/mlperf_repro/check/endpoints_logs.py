@@ -13,6 +13,7 @@ both alike. Which harness field stands for which LoadGen key is data: the table'
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,7 @@ def read_endpoints(
         rate_key = "result_samples_per_second" if scenario == "Offline" else "result_completed_samples_per_sec"
         try:
             values.setdefault(rate_key, float(count) / (float(duration) / 1e9))
-        except (TypeError, ValueError, ZeroDivisionError):
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
             pass
     if part == "accuracy":
         count = accuracy_sample_count(data)
@@ -223,12 +224,14 @@ def read_endpoints(
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, or None (a bool, text, a container, inf, NaN, an integer past float)."""
     if isinstance(value, bool):
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if math.isfinite(number) else None
 
 
 def score_readings(score: Any, reading: dict[str, Any] | None, metrics: list[str]) -> dict[str, float]:
