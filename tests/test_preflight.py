@@ -208,3 +208,14 @@ def test_preflight_refuses_a_made_up_digest_or_commit(default_config, tmp_path, 
     real = hashlib.sha256(b"an image").hexdigest()
     entry[last] = value.rsplit("@", 1)[0] + ("@sha256:" + real if "sha256:" in value else "@" + real[:40])
     assert [f for f in placeholders(default_config) if f.rule == "placeholder"] == []
+
+
+def test_the_kubernetes_examples_placeholder_digest_is_refused(tmp_path):
+    """Its image digest could not be looked up where the example was written (all zeros but
+    the last digits): preflight names both places it stands, as it names a TODO:."""
+    config = validate_config(load_yaml(REPO / "config/examples/mi355x-multinode-kubernetes.yaml"), SCHEMA)
+    found = [f for f in preflight(config, tmp_path) if f.rule == "placeholder" and "made-up digest" in f.message]
+    assert sorted(f.path for f in found) == [
+        "systems.mi355x-11x8-rocm-vllm-k8s.engine.endpoints.kubernetes.image",
+        "systems.mi355x-11x8-rocm-vllm-k8s.software.container",
+    ]
