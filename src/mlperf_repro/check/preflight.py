@@ -411,12 +411,24 @@ def _local_sources(plan: Plan, workdir: Path) -> list[Finding]:
     return findings
 
 
+def _imported_notes(config: dict[str, Any]) -> list[Finding]:
+    """What an import could not map as the source ran it (e.g. the harness ran 87 engines
+    where the allocation starts 8 per node on 11 nodes): a warning each before any run, so
+    the difference is seen before the results differ."""
+    notes = (config.get("imported") or {}).get("notes") if isinstance(config.get("imported"), dict) else None
+    return [
+        Finding("imported-note", f"imported.notes[{i}]", str(note), severity="warning")
+        for i, note in enumerate(notes or [])
+    ]
+
+
 def preflight(config: dict[str, Any], workdir: str | Path = ".") -> list[Finding]:
     plan = Plan(config)
     # imported: the import's record of the source (values it replaced may hold TODO: texts); never read.
     findings: list[Finding] = placeholders({k: v for k, v in config.items() if k != "imported"})
     for part in (_loadgen, _scenarios, _run_lengths, _systems, _support):
         findings.extend(part(plan))
+    findings.extend(_imported_notes(config))
     findings.extend(_quantize_device(plan))
     findings.extend(_quark_env(plan, Path(workdir)))
     findings.extend(_local_sources(plan, Path(workdir)))
