@@ -278,25 +278,36 @@ def test_test04_passes_a_fair_pipeline_and_fails_a_caching_one(tiny_wan, tmp_pat
     audit = audit_config_text(
         "TEST04", {**TEST04["audit_config"], **TEST04["audit_config_by_scenario"]["SingleStream"]}
     )
-    performance = loadgen_run(
-        tiny_wan, tmp_path, "performance", "SingleStream", "performance", conf, cache=cache, data="data64"
-    )
-    audited = loadgen_run(
-        tiny_wan, tmp_path, "TEST04", "SingleStream", "performance", conf, audit, cache=cache, data="data64"
-    )
-    detail = read_detail(audited / "mlperf_log_detail.txt")
-    assert detail["effective_performance_issue_same"] == 1
-    out = tmp_path / "compliance" / "TEST04"
-    verdict = verify_job(
-        "TEST04",
-        str(audited),
-        "SingleStream",
-        str(tiny_wan / "model"),
-        TEST04,
-        str(out),
-        performance_run=str(performance),
-    )
-    assert verdict is passes
+    # A fair pipeline's two runs differ only by the machine: this VM's speed moves by 20-30%
+    # between two runs seconds apart (bench/README.md, test04_pairs.sh), which fails TEST04's
+    # 1.2 now and then. So the fair pair may be run up to three times and must pass once; the
+    # caching pipeline fails by construction (its audited run is INVALID), once is enough.
+    speedups = []
+    for attempt in range(3 if passes else 1):
+        work = tmp_path / f"attempt-{attempt}"
+        work.mkdir()
+        performance = loadgen_run(
+            tiny_wan, work, "performance", "SingleStream", "performance", conf, cache=cache, data="data64"
+        )
+        audited = loadgen_run(
+            tiny_wan, work, "TEST04", "SingleStream", "performance", conf, audit, cache=cache, data="data64"
+        )
+        detail = read_detail(audited / "mlperf_log_detail.txt")
+        assert detail["effective_performance_issue_same"] == 1
+        out = work / "compliance" / "TEST04"
+        verdict = verify_job(
+            "TEST04",
+            str(audited),
+            "SingleStream",
+            str(tiny_wan / "model"),
+            TEST04,
+            str(out),
+            performance_run=str(performance),
+        )
+        speedups.append(json.loads((out / "verdict.json").read_text())["details"].get("speedup"))
+        if verdict:
+            break
+    assert verdict is passes, speedups
     details = json.loads((out / "verdict.json").read_text())["details"]
     verdict_line = (out / TEST04["verify_file"]).read_text().splitlines()[-1]
     if passes:
