@@ -10,6 +10,7 @@ prints that the detail log records too must agree, up to the printing precision 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -92,6 +93,19 @@ def parse_summary(text: str) -> dict[str, str]:
         if match and match.group(1) not in values:
             values[match.group(1)] = match.group(2)
     return values
+
+
+def finite_number(value: Any) -> float | None:
+    """A logged value as a number; None where it is none (absent, text, a container, a bool,
+    or not finite: LoadGen logs no inf or NaN, and an integer past float's range is none too,
+    so the checker's rules report such a value as missing)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        result = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return result if math.isfinite(result) else None
 
 
 def read_summary(path: str | Path) -> dict[str, str]:

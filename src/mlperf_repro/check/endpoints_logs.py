@@ -13,12 +13,12 @@ both alike. Which harness field stands for which LoadGen key is data: the table'
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ..loadgen_logs import finite_number
 from .files import TreeFiles, UnreadableFile, files_of
 
 # The part of a scenario folder -> the harness's JSON of that part.
@@ -151,7 +151,7 @@ def accuracy_sample_count(results: dict) -> int | None:
     for entry in accuracy_entries(results):
         responses = entry.get("response_counts") if isinstance(entry.get("response_counts"), dict) else {}
         for value in (entry.get("total_samples"), responses.get("issued")):
-            number = _number(value)
+            number = finite_number(value)
             if number is not None and number.is_integer():
                 counts.append(int(number))
                 break
@@ -223,17 +223,6 @@ def read_endpoints(
     return values
 
 
-def _number(value: Any) -> float | None:
-    """A finite number, or None (a bool, text, a container, inf, NaN, an integer past float)."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def score_readings(score: Any, reading: dict[str, Any] | None, metrics: list[str]) -> dict[str, float]:
     """The table's accuracy metrics an endpoints score gives: a number is the ``metric``
     the benchmark's ``accuracy_score`` entry names; a dict is read by the metrics' names
@@ -242,11 +231,11 @@ def score_readings(score: Any, reading: dict[str, Any] | None, metrics: list[str
         return {}
     if isinstance(score, dict):
         lowered = {str(k).lower(): v for k, v in score.items()}
-        found = {m: _number(lowered.get(m.lower())) for m in metrics}
+        found = {m: finite_number(lowered.get(m.lower())) for m in metrics}
         metric = reading.get("metric")
         if metric and found.get(metric) is None:
-            found[metric] = _number(lowered.get("score", lowered.get("accuracy")))
+            found[metric] = finite_number(lowered.get("score", lowered.get("accuracy")))
         return {m: v for m, v in found.items() if v is not None}
-    value = _number(score)
+    value = finite_number(score)
     metric = reading.get("metric")
     return {metric: value} if metric and value is not None else {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
+from ..loadgen_logs import finite_number as number  # noqa: F401  (the rules read numbers through it)
 from ..loadgen_logs import read_detail, summary_record
 from .endpoints_logs import PART_FILES, is_endpoints_folder, read_endpoints
 from .files import TreeFiles, UnreadableFile, files_of
@@ -284,18 +284,6 @@ SUMMARY_LOG = "mlperf_log_summary.txt"
 
 
 DETAIL_LOG = "mlperf_log_detail.txt"
-
-
-def number(value: Any) -> float | None:
-    """A logged value as a number; None where it is none (absent, text, a list, a bool, or
-    not finite: LoadGen logs no inf or NaN, so the rules report such a value as missing)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        result = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return result if math.isfinite(result) else None
 
 
 def plain(value: float | None) -> str:
