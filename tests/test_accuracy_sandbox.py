@@ -333,7 +333,10 @@ def test_read_only_folders_are_readable_even_under_tmp_and_stay_read_only(isolat
     shared.mkdir(mode=0o755)
     os.chmod(shared, 0o755)
     mounts = Path("/proc/self/mountinfo").read_text()
-    views = set(Path("/tmp").glob("mlperf-sandbox-view-*"))
+    # This process's own staging folders (the name carries the pid): other xdist workers run
+    # sandboxes at the same time.
+    own_views = f"mlperf-sandbox-view-{os.getpid()}-*"
+    views = set(Path("/tmp").glob(own_views))
     (shared / "helper.py").write_text("VALUE = 41\n")
     os.chmod(shared / "helper.py", 0o644)
     source = (
@@ -352,7 +355,7 @@ def test_read_only_folders_are_readable_even_under_tmp_and_stay_read_only(isolat
         assert result.ok and result.stdout == b"42\n", result.stderr[-500:]
         assert not (shared / "written").exists()
         assert Path("/proc/self/mountinfo").read_text() == mounts
-        assert set(Path("/tmp").glob("mlperf-sandbox-view-*")) == views
+        assert set(Path("/tmp").glob(own_views)) == views
     finally:
         shutil.rmtree(private)
 

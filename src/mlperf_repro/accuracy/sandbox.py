@@ -374,7 +374,7 @@ def _shown_folders(folders: Sequence[str], uid: int | None) -> _Shown:
             shown.folders.append((path, path))
             continue
         if shown.staging is None:
-            shown.staging = tempfile.mkdtemp(prefix="mlperf-sandbox-view-")
+            shown.staging = tempfile.mkdtemp(prefix=f"mlperf-sandbox-view-{os.getpid()}-")
             os.chmod(shown.staging, 0o755)
         mountpoint = os.path.join(shown.staging, str(len(shown.binds)))
         os.mkdir(mountpoint, 0o755)
@@ -655,14 +655,27 @@ def _live_processes(uid: int) -> list[int]:
     return found
 
 
+# How long the kill of a uid's processes may take to be seen done: a fork bomb's hundreds of
+# processes take a while to exit after SIGKILL on a loaded machine.
+_KILL_UID_WAIT_S = 10.0
+
+
 def _kill_uid(uid: int) -> None:
-    """Kill every process of ``uid``: kill(-1) from a process of that uid reaches exactly
-    those. Repeated while any is alive, as a fork bomb may still be forking while it dies.
+    """Kill every process of ``uid`` and return once none is alive: kill(-1) from a process of
+    that uid reaches exactly those. Repeated while any is alive, as a fork bomb may still be
+    forking while it dies, and SIGKILLed processes are still alive until they have exited.
     (kill(-1) itself cannot say when none is left: it succeeds whenever other processes exist,
     permitted or not.)"""
-    for _ in range(20):
+    deadline = time.monotonic() + _KILL_UID_WAIT_S
+    pause = 0.001
+    while True:
         if not _live_processes(uid):
             return
+        if time.monotonic() > deadline:
+            raise UserError(
+                f"the sandbox could not end every process of its uid {uid} within {_KILL_UID_WAIT_S:.0f} s "
+                "(a process stuck in the kernel?); the evaluation stops rather than run next to it"
+            )
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child only makes system calls
             try:
@@ -672,6 +685,9 @@ def _kill_uid(uid: int) -> None:
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
+        if _live_processes(uid):
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 class _Namespace:
