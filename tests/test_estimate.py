@@ -62,17 +62,17 @@ def test_default_config_by_hand(tmp_path):
     assert runs["run: Offline performance"].wall_s == pytest.approx(12.8 + 5)
     # Accuracy: 256 samples at 100/s = 2.56 s, + 5 s.
     assert runs["run: Offline accuracy"].wall_s == pytest.approx(256 / 100 + 5)
-    # Server: max(10 x 30, 500) queries padded to 2 x 256 = 512 at 30 qps = 17.067 s, + 5 s.
-    assert runs["run: Server performance"].wall_s == pytest.approx(512 / 30 + 5)
-    assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 30 + 5)
+    # Server: max(10 x 50, 500) queries padded to 2 x 256 = 512 at 50 qps = 10.24 s, + 5 s.
+    assert runs["run: Server performance"].wall_s == pytest.approx(512 / 50 + 5)
+    assert runs["run: Server accuracy"].wall_s == pytest.approx(256 / 50 + 5)
     # Interactive: 512 queries at 30 qps = 17.067 s, + 5 s.
     assert runs["run: Interactive performance"].wall_s == pytest.approx(512 / 30 + 5)
     assert runs["run: Interactive accuracy"].wall_s == pytest.approx(256 / 30 + 5)
     # TEST06's audit.config: min_duration 0, min_query_count 100 -> Offline 100 samples / 100,
-    # Server 100 / 30, Interactive 100 / 30, each + 5 s; three verifications at 5 s.
+    # Server 100 / 50, Interactive 100 / 30, each + 5 s; three verifications at 5 s.
     compliance = stage(est, "compliance")
     assert compliance.jobs == {"compliance_run": 3, "compliance_verify": 3}
-    assert compliance.wall_s == pytest.approx(100 / 100 + 100 / 30 + 100 / 30 + 3 * 5 + 3 * 5)
+    assert compliance.wall_s == pytest.approx(100 / 100 + 100 / 50 + 100 / 30 + 3 * 5 + 3 * 5)
     # 10 LoadGen processes (a find-performance run, 6 runs, 3 compliance runs), one model load: 9 x (30 - 5) s saved.
     assert any(
         "model loads of cpu-2c-vllm: 1 for its 10 LoadGen processes (launch: shared); saves 0:03:45" in n
@@ -112,19 +112,19 @@ def test_default_config_by_hand(tmp_path):
         + 17.8
         + 256 / 100
         + 5
+        + 512 / 50
+        + 5
+        + 256 / 50
+        + 5
         + 512 / 30
         + 5
         + 256 / 30
-        + 5
-        + 512 / 30
-        + 5
-        + 256 / 30
-        + 5  # runs: 96.32
+        + 5  # runs: 86.32
         + 55.24
-        + 37.66667
+        + 36.33333
         + 30
     )  # accuracy, compliance, package (with the report's plots)
-    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~278 s
+    assert total["wall_s"] == pytest.approx(expected_wall, rel=1e-5)  # ~266 s
     expected_disk = (
         shipped
         + 4_194_304
