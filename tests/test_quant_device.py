@@ -69,18 +69,20 @@ def test_the_slurm_plugin_turns_the_resources_into_its_gpu_flags(vendor, gpus, g
     assert set_gres_string(job) == flags
 
 
-def test_preflight_refuses_a_gpu_recipe_set_to_cpu_or_without_a_gpu_system(vendor, tmp_path):
+def test_preflight_refuses_a_gpu_recipe_without_a_gpu_system_and_warns_when_set_to_cpu(vendor, tmp_path):
     assert not [f for f in preflight(copy.deepcopy(vendor), tmp_path) if f.rule == "quantize-device"]
-    on_cpu = copy.deepcopy(vendor)
-    on_cpu["quantization"][RECIPE]["device"] = "cpu"
-    (found,) = [f for f in preflight(on_cpu, tmp_path) if f.rule == "quantize-device"]
-    assert found.path == f"quantization.{RECIPE}.device" and "autosmoothquant" in found.message
     cpu_only = copy.deepcopy(vendor)
     for system in cpu_only["systems"].values():
         system["description"]["accelerators_per_node"] = 0
     (found,) = [f for f in preflight(cpu_only, tmp_path) if f.rule == "quantize-device"]
     assert found.path == f"quantization.{RECIPE}" and "has an accelerator" in found.message
-    assert found.severity == "error"
+    assert found.severity == "error" and "device: cpu" in found.message
+    # device: cpu runs the kernel's emulation (quark_runner): allowed, with a warning.
+    for config in (copy.deepcopy(vendor), cpu_only):
+        config["quantization"][RECIPE]["device"] = "cpu"
+        (found,) = [f for f in preflight(config, tmp_path) if f.rule == "quantize-device"]
+        assert found.path == f"quantization.{RECIPE}.device" and "autosmoothquant" in found.message
+        assert found.severity == "warning" and "emulated" in found.message
 
 
 def test_the_device_record_names_the_cpu_or_the_gpu():

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlperf_repro.errors import UserError
 from mlperf_repro.hashing import sha256_file
@@ -177,15 +179,32 @@ def test_device_cpu_hides_the_gpus_from_quark(monkeypatch, tmp_path, model_dir):
     assert seen["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
-def test_autosmoothquant_one_call_size_is_warned_about(tmp_path):
-    """The Llama 2 70B shapes and the vendor's calibration volume: ASQ's one fake-quantize call
-    over every token x intermediate_size crosses 2**31 (seen failing on an H200 at 128 x 1,024)."""
-    (tmp_path / "config.json").write_text('{"hidden_size": 8192, "intermediate_size": 28672}')
-    vendor = [[1] * 1024] * 1000
-    warning = quark_tool.one_call_activation_warning(tmp_path, vendor, ["autosmoothquant", "gptq"])
-    assert "1,024,000 calibration tokens x 28,672" in warning and "Under 74,898 tokens" in warning
-    assert quark_tool.one_call_activation_warning(tmp_path, [[1] * 1024] * 64, ["autosmoothquant"]) is None
-    assert quark_tool.one_call_activation_warning(tmp_path, vendor, ["gptq"]) is None
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 40),
+    width=st.sampled_from([1, 8, 24, 32, 40, 48, 96, 100]),
+    max_elements=st.integers(1, 5000),
+)
+def test_row_chunks_hold_whole_mx_blocks_and_join_to_the_one_call(rows, width, max_elements):
+    """quark_runner.chunked_qdq against one call, with a kernel that scales each block of 32
+    consecutive elements of the flattened tensor by its own maximum: a chunk boundary inside a
+    block would change the result. (Quark's kernels block along rows, a weaker condition.)"""
+    from mlperf_repro.quant import quark_runner
+
+    def kernel(x, mode="even"):
+        flat = x.reshape(-1)
+        pad = (-flat.numel()) % 32
+        blocks = torch.nn.functional.pad(flat, (0, pad)).reshape(-1, 32)
+        scaled = blocks / blocks.abs().amax(dim=1, keepdim=True).clamp(min=1e-6)
+        return scaled.reshape(-1)[: flat.numel()].reshape(x.shape)
+
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(rows * 1000 + width))
+    stats = {"calls": 0, "chunked_calls": 0, "chunks": 0, "largest_call_elements": 0}
+    chunked = quark_runner.chunked_qdq(kernel, max_elements, stats, torch)(x)
+    assert torch.equal(chunked, kernel(x))
+    step = quark_runner.chunk_rows(rows, width, max_elements)
+    assert (step * width) % 32 == 0 and (step * width <= max_elements or step * width <= 32 * width)
+    assert stats["chunked_calls"] == (x.numel() > max_elements)
 
 
 @_runs_quark
@@ -302,11 +321,31 @@ def test_emulated_copy_is_plain_bf16_of_the_decoded_weights(quark_run):
 
 
 @_runs_quark
-def test_autosmoothquant_on_cpu_is_refused_naming_the_kernel(model_dir, dataset_file, tmp_path):
+def test_autosmoothquant_runs_on_cpu_and_chunked_calls_change_nothing(model_dir, dataset_file, tmp_path):
+    """The vendor's algorithms on a CPU (Quark's emulation of its fused MXFP4 kernel), once with
+    every fake-quantize call whole and once cut into chunks of at most 1,000 elements: the
+    exported checkpoints are the same bytes."""
+    from safetensors.torch import load_file
+
     recipe = {**RECIPE, "algorithms": ["autosmoothquant", "gptq"]}
     calibration = select_calibration(dataset_file, recipe["calibration"])
-    with pytest.raises(UserError, match="qdq_mxfp4"):
-        quark_tool.run_quark(model_dir, tmp_path / "q", recipe, calibration, work_dir=tmp_path, device="cpu")
+    reports, tensors = [], []
+    for limit in (2**30, 1000):
+        work = tmp_path / str(limit)
+        work.mkdir()
+        reports.append(
+            quark_tool.run_quark(
+                model_dir, work / "q", recipe, calibration, work_dir=work, device="cpu", qdq_max_elements=limit
+            )
+        )
+        shards = sorted((work / "q").glob("*.safetensors"))
+        tensors.append({name: t for shard in shards for name, t in load_file(shard).items()})
+    whole, chunked = (report["mxfp4_qdq"] for report in reports)
+    assert "emulation" in whole["implementation"] and whole["calls"] > 0
+    assert whole["chunked_calls"] == 0 and chunked["chunked_calls"] > 0
+    assert chunked["largest_call_elements"] > 1000 and chunked["chunks"] > chunked["chunked_calls"]
+    assert tensors[0].keys() == tensors[1].keys() and tensors[0]
+    assert all(torch.equal(tensors[0][n], tensors[1][n]) for n in tensors[0])
 
 
 @_runs_quark

@@ -293,9 +293,9 @@ def _disk(plan: Plan, workdir: Path) -> list[Finding]:
 
 
 def _quantize_device(plan: Plan) -> list[Finding]:
-    """A recipe its tool cannot run on a CPU: refused when set to ``device: cpu``, or when no
-    system that serves its checkpoint has an accelerator (a CPU-only config: the job would
-    fail in the tool after the model was acquired)."""
+    """A recipe whose tool runs it on a GPU: refused when no system that serves its checkpoint
+    has an accelerator (a CPU-only config: the job would fail in the tool after the model was
+    acquired); set to ``device: cpu``, a warning that a GPU kernel is emulated there."""
     findings = []
     for model, recipe in plan.quantized_models:
         where = plan.quantize_device(recipe)
@@ -303,15 +303,18 @@ def _quantize_device(plan: Plan) -> list[Finding]:
         if why is None:
             continue
         if where["device"] == "cpu":
-            message = f"the recipe runs on a CPU (device: cpu), which its tool cannot: {why}; set device: gpu"
-            findings.append(Finding("quantize-device", f"quantization.{recipe}.device", message))
+            message = (
+                f"the recipe runs on a CPU (device: cpu) with an emulated GPU kernel: {why}; "
+                "the plan view prices the job; device: gpu where a GPU is"
+            )
+            findings.append(Finding("quantize-device", f"quantization.{recipe}.device", message, severity="warning"))
             continue
         systems = plan.systems_serving(model, recipe)
         if systems and not any(plan.system_accelerators(s) for s in systems):
             message = (
-                f"the recipe needs a GPU ({why}), and no system serving {model} with it "
+                f"the recipe runs on a GPU ({why}), and no system serving {model} with it "
                 f"({', '.join(systems)}) has an accelerator: quantize where one is (a system with "
-                "accelerators), or use a recipe without the algorithm"
+                "accelerators), set device: cpu to run it on the CPU, or use a recipe without the algorithm"
             )
             findings.append(Finding("quantize-device", f"quantization.{recipe}", message))
     return findings

@@ -19,22 +19,40 @@ per tensor), ``ModelQuantizer.quantize_model`` over the calibration token sequen
 (the frozen weight quantizer applied to the weight) so a caller can compare our codec's
 decoding against it.
 
-On CPU, AutoSmoothQuant with MXFP4 cannot run: its scale search calls Quark's fused
-``qdq_mxfp4`` kernel (quark/torch/kernel/mx/hip.py), which is implemented for CUDA/HIP
-devices only ("qdq_mxfp4 is only implemented in CUDA devices!", amd-quark 0.13). The runner
-refuses that combination up front with that reason. GPTQ runs on CPU (column by column,
-without CUDA graphs).
+MXFP4 fake-quantize calls (``quark.torch.kernel.mx.qdq_mxfp4``) go through
+:func:`_install_mxfp4_qdq`, for two reasons:
+
+* **Size.** AutoSmoothQuant's scale search (amd-quark 0.13) fake-quantizes the activations of
+  the whole calibration set in one call: for Llama 2 70B's down projection at the vendor's
+  1,000 x 1,024 calibration that is 1,024,000 tokens x 28,672 = 2.9e10 elements, and on an
+  H200 such calls failed ("CUDA error: invalid argument") from 128 x 1,024 on, consistent with
+  a 2**31-element limit of the kernel (bench/README.md, gpu_check.py). Calls above
+  ``qdq_max_elements`` are cut into row chunks whose element counts are multiples of 32: MX
+  blocks are 32 consecutive elements of a row, so each chunk holds whole blocks and the joined
+  result is the one call's, bit for bit (tests/test_quant_quark.py checks it on whole runs).
+* **CPU.** The fused kernel exists for CUDA/HIP only ("qdq_mxfp4 is only implemented in CUDA
+  devices!"). On a CPU the same calls go to Quark's own emulation of the format
+  (``quark.torch.kernel.hw_emulation.hw_emulation_interface.fake_quantize_mx``, FP4 elements,
+  blocks of 32 along the last axis), so the vendor's recipe runs on a CPU too (slowly), and
+  the report says which implementation ran.
+
+GPTQ runs on CPU (column by column, without CUDA graphs).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ALGORITHMS = ("autosmoothquant", "gptq")
+# Under the 2**31 elements at which the CUDA kernel failed, with room.
+DEFAULT_QDQ_MAX_ELEMENTS = 2**30
+MX_BLOCK = 32
 
 
 class RunnerError(Exception):
@@ -47,6 +65,64 @@ def _calibration(path: str, torch: Any) -> list[Any]:
     if not rows:
         raise RunnerError(f"calibration file {path} has no rows")
     return [torch.tensor([row], dtype=torch.long) for row in rows]
+
+
+def chunk_rows(rows: int, width: int, max_elements: int) -> int:
+    """Rows per call: as many as fit in ``max_elements`` (at least one block's worth), and a
+    count whose elements are a multiple of the MX block, so no block spans two calls however
+    the kernel lays blocks out."""
+    unit = MX_BLOCK // math.gcd(width, MX_BLOCK)
+    return max(unit, (max_elements // max(width, 1)) // unit * unit)
+
+
+def chunked_qdq(kernel: Callable[..., Any], max_elements: int, stats: dict[str, Any], torch: Any) -> Callable[..., Any]:
+    """``kernel`` (x, scale_calculation_mode) applied in row chunks of at most ``max_elements``."""
+
+    def qdq(x: Any, scale_calculation_mode: str = "even") -> Any:
+        stats["calls"] += 1
+        stats["largest_call_elements"] = max(stats["largest_call_elements"], int(x.numel()))
+        if x.numel() <= max_elements or x.dim() == 0:
+            return kernel(x, scale_calculation_mode)
+        rows = x.reshape(-1, x.shape[-1])
+        step = chunk_rows(rows.shape[0], rows.shape[1], max_elements)
+        parts = [kernel(rows[i : i + step], scale_calculation_mode) for i in range(0, rows.shape[0], step)]
+        stats["chunked_calls"] += 1
+        stats["chunks"] += len(parts)
+        return torch.cat(parts).reshape(x.shape)
+
+    return qdq
+
+
+def cpu_qdq_mxfp4(x: Any, scale_calculation_mode: str = "even") -> Any:
+    """Quark's own emulation of the fused MXFP4 quantize-dequantize, for a CPU."""
+    from quark.torch.kernel.hw_emulation.hw_emulation_interface import fake_quantize_mx
+
+    return fake_quantize_mx(
+        x, axis=-1, block_size=MX_BLOCK, scale_calculation_mode=scale_calculation_mode, mx_element_dtype="fp4"
+    )
+
+
+def _install_mxfp4_qdq(device: str, max_elements: int, torch: Any) -> dict[str, Any]:
+    """Route Quark's MXFP4 fake-quantize calls through the chunker (and, on a CPU, the
+    emulation); returns the statistics the report carries."""
+    from quark.torch.kernel import mx
+
+    fused = mx.qdq_mxfp4
+    implementation = (
+        "quark.torch.kernel.hw_emulation fake_quantize_mx (the fused kernel's CPU emulation)"
+        if device == "cpu"
+        else f"quark.torch.kernel.mx.qdq_mxfp4 ({fused.__name__})"
+    )
+    stats: dict[str, Any] = {
+        "implementation": implementation,
+        "max_elements_per_call": max_elements,
+        "calls": 0,
+        "chunked_calls": 0,
+        "chunks": 0,
+        "largest_call_elements": 0,
+    }
+    mx.qdq_mxfp4 = chunked_qdq(cpu_qdq_mxfp4 if device == "cpu" else fused, max_elements, stats, torch)
+    return stats
 
 
 def run(args: dict[str, Any]) -> dict[str, Any]:
@@ -72,15 +148,12 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise RunnerError(f"unknown Quark algorithm(s) {unknown}; known: {list(ALGORITHMS)}")
     scheme = args["scheme"]
-    if device == "cpu" and scheme.startswith("mxfp4"):
-        gpu_only = args.get("gpu_only_with_mxfp4") or {}
-        blocked = [f"{a}: {gpu_only[a]}" for a in algorithms if a in gpu_only]
-        if blocked:
-            raise RunnerError("cannot run on CPU with amd-quark " + quark_version + ": " + "; ".join(blocked))
-    # Refused before this import: importing quark.torch takes about a minute on 2 cores (it parses
-    # every transformers modeling file looking for MoE expert classes).
+    # Importing quark.torch takes about a minute on 2 cores (it parses every transformers
+    # modeling file looking for MoE expert classes): the checks above come first.
     import transformers
     from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
+
+    qdq_stats = _install_mxfp4_qdq(device, int(args.get("qdq_max_elements") or DEFAULT_QDQ_MAX_ELEMENTS), torch)
 
     torch.manual_seed(int(args.get("seed", 0)))
     started = time.time()
@@ -121,6 +194,7 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
         "algorithms": algorithms,
         "calibration_rows": len(calib),
         "calibration_tokens": int(sum(t.numel() for t in calib)),
+        "mxfp4_qdq": qdq_stats,
         "seconds": {"calibrate_quantize": round(quantized_s, 2), "total": round(time.time() - started, 2)},
     }
     return report

@@ -47,16 +47,14 @@ from .prequantized import (
     reference_error,
     write_emulated_copy,
 )
-from .tools import QUARK_GPU_ONLY_WITH_MXFP4, recipe_device
+from .tools import recipe_device
 from .validate import WEIGHT_FORMATS, validate_checkpoint
 
 ENV_VARIABLE = "MLPERF_REPRO_QUARK_ENV"
-# amd-quark 0.13's AutoSmoothQuant fake-quantizes the activations of the whole calibration set
-# in one call. On an H200 (torch 2.11+cu130) such calls failed with "CUDA error: invalid
-# argument" on a Llama 2 70B-shaped block at 128 and 256 sequences of up to 1,024 tokens (the
-# down projection's input: about 3.8e9 and 7.5e9 elements once padded) and passed at 64 (about
-# 1.9e9): consistent with a 2**31-element limit (bench/README.md, gpu_check.py).
-ONE_CALL_ELEMENT_LIMIT = 2**31
+# The largest MXFP4 fake-quantize call the runner lets through; larger ones are cut into exact
+# row chunks (quark_runner.py): amd-quark 0.13's AutoSmoothQuant hands the kernel a whole
+# calibration set's activations, and on an H200 calls of 2**31 elements or more failed.
+QDQ_MAX_ELEMENTS = 2**30
 RUNNER = Path(__file__).with_name("quark_runner.py")
 # Quark writes these itself; the rest of the model folder's small files (tokenizer) are copied.
 _FROM_QUARK = {"config.json", "generation_config.json", "model.safetensors.index.json"}
@@ -75,29 +73,6 @@ def quark_python() -> Path | None:
     return python if python.is_file() else None
 
 
-def one_call_activation_warning(model_dir: str | Path, input_ids: list[list[int]], algorithms: list[str]) -> str | None:
-    """Why AutoSmoothQuant may fail on this calibration set, or None: its one fake-quantize call
-    covers every calibration token times the widest Linear input (``intermediate_size``)."""
-    if "autosmoothquant" not in [a.lower() for a in algorithms]:
-        return None
-    config_path = Path(model_dir) / "config.json"
-    if not config_path.is_file():
-        return None
-    config = json.loads(config_path.read_text())
-    config = config.get("text_config", config)
-    width = max(int(config.get("intermediate_size") or 0), int(config.get("hidden_size") or 0))
-    tokens = sum(len(ids) for ids in input_ids)
-    if tokens * width < ONE_CALL_ELEMENT_LIMIT:
-        return None
-    most = ONE_CALL_ELEMENT_LIMIT // max(width, 1)
-    return (
-        f"AutoSmoothQuant fake-quantizes all {tokens:,} calibration tokens x {width:,} (the widest Linear input) = "
-        f"{tokens * width:.2e} activations in one call; with amd-quark 0.13 on CUDA such calls of 2**31 elements "
-        f"or more failed with 'CUDA error: invalid argument' (bench/README.md, gpu_check.py). "
-        f"Under {most:,} tokens stays below that (calibration.samples x seq_len)"
-    )
-
-
 def run_quark(
     model_dir: str | Path,
     output_dir: str | Path,
@@ -107,8 +82,10 @@ def run_quark(
     work_dir: str | Path,
     qdq_reference: str | Path | None = None,
     device: str | None = None,
+    qdq_max_elements: int = QDQ_MAX_ELEMENTS,
 ) -> dict[str, Any]:
-    """Run quark_runner in the Quark environment; return its report. Raises UserError with the log's tail."""
+    """Run quark_runner in the Quark environment; return its report. Raises UserError with the log's tail.
+    ``qdq_max_elements``: the largest MXFP4 fake-quantize call before it is cut into row chunks."""
     python = quark_python()
     if python is None:
         raise UserError(f"the Quark environment {quark_env()} is not built: build it with ./install.sh --quark")
@@ -120,9 +97,6 @@ def run_quark(
     if recipe.get("algorithms") and len({len(ids) for ids in input_ids}) > 1:
         input_ids, padding = fixed_length(input_ids, pad_token_id(model_dir))
     (work / "calibration.json").write_text(json.dumps({"input_ids": input_ids}))
-    warning = one_call_activation_warning(model_dir, input_ids, list(recipe.get("algorithms") or []))
-    if warning and device != "cpu":
-        print(f"quark: warning: {warning}", file=sys.stderr, flush=True)
     args = {
         "model_dir": str(model_dir),
         "output_dir": str(output_dir),
@@ -133,7 +107,7 @@ def run_quark(
         "algorithms": list(recipe.get("algorithms") or []),
         "exclude": list(recipe.get("exclude") or ["lm_head"]),
         "device": device,  # None: the runner takes CUDA/ROCm when torch sees one, else the CPU
-        "gpu_only_with_mxfp4": QUARK_GPU_ONLY_WITH_MXFP4,
+        "qdq_max_elements": qdq_max_elements,
         "seed": calibration["seed"],
         "qdq_reference": str(qdq_reference) if qdq_reference else None,
     }
@@ -157,8 +131,6 @@ def run_quark(
     report = json.loads((work / "report.json").read_text())
     if padding:
         report["calibration_padding"] = padding
-    if warning and device != "cpu":
-        report["warnings"] = [warning]
     return report
 
 
@@ -187,7 +159,15 @@ def quark_job(
     qdir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="quark-", dir=qdir.parent) as work:
         device = "cuda" if recipe_device(recipe) == "gpu" else "cpu"
-        report = run_quark(model_dir, qdir, recipe, calibration, work_dir=work, device=device)
+        report = run_quark(
+            model_dir,
+            qdir,
+            recipe,
+            calibration,
+            work_dir=work,
+            device=device,
+            qdq_max_elements=int(recipe.get("qdq_max_elements") or QDQ_MAX_ELEMENTS),
+        )
         log = Path(work, "quark.log").read_text(errors="replace")
     (qdir / "quark.log").write_text(log)
     for path in sorted(Path(model_dir).iterdir()):  # tokenizer and other side files

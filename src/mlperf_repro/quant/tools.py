@@ -23,7 +23,7 @@ from ..errors import UserError
 
 __all__ = [
     "DEFAULT_TOOL",
-    "QUARK_GPU_ONLY_WITH_MXFP4",
+    "QUARK_FUSED_MXFP4_KERNEL",
     "TOOLS",
     "Tool",
     "calibration_lines",
@@ -60,20 +60,23 @@ TOOLS: dict[str, Tool] = {
 }
 DEFAULT_TOOL = "native"
 
-#: Quark algorithms that run only on a GPU with an MXFP4 scheme (amd-quark 0.13), and why. The
-#: quark runner gets this list with its arguments and refuses them on a CPU.
-QUARK_GPU_ONLY_WITH_MXFP4 = {
+#: Quark algorithms that, with an MXFP4 scheme, call Quark's fused MXFP4 quantize-dequantize
+#: kernel (amd-quark 0.13), which exists for CUDA/HIP only. Such a recipe runs on a GPU unless it
+#: says ``device: cpu``; there the quark runner emulates the kernel with Quark's own reference
+#: code (quant/quark_runner.py), slowly at a real model's size.
+QUARK_FUSED_MXFP4_KERNEL = {
     "autosmoothquant": "its scale search calls Quark's fused qdq_mxfp4 kernel (quark/torch/kernel/mx/hip.py), "
-    "implemented for CUDA/HIP devices only",
+    "implemented for CUDA/HIP devices only (on a CPU, device: cpu, Quark's emulation of it runs instead, slowly)",
 }
 
 
 def needed_device(recipe: dict[str, Any]) -> tuple[str, str | None]:
-    """``("gpu", why)`` where the recipe's tool cannot run it on a CPU, else ``("cpu", None)``."""
+    """``("gpu", why)`` where the recipe's tool runs it on a GPU unless told otherwise (its
+    algorithm calls a GPU kernel), else ``("cpu", None)``."""
     if tool_for(recipe.get("tool")).name == "quark" and str(recipe.get("scheme", "")).startswith("mxfp4"):
         for algorithm in recipe.get("algorithms") or []:
-            if algorithm.lower() in QUARK_GPU_ONLY_WITH_MXFP4:
-                return "gpu", f"Quark's {algorithm} with MXFP4: {QUARK_GPU_ONLY_WITH_MXFP4[algorithm.lower()]}"
+            if algorithm.lower() in QUARK_FUSED_MXFP4_KERNEL:
+                return "gpu", f"Quark's {algorithm} with MXFP4: {QUARK_FUSED_MXFP4_KERNEL[algorithm.lower()]}"
     return "cpu", None
 
 
