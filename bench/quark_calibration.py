@@ -142,17 +142,32 @@ def main() -> None:
         runs[label] = run_child(args, model, data, limit, scratch / f"run-{limit}")
     same = len({r["checkpoint_sha256"] for r in runs.values()}) == 1
     today = dt.date.today().isoformat()
-    print(f"\n`.venv/bin/python bench/quark_calibration.py --layers {args.layers} --rows {args.rows} "
-          f"--seq-len {args.seq_len}`, {today}, {os.cpu_count()} CPUs, Quark on the CPU (emulated kernel)\n")
+    print(
+        f"\n`.venv/bin/python bench/quark_calibration.py --layers {args.layers} --rows {args.rows} "
+        f"--seq-len {args.seq_len}`, {today}, {os.cpu_count()} CPUs, Quark on the CPU (emulated kernel)\n"
+    )
     print("| run | rows | tokens | qdq calls | cut | chunks | largest call (elements) | wall s | peak RSS MB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, r in runs.items():
         q = r["qdq"]
-        print(f"| {label} | {r['rows']:,} | {r['tokens']:,} | {q['calls']:,} | {q['chunked_calls']:,} | "
-              f"{q['chunks']:,} | {q['largest_call_elements']:,} | {r['wall_s']} | {r['peak_rss_mb']:,} |")
-    print(f"\ncheckpoints identical: {same} (sha256 of the shards: "
-          + ", ".join(r["checkpoint_sha256"][:16] for r in runs.values()) + ")")
-    print(json.dumps({"runs": runs, "identical": same, "max_rss_self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+        print(
+            f"| {label} | {r['rows']:,} | {r['tokens']:,} | {q['calls']:,} | {q['chunked_calls']:,} | "
+            f"{q['chunks']:,} | {q['largest_call_elements']:,} | {r['wall_s']} | {r['peak_rss_mb']:,} |"
+        )
+    print(
+        f"\ncheckpoints identical: {same} (sha256 of the shards: "
+        + ", ".join(r["checkpoint_sha256"][:16] for r in runs.values())
+        + ")"
+    )
+    print(
+        json.dumps(
+            {
+                "runs": runs,
+                "identical": same,
+                "max_rss_self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            }
+        )
+    )
     if not same:
         raise SystemExit(1)
 
