@@ -12,8 +12,12 @@ stage cut short by a time limit leaves the earlier ones on record:
 * ``quark``: the vendor's recipe for llama2-70b (OCP MXFP4 weights and activations, FP8 KV
   cache, AutoSmoothQuant then GPTQ, ``lm_head`` excluded: ``config/examples/mi355x-llama2-70b.yaml``)
   through :func:`mlperf_repro.quant.quark_tool.quark_job` on a tiny random Llama: Quark on
-  the GPU, then our validation, emulated copy and manifest. On a CPU AutoSmoothQuant cannot
-  run (Quark's fused ``qdq_mxfp4`` kernel is CUDA/HIP only), so the suite never runs it;
+  the GPU, then our validation, emulated copy and manifest. (The suite runs AutoSmoothQuant
+  only on the CPU, where the quark runner emulates Quark's fused ``qdq_mxfp4`` kernel;)
+* ``emulation``: that CPU emulation (``quark_runner.cpu_qdq_mxfp4``, Quark's own
+  ``fake_quantize_mx``) against the fused kernel on the GPU, bit for bit, on random bf16
+  activations of Llama 2 70B's widths; and a call past 2**31 elements through the runner's
+  chunking (it must succeed) next to the same call whole (which failed on an H200);
 * ``qdq``: the same recipe once more with Quark's own quantize-dequantize of every weight
   saved; our MXFP4 codec decoding Quark's packed export must equal it bit for bit;
 * ``cpu_vs_gpu``: GPTQ alone (the one algorithm of the recipe a CPU runs) on the tiny model
@@ -22,7 +26,10 @@ stage cut short by a time limit leaves the earlier ones on record:
   query / 8 KV heads, vocab 32000; ``--scale-layers`` decoder blocks, random bf16 weights)
   with ``--scale-samples`` calibration rows of up to 1,024 tokens (``packing: per_row``, as
   the vendor), last, in a child process given what is left of ``--deadline-s``: seconds per decoder block and peak GPU
-  memory, then our validation of the export;
+  memory, then our validation of the export. The vendor's 1,000 rows need about 210 GB of GPU
+  memory in AutoSmoothQuant's scale search (the down projection's input, 1,024,000 tokens x
+  28,672 in bf16 = 58.7 GB, three copies of it and two outputs): an MI355X's 288 GB, not an
+  H200's 141 GB, so the default counts (128, 512) are the ones an H200 holds;
 
 Usage (Quark installed from its wheel beside the image's torch; ``MLPERF_REPRO_QUARK_ENV``
 names a Python that imports it)::
@@ -30,8 +37,9 @@ names a Python that imports it)::
     PYTHONPATH=src python3 bench/gpu_check.py --out DIR [--deadline-s 480] [--stages ...]
 
 On a machine without a GPU every stage that needs one records that and is skipped, unless
-``--rehearse-on-cpu``: then they run on the CPU with GPTQ alone (AutoSmoothQuant refuses the
-CPU) and a 1/16-width model in the scale stage, to try the script before a GPU lease.
+``--rehearse-on-cpu``: then they run on the CPU (AutoSmoothQuant through the emulated kernel;
+the emulation stage compares the emulation with itself) and a 1/16-width model in the scale
+stage, to try the script before a GPU lease.
 """
 
 from __future__ import annotations
@@ -53,7 +61,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-STAGES = ("facts", "screen", "quark", "qdq", "cpu_vs_gpu", "scale")
+STAGES = ("facts", "screen", "quark", "qdq", "emulation", "cpu_vs_gpu", "scale")
 # Settings that change what Quark does, recorded with the results.
 RECORDED_ENV = ("QUARK_DISABLE_COMPILE", "QUARK_MXFP4_IMPL", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CUDA_VISIBLE_DEVICES")
 # The vendor's recipe for llama2-70b (config/examples/mi355x-llama2-70b.yaml), calibration cut
@@ -71,7 +79,9 @@ TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "nu
 TINY.update(num_key_value_heads=2, vocab_size=128)
 LLAMA2_70B = {"hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64}
 LLAMA2_70B.update(num_key_value_heads=8, vocab_size=32000)
-# --rehearse-on-cpu: the one algorithm a CPU runs, and the scale model at 1/16 of the width.
+# The device comparison runs GPTQ alone: AutoSmoothQuant on a CPU runs the emulated kernel, a
+# difference of its own. --rehearse-on-cpu runs the vendor's recipe (emulated) and the scale
+# model at 1/16 of the width.
 CPU_RECIPE = {**VENDOR_RECIPE, "algorithms": ["gptq"]}
 REHEARSAL_SHAPE = {"hidden_size": 512, "intermediate_size": 1792, "num_attention_heads": 4}
 REHEARSAL_SHAPE.update(num_key_value_heads=1, vocab_size=2000)
@@ -83,7 +93,7 @@ def accelerator() -> str:
 
 
 def recipe() -> dict[str, Any]:
-    return CPU_RECIPE if REHEARSE else VENDOR_RECIPE
+    return {**VENDOR_RECIPE, "device": "cpu"} if REHEARSE else VENDOR_RECIPE
 
 
 def build_llama(path: Path, shape: dict[str, Any], layers: int, device: str, seed: int = 0) -> Path:
@@ -223,6 +233,56 @@ def stage_qdq(args, work: Path) -> dict[str, Any]:
     calibration = select_calibration(calib, recipe()["calibration"])
     report = run_quark(model, out / "q", recipe(), calibration, work_dir=run_dir, qdq_reference=out / "qdq.safetensors")
     return {"quark": report, **_decode_against_quark(out / "q", out / "qdq.safetensors")}
+
+
+# Runs in the Quark environment: the runner's emulation and chunking against the fused kernel.
+_EMULATION = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import quark_runner
+from quark.torch.kernel import mx
+device = "cpu" if sys.argv[2] == "cpu" else "cuda"
+fused = quark_runner.cpu_qdq_mxfp4 if device == "cpu" else mx.qdq_mxfp4
+gen = torch.Generator().manual_seed(0)
+out = {"device": device, "fused": getattr(fused, "__name__", str(fused)), "shapes": {}}
+for rows, width in ((64, 8192), (64, 28672), (1024, 1024), (3, 32)):
+    x = (torch.randn(rows, width, generator=gen) * torch.rand(rows, 1, generator=gen) * 8).to(torch.bfloat16)
+    emulated = quark_runner.cpu_qdq_mxfp4(x)
+    kernel = fused(x.to(device)).cpu()
+    out["shapes"][f"{rows}x{width}"] = {"elements": x.numel(), "bit_equal": int((emulated == kernel).sum()),
+                                        "max_abs_diff": float((emulated.float() - kernel.float()).abs().max())}
+if device == "cuda":
+    big = torch.randn(75_000, 28_672, dtype=torch.bfloat16, device=device)  # 2.15e9 elements > 2**31
+    stats = {"calls": 0, "chunked_calls": 0, "chunks": 0, "largest_call_elements": 0}
+    chunked = quark_runner.chunked_qdq(fused, 2**30, stats, torch)
+    try:
+        y = chunked(big); torch.cuda.synchronize(); out["past_2_31_chunked"] = {"ok": True, **stats}
+        del y
+    except Exception as exc:
+        out["past_2_31_chunked"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    try:
+        y = fused(big); torch.cuda.synchronize(); out["past_2_31_one_call"] = {"ok": True}
+    except Exception as exc:
+        out["past_2_31_one_call"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+print(json.dumps(out))
+"""
+
+
+def stage_emulation(args, work: Path) -> dict[str, Any]:
+    from mlperf_repro.quant.quark_tool import RUNNER, quark_python
+
+    python = quark_python()
+    if python is None:
+        return {"error": "no Quark environment (MLPERF_REPRO_QUARK_ENV)"}
+    device = "cpu" if REHEARSE else "cuda"
+    done = subprocess.run(
+        [str(python), "-c", _EMULATION, str(RUNNER.parent), device], capture_output=True, text=True, timeout=900
+    )
+    if done.returncode:
+        return {"error": f"exit {done.returncode}", "stderr_tail": done.stderr[-2000:]}
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["all_bit_equal"] = all(s["bit_equal"] == s["elements"] for s in result["shapes"].values())
+    return result
 
 
 def stage_scale(args, work: Path) -> dict[str, Any]:
@@ -399,7 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline-s", type=float, default=480, help="seconds after which no stage starts")
     parser.add_argument("--scale-layers", type=int, default=1)
     parser.add_argument(
-        "--scale-samples", default="128", help="calibration rows; several, comma-separated, run in turn"
+        "--scale-samples",
+        default="128,512",
+        help="calibration rows; several, comma-separated, run in turn (the vendor's 1000 needs a 288 GB GPU)",
     )
     parser.add_argument("--rehearse-on-cpu", action="store_true", help="run the GPU stages on the CPU (see above)")
     parser.add_argument("--scale-child", type=Path, help=argparse.SUPPRESS)

@@ -18,6 +18,12 @@ wall second. The source is read once before the runs so both start from a warm p
 Prints a Markdown table with the command and the date.
 
     .venv/bin/python bench/quantize.py [--scratch /tmp/quant-bench] [--layers 18] [--llmc-python /tmp/llmc/bin/python]
+        [--shape llama3-8b|llama2-70b] [--paths ours,llmc,ours-eval,quark]
+
+``--shape llama2-70b --paths ours,quark`` is the rehearsal of the vendor's job at the real
+shape (issue 37): a few real-sized decoder blocks (80 would be 138 GB), each path's time per
+block and peak RSS, which a whole model's job multiplies by 80 (ours) or holds all at once
+(Quark loads the whole model: ``from_pretrained``).
 """
 
 from __future__ import annotations
@@ -36,8 +42,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, VOCAB = 4096, 14336, 32, 8, 32000
+# (hidden, intermediate, heads, KV heads, vocab) of the shapes --shape picks.
+SHAPES = {
+    "llama3-8b": (4096, 14336, 32, 8, 32000),  # the default: 18 layers = 8.4 GB
+    "llama2-70b": (8192, 28672, 64, 8, 32000),  # Llama 2 70B's real dimensions (80 layers = 138 GB)
+}
+HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, VOCAB = SHAPES["llama3-8b"]
 SHARD_BYTES = 2 * 10**9
+
+
+def use_shape(name: str) -> None:
+    global HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, VOCAB
+    HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, VOCAB = SHAPES[name]
 
 
 def llama_config(layers: int) -> dict:
@@ -130,6 +146,25 @@ m = quantize_checkpoint(sys.argv[1], sys.argv[2] + "/quark", sys.argv[2] + "/emu
 print(json.dumps({"evaluation": m["evaluation"], "worst": m["layerwise_error"]["worst"], "mean": m["layerwise_error"]["mean"]}))
 """
 
+# The vendor's Quark recipe through the quantize job (quark_job, as the workflow's rule runs
+# it) on the CPU: AutoSmoothQuant through Quark's emulation of its fused kernel, then GPTQ, on a
+# few calibration rows (the calibration's size is bench/quark_calibration.py's subject).
+QUARK = """
+import json, random, sys
+from pathlib import Path
+import pandas as pd
+from mlperf_repro.quant.quark_tool import quark_job
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+rng = random.Random(1)
+data = out / "calibration.pkl"
+pd.DataFrame({"tok_input": [[rng.randrange(32000) for _ in range(160)] for _ in range(8)], "output": ["x"] * 8}).to_pickle(data)
+recipe = {"scheme": "mxfp4", "tool": "quark", "kv_cache": "fp8", "algorithms": ["autosmoothquant", "gptq"],
+          "exclude": ["lm_head"], "device": "cpu",
+          "calibration": {"samples": 8, "seq_len": 128, "packing": "per_row", "seed": 0}}
+manifest = quark_job(str(src), str(out / "quark"), str(out / "emulated"), recipe, calibration_file=str(data))
+print(json.dumps({"quark_seconds": manifest["quark"]["seconds"]}))
+"""
+
 LLMC = """
 import sys
 from llmcompressor.entrypoints.model_free import model_free_ptq
@@ -162,23 +197,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/quant-bench"))
     ap.add_argument("--layers", type=int, default=18)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="llama3-8b")
     ap.add_argument("--llmc-python", default="/tmp/llmc/bin/python")
     ap.add_argument(
         "--paths",
         default="ours,llmc",
-        help="comma-separated: ours, llmc, ours-eval (ours with the evaluation a job of mem_mb=8000 picks)",
+        help="comma-separated: ours, llmc, ours-eval (ours with the evaluation a job of mem_mb=8000 picks), "
+        "quark (the vendor's recipe through the Quark quantize job on the CPU)",
     )
     ap.add_argument("--make-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    use_shape(args.shape)
 
-    src = args.scratch / f"llama-synth-{args.layers}l"
+    suffix = "" if args.shape == "llama3-8b" else f"-{args.shape}"
+    src = args.scratch / f"llama-synth-{args.layers}l{suffix}"
     if args.make_only:
         make_checkpoint(src, args.layers)
         return
     # In a child of its own: a parent that had held the weights would pass its peak RSS on to
     # every child it forks (ru_maxrss counts the time before exec).
     subprocess.run(
-        [sys.executable, __file__, "--make-only", "--scratch", str(args.scratch), "--layers", str(args.layers)],
+        [sys.executable, __file__, "--make-only", "--scratch", str(args.scratch), "--layers", str(args.layers)]
+        + ["--shape", args.shape],
         check=True,
     )
     shapes = llama_shapes(args.layers)
@@ -204,6 +244,11 @@ def main() -> None:
         results["ours + evaluation chosen for mem_mb=8000 (layer-wise)"] = run_child(
             sys.executable, OURS_EVAL, src, args.scratch / "out-ours-eval"
         )
+    if "quark" in paths:
+        warm(src)
+        results["Quark quantize job, CPU (AutoSmoothQuant emulated + GPTQ, 8 x 128 calibration)"] = run_child(
+            sys.executable, QUARK, src, args.scratch / "out-quark"
+        )
     llmc_version = ""
     if "llmc" in paths:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
@@ -227,12 +272,15 @@ def main() -> None:
         + (f"; llmcompressor {llmc_version}" if llmc_version else "")
     )
     print()
-    print("| path | wall s | GB/s (source) | written GB | peak RSS GB | peak RSS / largest tensor | under goal |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| path | wall s | s per layer | GB/s (source) | written GB | peak RSS GB | peak RSS / largest tensor | under goal |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         print(
-            f"| {name} | {r['wall_s']:.1f} | {src_bytes / gb / r['wall_s']:.3f} | {r['written'] / gb:.2f} | "
-            f"{r['peak_rss'] / gb:.2f} | {r['peak_rss'] / largest:.1f}x | {'yes' if r['peak_rss'] < goal else 'no'} |"
+            f"| {name} | {r['wall_s']:.1f} | {r['wall_s'] / args.layers:.1f} | {src_bytes / gb / r['wall_s']:.3f} | "
+            f"{r['written'] / gb:.2f} | {r['peak_rss'] / gb:.2f} | {r['peak_rss'] / largest:.1f}x | "
+            f"{'yes' if r['peak_rss'] < goal else 'no'} |"
         )
 
 
