@@ -98,6 +98,27 @@ def test_generated_hosts_become_the_allocations_hosts():
         allocation_endpoints_on(entries, ["gpu-a17"])
 
 
+def test_a_servers_total_below_the_allocation_leaves_the_last_node_short(default_config):
+    """The vendor's 87 engines on 11 nodes of 8: the endpoint list holds 87, node by node, the
+    last node 7; the run job asks SLURM for 11 nodes and a task per server; a total that would
+    leave a node empty (or not fit) is one message naming the key."""
+    entries = allocation_endpoints({"nodes": 11, "servers_per_node": 8, "servers": 87})
+    assert len(entries) == 87 and [e["node"] for e in entries].count("node10") == 7
+    assert entries[-1]["name"] == "node10-6" and entries[-1]["port"] == 8006
+    config = slurm_system(default_config)
+    system = next(iter(config["systems"]))
+    config["systems"][system]["engine"]["endpoints"]["allocation"].update(nodes=11, servers_per_node=8, servers=87)
+    plan = Plan(validate_config(copy.deepcopy(config), SCHEMA))
+    assert (plan.nodes(system), plan.server_tasks(system)) == (11, 87)
+    for servers, allowed in ((80, False), (81, True), (88, True), (89, False)):
+        config["systems"][system]["engine"]["endpoints"]["allocation"]["servers"] = servers
+        if allowed:
+            validate_config(copy.deepcopy(config), SCHEMA)
+            continue
+        with pytest.raises(UserError, match=r"allocation\.servers: .* must be 81 to 88"):
+            validate_config(copy.deepcopy(config), SCHEMA)
+
+
 def test_one_srun_step_per_node_with_a_task_per_server(tmp_path):
     args = srun_server_step("4711", "gpu-a17", [8000, 8001], ["python", "-m", "vllm"], tmp_path, ["--exclusive"])
     assert args[:8] == [

@@ -222,11 +222,12 @@ def test_the_kubernetes_examples_placeholder_digest_is_refused(tmp_path):
 
 
 def test_an_imported_configs_notes_are_warnings_before_any_run(tmp_path, default_config):
-    """The multi-node SLURM example was imported from a tree whose harness ran 87 engines; the
-    allocation starts 8 per node on 11 nodes. The import's note says so, and preflight repeats
-    it as a warning (not an error: the config runs)."""
+    """The multi-node SLURM example was imported from a tree whose harness ran 87 engines on 11
+    nodes of 8 GPUs; the allocation runs 8 per node and 7 on the last (allocation.servers). The
+    import's note says so, and preflight repeats it as a warning (not an error: the config runs)."""
     config = validate_config(load_yaml(REPO / "config/examples/mi355x-multinode-slurm.yaml"), SCHEMA)
     notes = [f for f in preflight(config, tmp_path) if f.rule == "imported-note"]
     assert len(notes) == len(config["imported"]["notes"]) and all(f.severity == "warning" for f in notes)
-    assert any("87 engines" in f.message and "88 in all" in f.message for f in notes)
+    assert any("87 engines" in f.message and "7 on the last" in f.message for f in notes)
+    assert len(config["systems"]["87xMI355X_22xEPYC_9575F"]["engine"]["endpoints"]["list"]) == 87
     assert not [f for f in preflight(validate_config(default_config, SCHEMA), tmp_path) if f.rule == "imported-note"]

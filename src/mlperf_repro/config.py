@@ -666,6 +666,16 @@ def _endpoint_problems(system: str, engine: dict) -> list[str]:
             ]
         if endpoints.get("list") and endpoints["list"] != allocation_endpoints(endpoints["allocation"], launch):
             return [f"{where}.endpoints.list: with launch: {launch} the list is generated from allocation; remove it"]
+        allocation = endpoints["allocation"]
+        if "servers" in allocation:
+            nodes, per_node = allocation["nodes"], allocation.get("servers_per_node", 1)
+            low, high = (nodes - 1) * per_node + 1, nodes * per_node
+            if not low <= allocation["servers"] <= high:
+                return [
+                    f"{where}.endpoints.allocation.servers: {allocation['servers']} servers on {nodes} node(s) of "
+                    f"at most {per_node} (servers_per_node) must be {low} to {high}, so that every node runs at "
+                    "least one; change nodes or servers_per_node"
+                ]
         server_job = sorted(set(SERVER_JOB_KEYS) & set(endpoints["allocation"]))
         if server_job and launch != "slurm-shared":
             return [
@@ -733,9 +743,11 @@ SERVER_JOB_KEYS = ("time_min", "queue_timeout_s", "sbatch_args")
 
 
 def allocation_endpoints(allocation: dict, launch: str = "slurm") -> list[dict]:
-    """The endpoint list a launch: slurm, slurm-shared or kubernetes system stands for (hosts filled in at run time)."""
+    """The endpoint list a launch: slurm, slurm-shared or kubernetes system stands for (hosts
+    filled in at run time): ``servers_per_node`` on each node, node by node, the first
+    ``servers`` of them where the allocation says (87 engines on 11 nodes of 8: 7 on the last)."""
     prefix = ALLOCATION_LAUNCHES[launch]
-    return [
+    every = [
         {
             "name": f"node{i}-{j}",
             "host": f"{prefix}{i}",
@@ -748,6 +760,7 @@ def allocation_endpoints(allocation: dict, launch: str = "slurm") -> list[dict]:
         for i in range(allocation["nodes"])
         for j in range(allocation.get("servers_per_node", 1))
     ]
+    return every[: allocation.get("servers")]
 
 
 def _generate_allocation_lists(config: dict) -> None:

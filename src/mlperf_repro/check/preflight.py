@@ -415,9 +415,9 @@ def _local_sources(plan: Plan, workdir: Path) -> list[Finding]:
 
 
 def _imported_notes(config: dict[str, Any]) -> list[Finding]:
-    """What an import could not map as the source ran it (e.g. the harness ran 87 engines
-    where the allocation starts 8 per node on 11 nodes): a warning each before any run, so
-    the difference is seen before the results differ."""
+    """What an import mapped with a difference worth seeing, or could not map as the source ran
+    it (e.g. the harness ran 87 engines on 11 nodes of 8: 7 on the last): a warning each before
+    any run, so the difference is seen before the results differ."""
     notes = (config.get("imported") or {}).get("notes") if isinstance(config.get("imported"), dict) else None
     return [
         Finding("imported-note", f"imported.notes[{i}]", str(note), severity="warning")

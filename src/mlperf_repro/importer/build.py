@@ -257,11 +257,20 @@ def engine_section(
     tensor_parallel = max(p.get("tensor_parallel_size", 1) for p in parallel)
     servers = max(p.get("servers", 1) for p in parallel)
     servers_per_node = math.ceil(servers / nodes)
-    if servers_per_node * nodes != servers:
+    # Fewer engines than nodes x servers_per_node: the last node runs the rest (allocation.servers),
+    # where that leaves no node empty; else the allocation starts servers_per_node on every node.
+    uneven = servers_per_node * (nodes - 1) < servers < servers_per_node * nodes
+    if uneven:
         report.note(
             f"the harness ran {servers} engines of {tensor_parallel} GPU(s) on {nodes} node(s) "
-            f"(harness_config.device_count); the allocation starts {servers_per_node} per node, "
-            f"{servers_per_node * nodes} in all"
+            f"(harness_config.device_count): the allocation runs {servers_per_node} per node and "
+            f"{servers - servers_per_node * (nodes - 1)} on the last (allocation.servers {servers})"
+        )
+    elif servers_per_node * nodes != servers:
+        report.note(
+            f"the harness ran {servers} engines of {tensor_parallel} GPU(s) on {nodes} node(s) "
+            f"(harness_config.device_count), which leaves a node without one; the allocation starts "
+            f"{servers_per_node} per node, {servers_per_node * nodes} in all"
         )
     max_seqs = max(int(s.setup.engine_args.get("max_num_seqs", 256)) for s in setups)
     gpus = f"--gpus-per-task={tensor_parallel}"
@@ -280,6 +289,17 @@ def engine_section(
                     servers_per_node,
                     f"harness_config.device_count {max(p.get('devices', servers) for p in parallel)} / "
                     f"tensor_parallel_size {tensor_parallel} over {nodes} node(s)",
+                ),
+                **(
+                    {
+                        "servers": Noted(
+                            servers,
+                            f"harness_config.device_count {servers}: {servers_per_node * nodes - servers} GPU(s) "
+                            "of the last node unused, as in the vendor's run",
+                        )
+                    }
+                    if uneven
+                    else {}
                 ),
                 "base_port": 8000,
                 "accelerator": _strip_count_suffix(str(description.get("accelerator_model_name", "N/A"))),
