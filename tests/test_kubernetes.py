@@ -276,7 +276,7 @@ def test_cli_renders_the_server_objects_of_a_kubernetes_launch(workdir, tmp_path
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "and 2 server manifests (1 server set(s))" in result.stdout and "all valid" in result.stdout
-    stem = "servers-mi355x-11x8-rocm-vllm-k8s-llama2-70b-99"
+    stem = "servers-87xMI355X_22xEPYC_9575F-llama2-70b-99"
     statefulset = yaml.safe_load((out / f"{stem}-statefulset.yaml").read_text())
     service = yaml.safe_load((out / f"{stem}-service.yaml").read_text())
     assert validate_manifest(statefulset) == [] and validate_manifest(service) == []
@@ -286,7 +286,7 @@ def test_cli_renders_the_server_objects_of_a_kubernetes_launch(workdir, tmp_path
     # The run jobs are pods without GPUs in the workflow's image; quantization still runs in
     # the servers' image, whose digest the server pods pull.
     config = validate_config(load_yaml(REPO / K8S_LAUNCH), SCHEMA)
-    image = Plan(config).server_image("mi355x-11x8-rocm-vllm-k8s")
+    image = Plan(config).server_image("87xMI355X_22xEPYC_9575F")
     assert statefulset["spec"]["template"]["spec"]["containers"][0]["image"] == image.removeprefix("docker://")
     jobs = rendered(workdir, K8S_LAUNCH)
     runs = [job for job in jobs if job.rule in {"loadgen_run", "compliance_run"}]

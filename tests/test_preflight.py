@@ -210,14 +210,14 @@ def test_preflight_refuses_a_made_up_digest_or_commit(default_config, tmp_path, 
     assert [f for f in placeholders(default_config) if f.rule == "placeholder"] == []
 
 
-def test_the_kubernetes_examples_placeholder_digest_is_refused(tmp_path):
-    """Its image digest could not be looked up where the example was written (all zeros but
-    the last digits): preflight names both places it stands, as it names a TODO:."""
+def test_the_kubernetes_examples_image_digest_is_a_todo_preflight_refuses(tmp_path):
+    """The imported Kubernetes example names the vendor's image without its digest (the source
+    has none): preflight names both places it stands, the system's and the server pods'."""
     config = validate_config(load_yaml(REPO / "config/examples/mi355x-multinode-kubernetes.yaml"), SCHEMA)
-    found = [f for f in preflight(config, tmp_path) if f.rule == "placeholder" and "made-up digest" in f.message]
+    found = [f for f in preflight(config, tmp_path) if f.rule == "placeholder" and "sha256:TODO" in str(f)]
     assert sorted(f.path for f in found) == [
-        "systems.mi355x-11x8-rocm-vllm-k8s.engine.endpoints.kubernetes.image",
-        "systems.mi355x-11x8-rocm-vllm-k8s.software.container",
+        "systems.87xMI355X_22xEPYC_9575F.engine.endpoints.kubernetes.image",
+        "systems.87xMI355X_22xEPYC_9575F.software.container",
     ]
 
 

@@ -128,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         "--source-name", help="how the config names the source (default: SOURCE as given), e.g. a repository's name"
     )
     import_parser.add_argument(
+        "--launch",
+        choices=("slurm-shared", "kubernetes"),
+        default="slurm-shared",
+        help="how a multi-node system's servers start: one SLURM server job (slurm-shared, the default) or "
+        "server pods on Kubernetes (kubernetes)",
+    )
+    import_parser.add_argument(
         "--auto-qps",
         action="store_true",
         help="write target_qps: auto with the submitter's rate as start_qps: each scenario's target is measured on "
@@ -312,11 +319,13 @@ def run_import(args: argparse.Namespace) -> int:
         source_name=args.source_name,
         command=" ".join(
             command
+            + (["--launch", args.launch] if args.launch != "slurm-shared" else [])
             + (["--auto-qps"] if args.auto_qps else [])
             + (["--stand-in", args.stand_in] if args.stand_in else [])
         ),
         stand_in=_stand_in(args.stand_in),
         auto_qps=args.auto_qps,
+        launch=args.launch,
     )
     path = write_import(imported, args.out, args.schema)
     print(f"wrote {path}")

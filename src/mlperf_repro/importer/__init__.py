@@ -54,15 +54,17 @@ def build_import(
     command: str | None = None,
     stand_in: tuple[str, dict] | None = None,
     auto_qps: bool = False,
+    launch: str = "slurm-shared",
 ) -> Imported:
     """One config for one or more systems of the submitter (say its single-node and its
-    multi-node result of the same benchmarks)."""
+    multi-node result of the same benchmarks). ``launch``: how a multi-node system's servers
+    start (``slurm-shared``, or ``kubernetes``: the same servers as pods)."""
     ids = [system_ids] if isinstance(system_ids, str) else list(system_ids)
     with tempfile.TemporaryDirectory(prefix="mlperf-import-") as tmp:
         root = open_source(source, Path(scratch or tmp))
         systems = [find_system(root, submitter, system_id) for system_id in ids]
         return _build(
-            systems, source_name or str(source), benchmarks, today or date.today(), command, stand_in, auto_qps
+            systems, source_name or str(source), benchmarks, today or date.today(), command, stand_in, auto_qps, launch
         )
 
 
@@ -120,7 +122,9 @@ def _scenarios_of(
     return imported
 
 
-def _system_part(system, imported, sections: dict[str, dict], report: ImportReport) -> _SystemPart:
+def _system_part(
+    system, imported, sections: dict[str, dict], report: ImportReport, launch: str = "slurm-shared"
+) -> _SystemPart:
     all_scenarios = [s for _, _, group in imported for s in group]
     containers = {}
     for folder, _, _ in imported:
@@ -134,7 +138,7 @@ def _system_part(system, imported, sections: dict[str, dict], report: ImportRepo
             + "), and a system here has one; import them one at a time with --benchmarks"
         )
     served = sections[imported[0][0]]["model"]
-    engine, overrides = engine_section(system, all_scenarios, served, report)
+    engine, overrides = engine_section(system, all_scenarios, served, report, launch)
     system_benchmarks: dict[str, Any] = {}
     unmapped: dict[str, Any] = {}
     results: dict[str, Any] = {}
@@ -183,6 +187,7 @@ def _build(
     command: str | None = None,
     stand_in: tuple[str, dict] | None = None,
     auto_qps: bool = False,
+    launch: str = "slurm-shared",
 ) -> Imported:
     report = ImportReport()
     first = systems[0]
@@ -219,7 +224,7 @@ def _build(
                     "accuracy_target": "reference",
                 },
             )
-        parts[system.system_id] = _system_part(system, imported, sections, report)
+        parts[system.system_id] = _system_part(system, imported, sections, report, launch)
     version = next((str(v).split(" ")[0] for v in versions if v), "?")
     config: dict[str, Any] = {
         "round": Noted(rules.name, f"LoadGen {version} in the results' detail logs"),

@@ -219,10 +219,21 @@ def _strip_count_suffix(name: str) -> str:
     return re.sub(r"\s*\(x\d+\)\s*$", "", name)
 
 
+# Where the server pods of an imported launch: kubernetes system read the checkpoint: the claim
+# and path of profiles/kubernetes (kubernetes-persistent-volumes), which a site changes together.
+KUBERNETES_MODEL_VOLUME = {"claim": "mlperf-data", "mount_path": "/data"}
+IMPORT_LAUNCHES = ("slurm-shared", "kubernetes")
+
+
 def engine_section(
-    system: PublishedSystem, scenarios: list[ImportedScenario], model_name: str, report: ImportReport
+    system: PublishedSystem,
+    scenarios: list[ImportedScenario],
+    model_name: str,
+    report: ImportReport,
+    launch: str = "slurm-shared",
 ) -> tuple[Noted, dict[str, dict[str, dict]]]:
-    """The system's engine and each scenario's overrides ({(benchmark, scenario): {engine_args, env}})."""
+    """The system's engine and each scenario's overrides ({(benchmark, scenario): {engine_args, env}});
+    ``launch``: how the servers start (IMPORT_LAUNCHES)."""
     setups = [s for s in scenarios if s.setup is not None]
     for item in scenarios:
         if item.setup is None:
@@ -274,6 +285,21 @@ def engine_section(
         )
     max_seqs = max(int(s.setup.engine_args.get("max_num_seqs", 256)) for s in setups)
     gpus = f"--gpus-per-task={tensor_parallel}"
+    if launch == "kubernetes":
+        start = Noted("kubernetes", "a StatefulSet of server pods, one per node, serves each run: one model load")
+        placement: dict[str, Any] = {}
+        pods = {
+            "kubernetes": {
+                "model_volume": Noted(
+                    dict(KUBERNETES_MODEL_VOLUME),
+                    "site: the claim and path of profiles/kubernetes (kubernetes-persistent-volumes); change both",
+                )
+            }
+        }
+    else:
+        start = Noted("slurm-shared", "one SLURM server job serves all the system's runs: one model load")
+        placement = {"srun_args": [gpus, "--gpu-bind=closest"]}
+        pods = {}
     engine = {
         "backend": Noted(
             "endpoints",
@@ -281,7 +307,7 @@ def engine_section(
             "per group, driven by one LoadGen head.",
         ),
         "endpoints": {
-            "launch": Noted("slurm-shared", "one SLURM server job serves all the system's runs: one model load"),
+            "launch": start,
             "served_model_name": model_name,
             "allocation": {
                 "nodes": Noted(nodes, f"{system.relative(system.base / 'systems' / (system.system_id + '.json'))}"),
@@ -307,8 +333,9 @@ def engine_section(
                 "max_concurrency": Noted(
                     int(max_seqs * 1.5), f"1.5 x the largest max_num_seqs ({max_seqs}): the rest waits at the head"
                 ),
-                "srun_args": [gpus, "--gpu-bind=closest"],
+                **placement,
             },
+            **pods,
             "startup_timeout_s": 1800,
         },
         "dispatch": {"policy": "capacity", "stall_timeout_s": 300, "min_healthy_endpoints": servers},
