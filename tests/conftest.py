@@ -64,6 +64,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "plan": ("test_config", "test_dag", "test_estimate", "test_paths", "test_rerun_triggers"),
     "workflow": (
         "test_e2e",
+        "test_bytecode",
         "test_gpt_oss_demo",
         "test_docs",
         "test_lint",
