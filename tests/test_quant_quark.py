@@ -207,32 +207,77 @@ def test_row_chunks_hold_whole_mx_blocks_and_join_to_the_one_call(rows, width, m
     assert stats["chunked_calls"] == (x.numel() > max_elements)
 
 
+# The vendor's algorithms and packing, with every MXFP4 fake-quantize call above 1,000 elements
+# cut into chunks (qdq_max_elements): one Quark run that two tests read.
+VENDOR_CHUNKED = {
+    **RECIPE,
+    "algorithms": ["autosmoothquant", "gptq"],
+    "calibration": {"samples": 8, "seed": 3, "seq_len": 32, "packing": "per_row"},
+}
+
+
+@pytest.fixture(scope="module")
+def vendor_chunked(model_dir, dataset_file, tmp_path_factory):
+    work = tmp_path_factory.mktemp("vendor-chunked")
+    calibration = select_calibration(dataset_file, VENDOR_CHUNKED["calibration"])
+    report = quark_tool.run_quark(
+        model_dir,
+        work / "q",
+        VENDOR_CHUNKED,
+        calibration,
+        work_dir=work,
+        qdq_reference=work / "qdq.safetensors",
+        device="cpu",
+        qdq_max_elements=1000,
+    )
+    return work, calibration, report
+
+
+def _checkpoint_tensors(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {name: t for shard in sorted(folder.glob("*.safetensors")) for name, t in load_file(shard).items()}
+
+
 @_runs_quark
-def test_vendor_packing_per_row_runs_through_gptq(model_dir, dataset_file, tmp_path):
+def test_vendor_packing_per_row_runs_through_autosmoothquant_and_gptq(vendor_chunked):
     """The vendor's calibration (each row one sequence, truncated: ``packing: per_row``) gives
     sequences of unequal length; Quark's layer-wise replay (GPTQ, AutoSmoothQuant) failed on them
     ("The size of tensor a (33) must match the size of tensor b (17)"). They are padded to one
     length, and the codec still decodes Quark's own quantize-dequantize bit for bit."""
     from safetensors.torch import load_file
 
-    recipe = {**RECIPE, "calibration": {"samples": 8, "seed": 3, "seq_len": 32, "packing": "per_row"}}
-    calibration = select_calibration(dataset_file, recipe["calibration"])
+    work, calibration, report = vendor_chunked
     lengths = [len(ids) for ids in calibration["input_ids"]]
     assert len(set(lengths)) > 1
-    qdq = tmp_path / "qdq.safetensors"
-    report = quark_tool.run_quark(
-        model_dir, tmp_path / "q", recipe, calibration, work_dir=tmp_path, qdq_reference=qdq, device="cpu"
-    )
     padding = report["calibration_padding"]
     assert padding["length"] == max(lengths) and padding["pad_tokens"] == sum(max(lengths) - n for n in lengths)
     assert report["calibration_tokens"] == max(lengths) * len(lengths)
-    sent = json.loads((tmp_path / "calibration.json").read_text())["input_ids"]
+    sent = json.loads((work / "calibration.json").read_text())["input_ids"]
     assert {len(ids) for ids in sent} == {max(lengths)}
     assert [ids[:n] for ids, n in zip(sent, lengths)] == calibration["input_ids"]
     decoded: dict[str, torch.Tensor] = {}
-    for _, tensors in dequantized_shards(tmp_path / "q", dtype=torch.float32):
+    for _, tensors in dequantized_shards(work / "q", dtype=torch.float32):
         decoded.update(tensors)
-    assert all(torch.equal(decoded[name], expected) for name, expected in load_file(qdq).items())
+    assert all(torch.equal(decoded[name], expected) for name, expected in load_file(work / "qdq.safetensors").items())
+
+
+@_runs_quark
+def test_autosmoothquant_runs_on_cpu_and_chunked_calls_change_nothing(vendor_chunked, model_dir, tmp_path):
+    """The vendor's algorithms on a CPU (Quark's emulation of its fused MXFP4 kernel), with every
+    fake-quantize call cut into chunks of at most 1,000 elements and with every call whole: the
+    exported checkpoints are the same bytes."""
+    chunked_work, calibration, chunked_report = vendor_chunked
+    whole_report = quark_tool.run_quark(
+        model_dir, tmp_path / "q", VENDOR_CHUNKED, calibration, work_dir=tmp_path, device="cpu", qdq_max_elements=2**30
+    )
+    whole, chunked = whole_report["mxfp4_qdq"], chunked_report["mxfp4_qdq"]
+    assert "emulation" in whole["implementation"] and whole["calls"] > 0
+    assert whole["chunked_calls"] == 0 and chunked["chunked_calls"] > 0
+    assert chunked["largest_call_elements"] > 1000 and chunked["chunks"] > chunked["chunked_calls"]
+    one_call, in_chunks = _checkpoint_tensors(tmp_path / "q"), _checkpoint_tensors(chunked_work / "q")
+    assert one_call.keys() == in_chunks.keys() and one_call
+    assert all(torch.equal(one_call[n], in_chunks[n]) for n in one_call)
 
 
 @_runs_quark
@@ -318,34 +363,6 @@ def test_emulated_copy_is_plain_bf16_of_the_decoded_weights(quark_run):
         decoded.update(tensors)
     assert emulated.keys() == decoded.keys()
     assert all(torch.equal(emulated[n], decoded[n]) for n in decoded)
-
-
-@_runs_quark
-def test_autosmoothquant_runs_on_cpu_and_chunked_calls_change_nothing(model_dir, dataset_file, tmp_path):
-    """The vendor's algorithms on a CPU (Quark's emulation of its fused MXFP4 kernel), once with
-    every fake-quantize call whole and once cut into chunks of at most 1,000 elements: the
-    exported checkpoints are the same bytes."""
-    from safetensors.torch import load_file
-
-    recipe = {**RECIPE, "algorithms": ["autosmoothquant", "gptq"]}
-    calibration = select_calibration(dataset_file, recipe["calibration"])
-    reports, tensors = [], []
-    for limit in (2**30, 1000):
-        work = tmp_path / str(limit)
-        work.mkdir()
-        reports.append(
-            quark_tool.run_quark(
-                model_dir, work / "q", recipe, calibration, work_dir=work, device="cpu", qdq_max_elements=limit
-            )
-        )
-        shards = sorted((work / "q").glob("*.safetensors"))
-        tensors.append({name: t for shard in shards for name, t in load_file(shard).items()})
-    whole, chunked = (report["mxfp4_qdq"] for report in reports)
-    assert "emulation" in whole["implementation"] and whole["calls"] > 0
-    assert whole["chunked_calls"] == 0 and chunked["chunked_calls"] > 0
-    assert chunked["largest_call_elements"] > 1000 and chunked["chunks"] > chunked["chunked_calls"]
-    assert tensors[0].keys() == tensors[1].keys() and tensors[0]
-    assert all(torch.equal(tensors[0][n], tensors[1][n]) for n in tensors[0])
 
 
 @_runs_quark
