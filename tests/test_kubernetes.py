@@ -275,8 +275,9 @@ def test_cli_renders_the_server_objects_of_a_kubernetes_launch(workdir, tmp_path
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "and 2 server manifests (1 server set(s))" in result.stdout and "all valid" in result.stdout
-    stem = "servers-87xMI355X_22xEPYC_9575F-llama2-70b-99"
+    # A server set per scenario: the imported scenarios run their servers with flags of their own.
+    assert "and 6 server manifests (3 server set(s))" in result.stdout and "all valid" in result.stdout
+    stem = "servers-87xMI355X_22xEPYC_9575F-llama2-70b-99-Offline"
     statefulset = yaml.safe_load((out / f"{stem}-statefulset.yaml").read_text())
     service = yaml.safe_load((out / f"{stem}-service.yaml").read_text())
     assert validate_manifest(statefulset) == [] and validate_manifest(service) == []

@@ -336,7 +336,17 @@ def test_the_rbac_manifests_are_valid():
 
 def test_render_servers_follows_the_profile_and_names_disagreements(tmp_path):
     sets = render_servers(EXAMPLE.relative_to(REPO), "profiles/kubernetes", workdir=REPO)
-    assert [(s.system, s.benchmark, s.problems) for s in sets] == [(SYSTEM, "llama2-70b-99", [])]
+    # One set per scenario: the vendor's scenarios run their servers with flags of their own.
+    assert [(s.system, s.benchmark, s.scenarios, s.problems) for s in sets] == [
+        (SYSTEM, "llama2-70b-99", (scenario,), []) for scenario in ("Offline", "Server", "Interactive")
+    ]
+    config, _ = example()
+    for rendered in sets:
+        command = rendered.manifests[1]["spec"]["template"]["spec"]["containers"][0]["command"]
+        own = config["systems"][SYSTEM]["benchmarks"]["llama2-70b-99"][rendered.scenarios[0]]["engine"]
+        assert command[command.index("--max-num-seqs") + 1] == str(own["engine_args"]["max_num_seqs"])
+        assert rendered.file_stem.endswith(rendered.scenarios[0])
+    assert len({r.manifests[1]["metadata"]["name"] for r in sets}) == 3
     service, statefulset = sets[0].manifests
     assert (
         statefulset["metadata"]["namespace"]
@@ -355,7 +365,7 @@ def test_render_servers_follows_the_profile_and_names_disagreements(tmp_path):
     (tmp_path / "p").mkdir()
     (tmp_path / "p/config.yaml").write_text(yaml.safe_dump(profile))
     (tmp_path / "c.yaml").write_text(EXAMPLE.read_text())
-    (bad,) = render_servers("c.yaml", "p", workdir=tmp_path)
+    bad = render_servers("c.yaml", "p", workdir=tmp_path)[0]
     assert any(
         "claim mlperf-data at /data is not among the profile's kubernetes-persistent-volumes" in p for p in bad.problems
     ), bad.problems

@@ -740,16 +740,23 @@ def launch_kubernetes(
 @dataclass
 class RenderedServers:
     """The server objects a ``launch: kubernetes`` run job of ``system`` creates for ``benchmark``
-    (its model), as they would be created, with a fixed preview id in the names."""
+    (its model) in ``scenarios`` (whose engines are the same), as they would be created, with a
+    fixed preview id in the names. ``scenario_suffix``: the benchmark's runs need several sets
+    (scenarios with engine settings of their own), so the file names say which."""
 
     system: str
     benchmark: str
     manifests: list[dict[str, Any]]
     problems: list[str]
+    scenarios: tuple[str, ...] = ()
+    scenario_suffix: bool = False
 
     @property
     def file_stem(self) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"servers-{self.system}-{self.benchmark}")
+        stem = f"servers-{self.system}-{self.benchmark}"
+        if self.scenario_suffix:
+            stem += "-" + "-".join(self.scenarios)
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
 
 
 def render_servers(configfile: str | Path, profile: str | Path, *, workdir: str | Path = ".") -> list[RenderedServers]:
@@ -796,18 +803,36 @@ def render_servers(configfile: str | Path, profile: str | Path, *, workdir: str 
             )
         namespace = k8s.get("namespace") or settings.get("kubernetes-namespace") or "default"
         for benchmark in config["systems"][system]["benchmarks"]:
-            servers = server_set_from_config(
-                engine,
-                name=set_name(preview_run_id(f"{system}/{benchmark}")),
-                namespace=namespace,
-                model_path=f"{prefix}/{plan.serving_dir(system, benchmark)}",
-            )
-            rendered.append(RenderedServers(system, benchmark, server_manifests(servers), list(problems)))
+            # A run job starts its servers with its scenario's engine (engine_args and env of
+            # the scenario on top of the system's): one set per distinct engine.
+            engines: dict[str, tuple[dict[str, Any], list[str]]] = {}
+            for scenario in config["systems"][system]["benchmarks"][benchmark]:
+                run_engine = plan.run_engine(system, benchmark, scenario)
+                key = json.dumps(run_engine, sort_keys=True, default=str)
+                engines.setdefault(key, (run_engine, []))[1].append(scenario)
+            for run_engine, scenarios in engines.values():
+                servers = server_set_from_config(
+                    run_engine,
+                    name=set_name(preview_run_id(f"{system}/{benchmark}/{'/'.join(scenarios)}")),
+                    namespace=namespace,
+                    model_path=f"{prefix}/{plan.serving_dir(system, benchmark)}",
+                )
+                rendered.append(
+                    RenderedServers(
+                        system,
+                        benchmark,
+                        server_manifests(servers),
+                        list(problems),
+                        tuple(scenarios),
+                        scenario_suffix=len(engines) > 1,
+                    )
+                )
     return rendered
 
 
 def write_server_manifests(sets: list[RenderedServers], out_dir: str | Path) -> list[Path]:
-    """One YAML file per object (``servers-<system>-<benchmark>-<kind>.yaml``), added to index.json."""
+    """One YAML file per object (``servers-<system>-<benchmark>[-<scenarios>]-<kind>.yaml``: the scenarios
+    where the benchmark's runs start servers of different settings), added to index.json."""
     import yaml
 
     out_dir = Path(out_dir)
@@ -826,6 +851,7 @@ def write_server_manifests(sets: list[RenderedServers], out_dir: str | Path) -> 
                     "kind": manifest["kind"],
                     "system": entry.system,
                     "benchmark": entry.benchmark,
+                    "scenarios": list(entry.scenarios),
                     "created_by": "the run jobs of this system (launch: kubernetes), with a random id per run",
                 }
             )
