@@ -89,3 +89,38 @@ def test_the_device_record_names_the_cpu_or_the_gpu():
     cpu = device_record("cpu")
     assert cpu["kind"] == "cpu" and cpu["name"] and cpu["name"] != "unknown"
     assert device_record("gpu", "NVIDIA H200") == {"kind": "gpu", "name": "NVIDIA H200"}
+
+
+def test_the_vendor_quark_jobs_memory_counts_autosmoothquants_activation_cache(vendor, tmp_path):
+    """amd-quark 0.13's AutoSmoothQuant copies each Linear's calibration input of a block to the
+    host (q, k, v, o, gate, up: 8,192 wide; down: 28,672; and the block's inputs): at the
+    vendor's 1,000 x 1,024 tokens that is 176 GB, more than the 142 GB of the bf16 model + 4 GB.
+    On a GPU the model leaves the host first, so the job needs the larger; on a CPU both."""
+    import math
+
+    from mlperf_repro.quant.memory import autosmoothquant_cache_bytes, quantize_job_mem_mb
+
+    cache = autosmoothquant_cache_bytes(1000 * 1024, 8192, 28672)
+    assert cache == 1_024_000 * (7 * 8192 + 28672) * 2
+    model_mb = math.ceil((2 * 68_976_648_192 + 4e9) / 1e6)
+
+    def quantize_mem(config: dict) -> int:
+        (detail,) = next(r for r in estimate_plan(config).rows if r.stage == "quantize").details
+        return detail["mem_mb"]
+
+    assert quantize_mem(copy.deepcopy(vendor)) == math.ceil(cache / 1e6) + 4000 > model_mb
+    on_cpu = copy.deepcopy(vendor)
+    on_cpu["quantization"][RECIPE]["device"] = "cpu"
+    assert quantize_mem(on_cpu) == model_mb + math.ceil(cache / 1e6)
+    gptq_only = copy.deepcopy(vendor)
+    gptq_only["quantization"][RECIPE]["algorithms"] = ["gptq"]
+    assert quantize_mem(gptq_only) == model_mb
+    # The rule's figure, once the checkpoint is acquired: the widths from its config.json.
+    (tmp_path / "config.json").write_text('{"hidden_size": 64, "intermediate_size": 224}')
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros((224, 64), dtype=np.float16)}, str(tmp_path / "model.safetensors"))
+    recipe = vendor["quantization"][RECIPE]
+    small = quantize_job_mem_mb(tmp_path, tool="quark", recipe=recipe, on_gpu=False)
+    assert small == math.ceil((2 * 224 * 64 + 4e9) / 1e6) + math.ceil(1_024_000 * (7 * 64 + 224) * 2 / 1e6)

@@ -332,9 +332,30 @@ class Estimator:
         """The quantize job's memory (``mem_mb``, what the rule asks for:
         mlperf_repro.quant.memory.job_mem_mb, by the recipe's tool), from the builtin
         architecture, the acquired checkpoint's headers, or else the rules table's model size."""
-        from .quant.memory import job_mem_mb
+        from .quant.memory import autosmoothquant_cache_bytes, calibration_tokens, checkpoint_widths, job_mem_mb
 
-        tool = self.config["quantization"][recipe].get("tool")
+        settings = self.config["quantization"][recipe]
+        tool = settings.get("tool")
+        on_gpu = self.plan.quantize_device(recipe)["device"] == "gpu"
+        tokens = calibration_tokens(settings) if tool == "quark" else 0
+
+        def cache(folder: Any) -> tuple[float, str]:
+            """AutoSmoothQuant's activation cache, from the checkpoint's widths or the rules table's."""
+            if not tokens:
+                return 0, ""
+            widths = checkpoint_widths(folder) if folder else None
+            where = "config.json"
+            if widths is None:
+                facts = [
+                    self.plan.facts(b).facts for b, cfg in self.config["benchmarks"].items() if cfg["model"] == model
+                ]
+                known = [f["widths"] for f in facts if f.get("widths")]
+                widths = (known[0]["hidden"], known[0]["intermediate"]) if known else None
+                where = f"rules table {self.plan.rules.name}: widths"
+            if widths is None:
+                return 0, "; AutoSmoothQuant's activation cache not counted (no widths known)"
+            return autosmoothquant_cache_bytes(tokens, *widths), f"; {tokens:,} calibration tokens, widths from {where}"
+
         entry = self.config["models"][model]
         if entry["source"] in ("builtin:tiny-llama", "builtin:tiny-gpt-oss"):
             from .demo.model import DemoModelSpec
@@ -353,12 +374,22 @@ class Estimator:
         ):
             tensors = checkpoint_tensors(folder) if folder else []
             if tensors:
-                mem_mb, why = job_mem_mb(max(b for _, b in tensors), sum(e for e, _ in tensors), tool=tool)
-                return {"mem_mb": mem_mb, "mem_from": f"{why}, {what}"}
+                activations, cache_from = cache(folder)
+                mem_mb, why = job_mem_mb(
+                    max(b for _, b in tensors),
+                    sum(e for e, _ in tensors),
+                    tool=tool,
+                    activation_cache_bytes=activations,
+                    on_gpu=on_gpu,
+                )
+                return {"mem_mb": mem_mb, "mem_from": f"{why}, {what}{cache_from}"}
         if tool == "quark":  # its need is the model's size, which the rules table gives
             sizes = self.model_sizes(model)
-            mem_mb, why = job_mem_mb(0, sizes["parameters"], tool=tool)
-            return {"mem_mb": mem_mb, "mem_from": f"{why}, {sizes['source']}"}
+            activations, cache_from = cache(None)
+            mem_mb, why = job_mem_mb(
+                0, sizes["parameters"], tool=tool, activation_cache_bytes=activations, on_gpu=on_gpu
+            )
+            return {"mem_mb": mem_mb, "mem_from": f"{why}, {sizes['source']}{cache_from}"}
         return {"mem_mb": DEFAULT_MEM_MB, "mem_from": "rule default until the checkpoint is acquired"}
 
     def quantized_bytes(self, model: str, recipe: str) -> float:

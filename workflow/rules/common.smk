@@ -124,8 +124,10 @@ def quantize_container(wildcards):
 def quantize_mem_mb(wildcards, input):
     """The quantize job's memory, read from the acquired checkpoint's headers when the job is
     ready to run: the bounded path's need (2 x the largest tensor + 1 GB), or the whole bf16
-    model + 4 GB for tool quark."""
-    return quantize_job_mem_mb(input.model, tool=config["quantization"][wildcards.recipe].get("tool"))
+    model + 4 GB for tool quark (with AutoSmoothQuant, its host cache of calibration activations)."""
+    recipe = config["quantization"][wildcards.recipe]
+    on_gpu = PLAN.quantize_device(wildcards.recipe)["device"] == "gpu"
+    return quantize_job_mem_mb(input.model, tool=recipe.get("tool"), recipe=recipe, on_gpu=on_gpu)
 
 
 def prequantized_checkpoint(wildcards):
