@@ -272,6 +272,14 @@ class Estimator:
         return notes
 
     # -- facts ---------------------------------------------------------------------------
+    def model_facts(self, model: str) -> list[dict[str, Any]]:
+        """The rules table's facts of the benchmarks that serve ``model`` (those the plan runs,
+        else any benchmark entry that names it)."""
+        benchmarks = [b for b in self.plan.benchmarks if self.plan.benchmark_cfg(b)["model"] == model]
+        if not benchmarks:
+            benchmarks = [b for b, cfg in self.config["benchmarks"].items() if cfg["model"] == model]
+        return [self.plan.facts(b).facts for b in benchmarks]
+
     def model_sizes(self, model: str) -> dict[str, float]:
         """Parameters (total, in quantizable linear layers) and bf16 checkpoint bytes."""
         entry = self.config["models"][model]
@@ -307,10 +315,7 @@ class Estimator:
                 "bytes": sum(p.stat().st_size for p in local.rglob("*") if p.is_file()),
                 "source": f"models.{model}.source {local} (safetensors headers)",
             }
-        benchmarks = [b for b in self.plan.benchmarks if self.plan.benchmark_cfg(b)["model"] == model]
-        if not benchmarks:
-            benchmarks = [b for b, cfg in self.config["benchmarks"].items() if cfg["model"] == model]
-        facts = [self.plan.facts(b).facts for b in benchmarks]
+        facts = self.model_facts(model)
         if not facts or not any("model_bytes" in f for f in facts):
             raise UserError(
                 f"models.{model}: no size is known for it (the rules table has model_bytes only for "
@@ -346,10 +351,7 @@ class Estimator:
             widths = checkpoint_widths(folder) if folder else None
             where = "config.json"
             if widths is None:
-                facts = [
-                    self.plan.facts(b).facts for b, cfg in self.config["benchmarks"].items() if cfg["model"] == model
-                ]
-                known = [f["widths"] for f in facts if f.get("widths")]
+                known = [f["widths"] for f in self.model_facts(model) if f.get("widths")]
                 widths = (known[0]["hidden"], known[0]["intermediate"]) if known else None
                 where = f"rules table {self.plan.rules.name}: widths"
             if widths is None:

@@ -668,9 +668,7 @@ def _kill_uid(uid: int) -> None:
     permitted or not.)"""
     deadline = time.monotonic() + _KILL_UID_WAIT_S
     pause = 0.001
-    while True:
-        if not _live_processes(uid):
-            return
+    while _live_processes(uid):
         if time.monotonic() > deadline:
             raise UserError(
                 f"the sandbox could not end every process of its uid {uid} within {_KILL_UID_WAIT_S:.0f} s "
@@ -685,9 +683,9 @@ def _kill_uid(uid: int) -> None:
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
-        if _live_processes(uid):
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        # SIGKILLed processes are alive until they have exited: look again after a pause.
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 class _Namespace:

@@ -222,7 +222,6 @@ def _strip_count_suffix(name: str) -> str:
 # Where the server pods of an imported launch: kubernetes system read the checkpoint: the claim
 # and path of profiles/kubernetes (kubernetes-persistent-volumes), which a site changes together.
 KUBERNETES_MODEL_VOLUME = {"claim": "mlperf-data", "mount_path": "/data"}
-IMPORT_LAUNCHES = ("slurm-shared", "kubernetes")
 
 
 def engine_section(
@@ -233,7 +232,7 @@ def engine_section(
     launch: str = "slurm-shared",
 ) -> tuple[Noted, dict[str, dict[str, dict]]]:
     """The system's engine and each scenario's overrides ({(benchmark, scenario): {engine_args, env}});
-    ``launch``: how the servers start (IMPORT_LAUNCHES)."""
+    ``launch``: how the servers start, ``slurm-shared`` or ``kubernetes`` (``import --launch``)."""
     setups = [s for s in scenarios if s.setup is not None]
     for item in scenarios:
         if item.setup is None:

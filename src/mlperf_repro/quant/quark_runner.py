@@ -8,7 +8,8 @@ Quark environment needs nothing of the workflow's (vLLM, pandas, ...). ARGS.json
      "calibration": "calib.json",            # {"input_ids": [[int, ...], ...]}
      "scheme": "mxfp4" | "mxfp4_weight_only",
      "kv_cache": "fp8" | null, "algorithms": ["autosmoothquant", "gptq"],
-     "exclude": ["lm_head"], "device": "cpu", "qdq_reference": "qdq.safetensors" | null}
+     "exclude": ["lm_head"], "device": "cpu", "qdq_reference": "qdq.safetensors" | null,
+     "qdq_max_elements": 1073741824}         # quark_tool.QDQ_MAX_ELEMENTS or the recipe's
 
 What it does, in Quark's own API (the v6.0 calibration document's recipe): ``LLMTemplate``
 for the model type, ``get_config(scheme, algorithm, kv_cache_scheme, exclude_layers)`` (OCP
@@ -50,8 +51,6 @@ from pathlib import Path
 from typing import Any
 
 ALGORITHMS = ("autosmoothquant", "gptq")
-# Under the 2**31 elements at which the CUDA kernel failed, with room.
-DEFAULT_QDQ_MAX_ELEMENTS = 2**30
 MX_BLOCK = 32
 
 
@@ -153,7 +152,7 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     import transformers
     from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors
 
-    qdq_stats = _install_mxfp4_qdq(device, int(args.get("qdq_max_elements") or DEFAULT_QDQ_MAX_ELEMENTS), torch)
+    qdq_stats = _install_mxfp4_qdq(device, int(args["qdq_max_elements"]), torch)
 
     torch.manual_seed(int(args.get("seed", 0)))
     started = time.time()
