@@ -6,10 +6,13 @@ quantize manifest."""
 from __future__ import annotations
 
 import copy
+import json
 from types import SimpleNamespace
 
 import pytest
 from conftest import MI355X_EXAMPLE, SCHEMA
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from mlperf_repro.check.preflight import preflight
 from mlperf_repro.config import load_yaml, validate_config
@@ -124,3 +127,57 @@ def test_the_vendor_quark_jobs_memory_counts_autosmoothquants_activation_cache(v
     recipe = vendor["quantization"][RECIPE]
     small = quantize_job_mem_mb(tmp_path, tool="quark", recipe=recipe, on_gpu=False)
     assert small == math.ceil((2 * 224 * 64 + 4e9) / 1e6) + math.ceil(1_024_000 * (7 * 64 + 224) * 2 / 1e6)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    top=st.dictionaries(st.sampled_from(["hidden_size", "intermediate_size", "text_config", "x"]), _JSON, max_size=4),
+    raw=st.none() | st.binary(max_size=20),
+)
+@example(top={"hidden_size": True, "intermediate_size": 224}, raw=None)
+@example(top={"text_config": [1], "hidden_size": 64, "intermediate_size": 224}, raw=None)
+def test_any_config_json_gives_widths_or_none(tmp_path_factory, top, raw):
+    """A checkpoint's config.json is outside input: whatever it holds (any JSON, or bytes that
+    are not JSON), the memory reader gives two positive integer widths or None, never an error."""
+    from mlperf_repro.quant.memory import checkpoint_widths
+
+    folder = tmp_path_factory.mktemp("widths")
+    path = folder / "config.json"
+    if raw is None:
+        path.write_text(json.dumps(top, allow_nan=True))
+    else:
+        path.write_bytes(raw)
+    widths = checkpoint_widths(folder)
+    if (
+        raw is None
+        and all(type(top.get(k)) is int and top[k] > 0 for k in ("hidden_size", "intermediate_size"))
+        and not isinstance(top.get("text_config"), dict)
+    ):
+        assert widths == (top["hidden_size"], top["intermediate_size"])
+    assert widths is None or (
+        all(isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in widths) and len(widths) == 2
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=st.integers(1, 12), per_node=st.integers(1, 9), data=st.data())
+def test_a_servers_total_fills_the_nodes_in_order(nodes, per_node, data):
+    """allocation.servers in its allowed range: that many endpoints, every node used, node by
+    node, each node's ports consecutive from base_port; outside the range the config names it."""
+    from mlperf_repro.config import allocation_endpoints
+
+    servers = data.draw(st.integers((nodes - 1) * per_node + 1, nodes * per_node))
+    entries = allocation_endpoints({"nodes": nodes, "servers_per_node": per_node, "servers": servers})
+    assert len(entries) == servers
+    assert [e["node"] for e in entries] == sorted((e["node"] for e in entries), key=lambda n: int(n[4:]))
+    assert {e["node"] for e in entries} == {f"node{i}" for i in range(nodes)}
+    for i in range(nodes):
+        ports = [e["port"] for e in entries if e["node"] == f"node{i}"]
+        assert ports == list(range(8000, 8000 + len(ports))) and len(ports) <= per_node

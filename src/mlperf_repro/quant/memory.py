@@ -95,12 +95,14 @@ def checkpoint_widths(model_dir: str | Path) -> tuple[int, int] | None:
         config = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    config = config.get("text_config", config) if isinstance(config, dict) else None
     if not isinstance(config, dict):
         return None
-    hidden, intermediate = config.get("hidden_size"), config.get("intermediate_size")
-    if isinstance(hidden, int) and isinstance(intermediate, int) and hidden > 0 and intermediate > 0:
-        return hidden, intermediate
+    # A multimodal checkpoint keeps the language model's widths in text_config.
+    if isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
+    widths = config.get("hidden_size"), config.get("intermediate_size")
+    if all(isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in widths):
+        return widths[0], widths[1]
     return None
 
 
