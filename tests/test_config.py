@@ -4,10 +4,13 @@ naming the key path and what is allowed; snakemake reports it without a tracebac
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
 from conftest import SCHEMA, make_workdir, run_snakemake
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mlperf_repro.config import validate_config
 from mlperf_repro.errors import UserError
@@ -236,3 +239,42 @@ def test_snakemake_reports_bad_config_without_traceback(tmp_path, default_config
     output = result.stdout + result.stderr
     assert fragment in output
     assert "Traceback" not in output and 'File "' not in output
+
+
+def test_the_shipped_checkpoints_are_found_from_any_working_folder(tmp_path, monkeypatch, default_config):
+    """A config run with --directory elsewhere (the conformance example's command) still reads
+    the demo checkpoints shipped in the project's artifacts/: relative file:// sources and
+    manifests missing under the working folder are read from the project's folder."""
+    from conftest import REPO
+
+    monkeypatch.chdir(tmp_path)
+    config = validate_config(copy.deepcopy(default_config), SCHEMA)
+    model = config["models"]["tiny-llama"]
+    assert model["source"] == f"file://{REPO / 'artifacts/models/tiny-llama'}"
+    assert model["sha256_manifest"] == str(REPO / "artifacts/models/tiny-llama.sha256")
+    # A builtin source, and a relative path present under the working folder, stay as written.
+    assert (
+        config["datasets"]["openorca-synthetic"]["source"] == default_config["datasets"]["openorca-synthetic"]["source"]
+    )
+    (tmp_path / "artifacts/models/tiny-llama").mkdir(parents=True)
+    (tmp_path / "artifacts/models/tiny-llama.sha256").write_text("")
+    config = validate_config(copy.deepcopy(default_config), SCHEMA)
+    assert config["models"]["tiny-llama"]["source"] == "file://artifacts/models/tiny-llama"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.text(alphabet=st.sampled_from("ab./~-_ "), min_size=0, max_size=12))
+def test_any_relative_source_is_kept_or_anchored_to_an_existing_project_file(tmp_path_factory, raw):
+    from mlperf_repro.config import anchor_project_files
+
+    project, work = tmp_path_factory.mktemp("project"), tmp_path_factory.mktemp("work")
+    (project / "a").mkdir()
+    (project / "a" / "b").write_text("x")
+    config = {"models": {"m": {"source": f"file://{raw}", "sha256_manifest": raw}}}
+    changed = anchor_project_files(config, project, work)
+    entry = config["models"]["m"]
+    for key, value in (("source", entry["source"][len("file://") :]), ("sha256_manifest", entry["sha256_manifest"])):
+        if f"models.m.{key}" in changed:
+            assert Path(value).is_absolute() and Path(value).exists() and Path(value) == project / raw
+        else:
+            assert value == raw

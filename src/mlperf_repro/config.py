@@ -831,10 +831,47 @@ def _open_accuracy_problems(where: str, bench: dict[str, Any], closed: bool, rul
     return problems
 
 
+def anchor_project_files(config: dict, project_dir: Path, workdir: Path = Path(".")) -> list[str]:
+    """Relative paths are read from the workflow's folder (Snakemake's --directory). A relative
+    ``file://`` source or ``sha256_manifest`` that is not there but is in the project's own folder
+    (the demo checkpoints shipped in artifacts/, read by a config run with --directory elsewhere)
+    becomes that absolute path, in place; returns the keys changed."""
+    changed = []
+    project = project_dir.resolve()
+    if project == workdir.resolve():
+        return changed
+    for kind in ("models", "datasets"):
+        for name, entry in (config.get(kind) or {}).items():
+            if not isinstance(entry, dict):
+                continue
+            source = entry.get("source")
+            if isinstance(source, str) and source.startswith("file://"):
+                absolute = _in_project(source[len("file://") :], project, workdir)
+                if absolute:
+                    entry["source"] = f"file://{absolute}"
+                    changed.append(f"{kind}.{name}.source")
+            manifest = entry.get("sha256_manifest")
+            if isinstance(manifest, str):
+                absolute = _in_project(manifest, project, workdir)
+                if absolute:
+                    entry["sha256_manifest"] = str(absolute)
+                    changed.append(f"{kind}.{name}.sha256_manifest")
+    return changed
+
+
+def _in_project(raw: str, project: Path, workdir: Path) -> Path | None:
+    path = Path(raw)
+    if not raw or path.is_absolute() or (workdir / path).exists() or not (project / path).exists():
+        return None
+    return project / path
+
+
 def validate_config(config: dict, schema_path: str | Path, *, launchers: Iterable[str] | None = None) -> dict:
     """Validate in place (filling defaults) and return the config; raise one UserError listing
     every problem. ``launchers``: the registered server launcher names, which
-    ``engine.endpoints.launch`` must be one of (unchecked when None)."""
+    ``engine.endpoints.launch`` must be one of (unchecked when None). The project's own files
+    named by relative paths are found from any working folder (:func:`anchor_project_files`;
+    the project: the folder holding workflow/schemas/ of ``schema_path``)."""
     if not isinstance(config, dict) or not config:
         raise UserError("the config is empty; start from config/config.yaml")
     schema = with_registered_schemes(load_yaml(schema_path))
@@ -847,4 +884,5 @@ def validate_config(config: dict, schema_path: str | Path, *, launchers: Iterabl
     if problems:
         plural = "s" if len(problems) > 1 else ""
         raise UserError(f"invalid config ({len(problems)} problem{plural}):\n  " + "\n  ".join(problems))
+    anchor_project_files(config, Path(schema_path).resolve().parents[2])
     return config

@@ -407,8 +407,8 @@ def _local_sources(plan: Plan, workdir: Path) -> list[Finding]:
             else:
                 message = (
                     f"{source}: no such file or folder under the workflow's folder {workdir.resolve()} "
-                    "(relative file:// paths are read from there); run from the folder that holds it, "
-                    "or give an absolute path"
+                    "or the project's (relative file:// paths are read from there); run from the folder "
+                    "that holds it, or give an absolute path"
                 )
                 findings.append(Finding("source-missing", f"{kind}.{name}.source", message))
     return findings
