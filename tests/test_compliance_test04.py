@@ -20,6 +20,7 @@ from mlperf_repro.benchmarks import load_round
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.loadgen_logs import read_detail
 from mlperf_repro.stages.compliance import verify_job
+from mlperf_repro.stages.pair import measurement_pair_job
 
 # exclusive: TEST04 compares two runs' performance.
 pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
@@ -35,9 +36,9 @@ USER_CONF = (
 )
 
 
-def loadgen_run(work: Path, tmp: Path, port: int, name: str, audit: bool) -> Path:
-    """One LoadGen Offline performance run through the endpoint backend, in its own process."""
-    out = tmp / name
+def run_args(work: Path, tmp: Path, port: int, name: str) -> dict:
+    """The run stage's keyword arguments for a LoadGen Offline performance run through the
+    endpoint backend."""
     (tmp / f"{name}.user.conf").write_text(USER_CONF)
     engine = {
         "backend": "endpoints",
@@ -54,15 +55,21 @@ def loadgen_run(work: Path, tmp: Path, port: int, name: str, audit: bool) -> Pat
         dataset_dir=str(work / DATASET_DIR),
         dataset_file=str(work / DATASET_DIR / "open_orca_synthetic.pkl"),
         user_conf=str(tmp / f"{name}.user.conf"),
-        out_dir=str(out),
         loadgen_model="llama2-70b",
         loadgen_scenario="Offline",
         mode="performance",
         performance_sample_count=64,
         generation={"max_new_tokens": 32, "min_new_tokens": 1, "greedy": True},
         engine=engine,
-        audit_config=audit_config_text("TEST04", RULES["audit_config"]) if audit else None,
     )
+    return args
+
+
+def loadgen_run(work: Path, tmp: Path, port: int, name: str, audit: bool) -> Path:
+    """One LoadGen Offline performance run through the endpoint backend, in its own process."""
+    out = tmp / name
+    args = run_args(work, tmp, port, name)
+    args.update(out_dir=str(out), audit_config=audit_config_text("TEST04", RULES["audit_config"]) if audit else None)
     (tmp / f"{name}.json").write_text(json.dumps(args))
     result = subprocess.run(
         [sys.executable, str(CHILD), str(tmp / f"{name}.json")], capture_output=True, text=True, cwd=tmp, timeout=300
@@ -106,3 +113,39 @@ def test_test04_passes_a_fair_server_and_fails_a_caching_one(e2e_workdir, tmp_pa
         "mlperf_log_detail.txt",
         "mlperf_log_summary.txt",
     ]
+
+
+@pytest.mark.parametrize("fault", ["none", "cache_results"])
+def test_the_measurement_pair_measures_again_only_what_noise_can_explain(e2e_workdir, tmp_path, fault):
+    """The workflow's measurement pair (stages/pair.py) with its real LoadGen processes: a fair
+    server passes (measured again only if the machine's speed moved between its two runs); a
+    caching server is faster on every attempt, so it is measured again and fails every time."""
+    port = free_ports(1)[0]
+    spec = SimulatedEndpointSpec(port=port, slots=SLOTS, tokens_per_s=320, ttft_s=0.01, output_tokens=32, fault=fault)
+    args = run_args(e2e_workdir, tmp_path, port, "pair")
+    own = {"dataset_file": args.pop("dataset_file")}
+    args.pop("mode")
+    base = tmp_path / "TEST04_pair"
+    with simulated_endpoints([spec]):
+        result = measurement_pair_job(
+            run=args,
+            performance=own,
+            audited={**own, "audit_config": audit_config_text("TEST04", RULES["audit_config"])},
+            test="TEST04",
+            scenario="Offline",
+            rules_test=RULES,
+            attempts=2,
+            performance_out=str(base / "performance"),
+            audited_out=str(base / "TEST04"),
+            attempts_out=str(base / "attempts"),
+        )
+    attempts = result["attempts"]
+    assert all(a["validity"] == {"performance": "VALID", "TEST04": "VALID"} for a in attempts)
+    if fault == "none":
+        assert result["passed"] and 0.9 < attempts[-1]["speedup"] < RULES["max_speedup"]["Offline"]
+    else:
+        assert not result["passed"] and len(attempts) == 2 and all(a["speedup"] > 2 for a in attempts)
+        assert sorted(p.name for p in (base / "attempts" / "attempt1").iterdir()) == ["TEST04", "performance"]
+    detail = read_detail(base / "TEST04" / "mlperf_log_detail.txt")
+    assert detail["effective_performance_issue_same"] == 1
+    assert read_detail(base / "performance" / "mlperf_log_detail.txt").get("effective_performance_issue_same", 0) == 0

@@ -34,10 +34,13 @@ def test_default_config_plan(tmp_path):
         "reference_accuracy": 2,
         "find_performance": 3,  # target_qps auto: llama2 Offline, wan-2.2 Offline and SingleStream
         "user_conf": 5,  # llama2: Offline, Server, Interactive; wan-2.2: Offline, SingleStream
-        "loadgen_run": 10,  # x performance, accuracy
+        # x performance, accuracy; wan-2.2's performance runs are in its measurement pairs
+        "loadgen_run": 8,
         "accuracy_eval": 5,
-        # TEST06 per llama2 scenario, TEST04 per wan-2.2 scenario (the table's compliance tests)
-        "compliance_run": 5,
+        # TEST06 per llama2 scenario, TEST04 per wan-2.2 scenario (the table's compliance tests):
+        # TEST04 and the performance run it is judged against are one job (measurement_pair)
+        "compliance_run": 3,
+        "measurement_pair": 2,
         "compliance_verify": 5,
         "package": 1,
         "tarball": 1,
@@ -50,24 +53,31 @@ def test_default_config_plan(tmp_path):
 
 
 @pytest.mark.slow
-def test_test04_runs_straight_after_the_performance_run_it_is_judged_against(tmp_path):
-    """TEST04 compares speeds of two runs: it waits for the performance run (an input) and goes
-    first among the jobs then ready (priority), so the machine's drift between them stays small;
-    TEST06, judged on its own, does not wait."""
+def test_test04_and_its_performance_run_are_one_measurement_pair(tmp_path):
+    """TEST04 compares the speeds of two runs: one job (measurement_pair) makes the performance
+    run and the audited run back to back, and the package, the verdict and the summary read that
+    pair's runs; TEST06, judged on its own, stays a compliance_run beside the performance run."""
     work = make_workdir(tmp_path)
     result = run_snakemake(work, "-n", "--cores", "2", timeout=120)
     assert result.returncode == 0, result.stderr
-    jobs = [b for b in re.split(r"\n(?=\[)", result.stdout) if "rule compliance_run:" in b]
-    test04 = [b for b in jobs if "test=TEST04" in b]
-    assert len(test04) == 2 and len(jobs) == 5
-    for block in test04:
+    blocks = re.split(r"\n(?=\[)", result.stdout)
+    pairs = [b for b in blocks if "rule measurement_pair:" in b]
+    assert len(pairs) == 2
+    for block in pairs:
         scenario = re.search(r"scenario=(\w+)", block).group(1)
-        inputs = re.search(r"input: (.*)", block).group(1).split(", ")
-        assert f"results/runs/cpu-2c-diffusers/tiny-wan-t2v/{scenario}/performance" in inputs
-    for block in jobs:
-        assert "priority: 10" in block
-    for block in (b for b in jobs if "test=TEST06" in b):
-        assert not any(i.endswith("/performance") for i in re.search(r"input: (.*)", block).group(1).split(", "))
+        base = f"results/runs/cpu-2c-diffusers/tiny-wan-t2v/{scenario}/TEST04_pair"
+        outputs = re.search(r"output: (.*)", block).group(1).split(", ")
+        assert sorted(outputs) == [f"{base}/TEST04", f"{base}/attempts", f"{base}/performance"]
+        verify = next(
+            b for b in blocks if "rule compliance_verify:" in b and f"scenario={scenario}" in b and "test=TEST04" in b
+        )
+        inputs = re.search(r"input: (.*)", verify).group(1).split(", ")
+        assert f"{base}/TEST04" in inputs and f"{base}/performance" in inputs
+    package = next(b for b in blocks if "rule package:" in b)
+    assert "results/runs/cpu-2c-diffusers/tiny-wan-t2v/Offline/TEST04_pair/performance" in package
+    assert "results/runs/cpu-2c-diffusers/tiny-wan-t2v/Offline/performance" not in package
+    runs = [b for b in blocks if "rule compliance_run:" in b]
+    assert len(runs) == 3 and all("test=TEST06" in b for b in runs)
 
 
 @pytest.mark.slow

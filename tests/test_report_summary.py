@@ -53,3 +53,25 @@ def test_the_counts_are_the_rows(rows, submittable, status, errors):
     assert f"{valid} of {len(rows)} results VALID, {accurate} of {len(rows)} meet" in lines[0]
     assert ("NOT SUBMITTABLE" in lines[-1]) is (not submittable)
     assert lines[0].startswith("**Submission check: " + (status or "not run"))
+
+
+def test_a_pair_measured_again_is_named_with_every_attempts_ratio(tmp_path, monkeypatch, demo_config):
+    """The measurement pairs (stages/pair.py): one measured once says nothing; one measured
+    again says so, with each attempt's ratio and which attempt is packaged."""
+    import json
+
+    from mlperf_repro.plan import Plan
+    from mlperf_repro.report.summary import pair_lines
+
+    monkeypatch.chdir(tmp_path)
+    plan = Plan(demo_config)
+    (job, test), (other, _) = plan.pair_jobs
+    assert test == "TEST04"
+    for j, ratios in ((job, [1.1744, 1.0234]), (other, [1.01])):
+        record = tmp_path / plan.pair_path("pair_attempts", j.system, j.benchmark, j.scenario) / "attempts.json"
+        record.parent.mkdir(parents=True)
+        attempts = [{"attempt": k, "speedup": r, "passed": r < 1.1} for k, r in enumerate(ratios, start=1)]
+        record.write_text(json.dumps({"attempts": attempts, "passed": True, "packaged_attempt": len(ratios)}))
+    (line,) = pair_lines(plan)
+    assert line.startswith(f"{job.system} / {job.benchmark} / {job.scenario}: the TEST04 pair was measured 2 times")
+    assert "passed on attempt 2" in line and "attempt 1: ratio 1.1744; attempt 2: ratio 1.0234" in line

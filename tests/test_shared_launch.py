@@ -144,7 +144,8 @@ def test_the_plan_view_prices_one_pipeline_load_for_a_shared_video_system(demo_c
         d.get("loadgen_runs", 1)
         for r in shared.rows
         for d in r.details
-        if d.get("system") == video and d["rule"] in ("loadgen_run", "compliance_run", "find_performance")
+        if d.get("system") == video
+        and d["rule"] in ("loadgen_run", "compliance_run", "measurement_pair", "find_performance")
     )
     assert any(
         f"model loads of {video}: 1 for its {processes} LoadGen processes (launch: shared)" in n for n in shared.notes

@@ -96,8 +96,19 @@ class Row:
     def job_count(self) -> int:
         return sum(self.jobs.values())
 
-    def add(self, rule: str, wall_s: float, accelerators: int = 0, disk_bytes: float = 0.0, **detail: Any) -> None:
-        self.jobs[rule] = self.jobs.get(rule, 0) + 1
+    def add(
+        self,
+        rule: str,
+        wall_s: float,
+        accelerators: int = 0,
+        disk_bytes: float = 0.0,
+        *,
+        job: bool = True,
+        **detail: Any,
+    ) -> None:
+        """``job=False``: a part of a job counted in another row (a measurement pair's audited run)."""
+        if job:
+            self.jobs[rule] = self.jobs.get(rule, 0) + 1
         self.wall_s += wall_s
         self.gpu_hours += wall_s * accelerators / 3600
         self.disk_bytes += disk_bytes
@@ -238,7 +249,7 @@ class Estimator:
     def model_load_notes(self, rows: list[Row]) -> list[str]:
         """Per system, the model loads of its LoadGen processes, and what launch: shared saves
         (or would save: one load per system instead of one per process)."""
-        loading = ("loadgen_run", "loadgen_repeat", "compliance_run", "find_performance")
+        loading = ("loadgen_run", "loadgen_repeat", "compliance_run", "measurement_pair", "find_performance")
         notes = []
         for system in self.plan.systems:
             processes = 0
@@ -701,20 +712,29 @@ class Estimator:
                     qps = self.expected_rate(job.system, job.benchmark, job.scenario)
                     run = {"queries": samples, "seconds": samples / qps if qps else 0.0, "target_qps": qps}
                     logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, samples, mode)
+                # A paired test's performance run (the packaged repeat) is the first part of its
+                # measurement pair.
+                pair_repeat = (
+                    plan.packaged_repeat(job.system, job.benchmark, job.scenario)
+                    if plan.paired_test(job.benchmark)
+                    else None
+                )
+                paired = mode == "performance" and pair_repeat == 1
                 row.add(
-                    "loadgen_run",
+                    "measurement_pair" if paired else "loadgen_run",
                     run["seconds"] + self.overhead(job.system),
                     accelerators,
                     logs,
                     **where,
                     **_run_details(run),
+                    **({"part": "performance run"} if paired else {}),
                     nodes=plan.server_nodes(job.system),
                 )
                 if mode == "performance":
                     # repeats: N - the performance test N - 1 more times, each its own process.
                     for repeat in range(2, plan.repeats(job.system, job.benchmark, job.scenario) + 1):
                         row.add(
-                            "loadgen_repeat",
+                            "measurement_pair" if repeat == pair_repeat else "loadgen_repeat",
                             run["seconds"] + self.overhead(job.system),
                             accelerators,
                             logs,
@@ -770,13 +790,18 @@ class Estimator:
             )
             logs = self.assume.log_bytes_per_run + self.accuracy_log_bytes(job.benchmark, logged, "performance")
             where = {"system": job.system, "benchmark": job.benchmark, "scenario": job.scenario, "test": test}
+            # The paired test's run is the second part of the measurement pair (counted as a
+            # job in its performance row).
+            paired = test == plan.paired_test(job.benchmark)
             row.add(
-                "compliance_run",
+                "measurement_pair" if paired else "compliance_run",
                 run["seconds"] + self.overhead(job.system),
                 self.plan.system_accelerators(job.system),
                 logs,
+                job=not paired,
                 **where,
                 **_run_details(run),
+                **({"part": f"{test} run"} if paired else {}),
                 nodes=plan.server_nodes(job.system),
             )
             row.add("compliance_verify", self.assume.light_job_s, **where)
@@ -864,6 +889,12 @@ class Estimator:
         ]
         if self.plan.test_scale:
             notes.append("test_scale is enabled: run lengths use its shortened minimums")
+        if self.plan.pair_jobs:
+            notes.append(
+                "measurement pairs (a performance run and the test judged against it, TEST04): priced as measured "
+                f"once; a pair whose runs are both VALID but whose ratio breaks the limit is measured again, up to "
+                f"{self.plan.measurement_attempts} times in all (compliance.measurement_attempts)"
+            )
         repeated = self.plan.repeat_jobs
         if repeated:
             notes.append(

@@ -38,6 +38,11 @@ PATHS: dict[str, str] = {
     "accuracy_extras": "results/accuracy/{system}/{benchmark}/{scenario}/extras",
     # Stage 4b: compliance tests (the run lies next to the scenario's performance run).
     "compliance_run": "results/runs/{system}/{benchmark}/{scenario}/{test}",
+    # A test judged against the performance run (TEST04) is measured with it as one pair
+    # (rule measurement_pair): the pair's performance run, audited run and every attempt.
+    "pair_performance": "results/runs/{system}/{benchmark}/{scenario}/{test}_pair/performance",
+    "pair_audited": "results/runs/{system}/{benchmark}/{scenario}/{test}_pair/{test}",
+    "pair_attempts": "results/runs/{system}/{benchmark}/{scenario}/{test}_pair/attempts",
     "compliance": "results/compliance/{system}/{benchmark}/{scenario}/{test}",
     # Stage 5: the submission tree and its tarball.
     "package": "results/package",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .benchmarks import Benchmark, Round, load_round
+from .errors import UserError
 from .find_performance import AUTO, LATENCY_SCENARIOS
 from .find_performance import DEFAULTS as FIND_PERFORMANCE_DEFAULTS
 from .generation import GenerationSettings
@@ -190,17 +191,53 @@ class Plan:
     def run_dir(system: str, benchmark: str, scenario: str, mode: str) -> str:
         return path("run", system=system, benchmark=benchmark, scenario=scenario, mode=mode)
 
-    @staticmethod
-    def repeat_run_dir(system: str, benchmark: str, scenario: str, repeat: int) -> str:
+    def repeat_run_dir(self, system: str, benchmark: str, scenario: str, repeat: int) -> str:
         """Repeat ``repeat`` (1-based) of a scenario's performance test: repeat 1 is the
-        performance run itself, the others lie beside it (``repeats: N``)."""
+        performance run itself, the others lie beside it (``repeats: N``); the packaged repeat
+        of a benchmark with a paired test is the measurement pair's performance run."""
+        test = self.paired_test(benchmark)
+        if test and repeat == self.packaged_repeat(system, benchmark, scenario):
+            return self.pair_path("pair_performance", system, benchmark, scenario)
         if repeat == 1:
             return path("run", system=system, benchmark=benchmark, scenario=scenario, mode="performance")
         return path("repeat_run", system=system, benchmark=benchmark, scenario=scenario, repeat=repeat)
 
-    @staticmethod
-    def compliance_run_dir(system: str, benchmark: str, scenario: str, test: str) -> str:
+    def compliance_run_dir(self, system: str, benchmark: str, scenario: str, test: str) -> str:
+        """A compliance test's LoadGen run: the measurement pair's audited run for the paired test."""
+        if test == self.paired_test(benchmark):
+            return self.pair_path("pair_audited", system, benchmark, scenario)
         return path("compliance_run", system=system, benchmark=benchmark, scenario=scenario, test=test)
+
+    def paired_test(self, benchmark: str) -> str | None:
+        """The compliance test judged against the scenario's performance run (rules table:
+        ``needs_performance_run``; TEST04), which rule measurement_pair measures together with
+        that run; None where the benchmark has none."""
+        paired = [
+            t
+            for t in self.compliance_tests(benchmark)
+            if self.compliance_test(t, benchmark).get("needs_performance_run")
+        ]
+        if len(paired) > 1:
+            raise UserError(
+                f"rules table {self.rules.name}: {', '.join(paired)} of {self.facts(benchmark).name} all need the "
+                "performance run; one measurement pair can hold only one of them"
+            )
+        return paired[0] if paired else None
+
+    def pair_path(self, key: str, system: str, benchmark: str, scenario: str) -> str:
+        """``pair_performance``, ``pair_audited`` or ``pair_attempts`` of a scenario's pair."""
+        test = self.paired_test(benchmark)
+        return path(key, system=system, benchmark=benchmark, scenario=scenario, test=test)
+
+    @cached_property
+    def pair_jobs(self) -> list[tuple[Job, str]]:
+        """(scenario, paired test) of the measurement pairs (rule measurement_pair)."""
+        return [(job, test) for job in self.jobs if (test := self.paired_test(job.benchmark))]
+
+    @property
+    def measurement_attempts(self) -> int:
+        """How many times at most a measurement pair is measured (``compliance.measurement_attempts``)."""
+        return int((self.config.get("compliance") or {}).get("measurement_attempts", 3))
 
     @staticmethod
     def compliance_dir(system: str, benchmark: str, scenario: str, test: str) -> str:
@@ -367,9 +404,15 @@ class Plan:
 
     @cached_property
     def repeat_jobs(self) -> list[tuple[Job, int]]:
-        """(scenario, repeat) of the extra performance runs, repeat 2..N (rule loadgen_repeat)."""
+        """(scenario, repeat) of the extra performance runs, repeat 2..N (rule loadgen_repeat),
+        but a packaged repeat that a measurement pair makes."""
         return [
-            (job, k) for job in self.jobs for k in range(2, self.repeats(job.system, job.benchmark, job.scenario) + 1)
+            (job, k)
+            for job in self.jobs
+            for k in range(2, self.repeats(job.system, job.benchmark, job.scenario) + 1)
+            if not (
+                self.paired_test(job.benchmark) and k == self.packaged_repeat(job.system, job.benchmark, job.scenario)
+            )
         ]
 
     def user_conf_settings(self, system: str, benchmark: str, scenario: str) -> dict[str, Any]:
@@ -904,7 +947,18 @@ class Plan:
 
     # -- targets ------------------------------------------------------------------------
     def run_outputs(self) -> list[str]:
-        return [self.run_dir(j.system, j.benchmark, j.scenario, m) for j in self.jobs for m in MODES]
+        """Every scenario's performance run (the measurement pair's where it has one) and accuracy run."""
+        return [
+            self.repeat_run_dir(j.system, j.benchmark, j.scenario, 1)
+            if m == "performance"
+            else self.run_dir(j.system, j.benchmark, j.scenario, m)
+            for j in self.jobs
+            for m in MODES
+        ]
+
+    def pair_outputs(self) -> list[str]:
+        """Every measurement pair's attempts record (its runs are in run_outputs and the packaged repeat)."""
+        return [self.pair_path("pair_attempts", j.system, j.benchmark, j.scenario) for j, _ in self.pair_jobs]
 
     def repeat_outputs(self) -> list[str]:
         """The extra performance runs of the scenarios with ``repeats`` above 1."""

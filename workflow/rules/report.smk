@@ -11,6 +11,8 @@ rule summary:
         runs=PLAN.run_outputs(),
         # repeats: N - every repeat of a scenario's performance test (the spread).
         repeats=PLAN.repeat_outputs(),
+        # Each measurement pair's attempts (the summary names the pairs measured again).
+        pairs=PLAN.pair_outputs(),
         check=PATHS["check_json"],
         acquired=[PLAN.acquire_record_path("models", m) for m in PLAN.models],
         quantized=[PLAN.quantized_dir(m, r) for m, r in PLAN.quantized_models],

@@ -27,7 +27,7 @@ def build_item(plan: Plan, item: Item) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     w = item.where
     if item.kind in ("throughput", "latency", "token_latency"):
-        run = Path(plan.run_dir(w["system"], w["benchmark"], w["scenario"], "performance"))
+        run = Path(plan.packaged_run_dir(w["system"], w["benchmark"], w["scenario"]))
         detail = read_detail(run / "mlperf_log_detail.txt")
         limits = plan.facts(w["benchmark"]).latency_limits_ms(w["scenario"]) or {}
         title = _title(w)
@@ -85,7 +85,12 @@ def build_item(plan: Plan, item: Item) -> Path:
         records = []
         for job in plan.jobs:
             for mode in ("performance", "accuracy"):
-                path = Path(plan.run_dir(job.system, job.benchmark, job.scenario, mode)) / "provenance.json"
+                run = (
+                    plan.packaged_run_dir(job.system, job.benchmark, job.scenario)
+                    if mode == "performance"
+                    else plan.run_dir(job.system, job.benchmark, job.scenario, mode)
+                )
+                path = Path(run) / "provenance.json"
                 records.append(
                     {
                         "system": job.system,

@@ -309,6 +309,34 @@ def open_accuracy_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def pair_lines(plan: Plan) -> list[str]:
+    """The measurement pairs (a performance run and TEST04) measured more than once: each
+    attempt's ratio, so that a reader sees the machine's noise the packaged pair came through."""
+    lines = []
+    for job, test in plan.pair_jobs:
+        record_path = Path(plan.pair_path("pair_attempts", job.system, job.benchmark, job.scenario)) / "attempts.json"
+        if not record_path.is_file():
+            continue
+        record = json.loads(record_path.read_text())
+        attempts = record.get("attempts") or []
+        if len(attempts) < 2:
+            continue
+        seen = "; ".join(
+            f"attempt {a['attempt']}: ratio {a['speedup']:.4f}"
+            if isinstance(a.get("speedup"), float)
+            else f"attempt {a['attempt']}"
+            for a in attempts
+        )
+        outcome = "passed" if record.get("passed") else "failed"
+        lines.append(
+            f"{job.system} / {job.benchmark} / {job.scenario}: the {test} pair was measured {len(attempts)} times "
+            f"(both runs VALID, the ratio over the limit: the machine's speed moved between the runs) and "
+            f"{outcome} on attempt {record.get('packaged_attempt')}, which is packaged ({seen}; "
+            f"{record_path.parent})."
+        )
+    return lines
+
+
 def spread_lines(spreads: list[dict[str, Any]]) -> list[str]:
     """The Markdown table of the repeated scenarios' run-to-run spread (none without repeats)."""
     if not spreads:
@@ -368,6 +396,9 @@ def to_markdown(
     declared = open_accuracy_lines(plan)
     if declared:
         lines += [""] + declared
+    pairs = pair_lines(plan)
+    if pairs:
+        lines += [""] + pairs
     spread = spread_lines(spreads or [])
     if spread:
         lines += [""] + spread

@@ -1,7 +1,7 @@
 """The find-performance pass of a ``target_qps: auto`` scenario: short real LoadGen runs on the
 real backend, each in its own process (LoadGen keeps global state: one test per process), and
 the target chosen from them (:mod:`mlperf_repro.find_performance` holds the arithmetic and the
-search). ``python -m mlperf_repro.stages.find_performance REQUEST.json`` is one short run.
+search).
 """
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -145,25 +143,7 @@ def _where(search: dict[str, Any]) -> str:
 def run_in_child(run: dict[str, Any], user_conf: Path, out_dir: Path) -> None:
     """One short LoadGen performance run in a child process of this Python (its output goes to
     this job's log)."""
-    request = out_dir.parent / f"{out_dir.name}.request.json"
-    request.write_text(
-        json.dumps({"run": run, "user_conf": str(user_conf), "out_dir": str(out_dir)}, indent=2, sort_keys=True)
-    )
-    done = subprocess.run([sys.executable, "-m", __name__, str(request)], check=False)
-    if done.returncode != 0:
-        raise UserError(f"the short run in {out_dir} failed (exit {done.returncode}); its output is above in this log")
+    from .runs import loadgen_job_in_child
 
-
-def _child(request_path: str) -> None:
-    from .runs import loadgen_job
-
-    request = json.loads(Path(request_path).read_text())
-    loadgen_job(**request["run"], user_conf=request["user_conf"], out_dir=request["out_dir"], mode="performance")
-
-
-if __name__ == "__main__":
-    try:
-        _child(sys.argv[1])
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+    job = {**run, "user_conf": str(user_conf), "out_dir": str(out_dir), "mode": "performance"}
+    loadgen_job_in_child(job, out_dir.parent / f"{out_dir.name}.request.json")

@@ -1,9 +1,13 @@
-"""Entry points for the run stage: one LoadGen test, and the unquantized reference run."""
+"""Entry points for the run stage: one LoadGen test, and the unquantized reference run.
+``python -m mlperf_repro.stages.runs REQUEST.json`` is one LoadGen test in its own process
+(:func:`loadgen_job_in_child`)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -95,6 +99,20 @@ def loadgen_job(
         prov["servers"] = provenance.stable_servers(serving_engine["servers"])
     (Path(out_dir) / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
     return record
+
+
+def loadgen_job_in_child(job: dict[str, Any], request: Path) -> None:
+    """:func:`loadgen_job` with the keyword arguments ``job`` in a child process of this Python:
+    LoadGen keeps global state, so a job that makes several tests makes each in its own
+    process. ``request`` is where the arguments are written for it; the child's output goes to
+    this job's log."""
+    request.parent.mkdir(parents=True, exist_ok=True)
+    request.write_text(json.dumps(job, indent=2, sort_keys=True) + "\n")
+    done = subprocess.run([sys.executable, "-m", __name__, str(request)], check=False)
+    if done.returncode != 0:
+        raise UserError(
+            f"the LoadGen run into {job['out_dir']} failed (exit {done.returncode}); its output is above in this log"
+        )
 
 
 def check_prompts(dataset, dataset_file: str, tokenizer_dir: str, prompt_check: dict[str, Any] | None) -> None:
@@ -205,3 +223,11 @@ def reference_accuracy_job(
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record
+
+
+if __name__ == "__main__":
+    try:
+        loadgen_job(**json.loads(Path(sys.argv[1]).read_text()))
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
