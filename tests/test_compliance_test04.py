@@ -119,7 +119,8 @@ def test_test04_passes_a_fair_server_and_fails_a_caching_one(e2e_workdir, tmp_pa
 def test_the_measurement_pair_measures_again_only_what_noise_can_explain(e2e_workdir, tmp_path, fault):
     """The workflow's measurement pair (stages/pair.py) with its real LoadGen processes: a fair
     server passes (measured again only if the machine's speed moved between its two runs); a
-    caching server is faster on every attempt, so it is measured again and fails every time."""
+    caching server fails at once: far beyond the noise ceiling, it gets no second attempt, whose
+    performance run its cache (kept from the first) would serve as fast as the audited run."""
     port = free_ports(1)[0]
     spec = SimulatedEndpointSpec(port=port, slots=SLOTS, tokens_per_s=320, ttft_s=0.01, output_tokens=32, fault=fault)
     args = run_args(e2e_workdir, tmp_path, port, "pair")
@@ -135,6 +136,7 @@ def test_the_measurement_pair_measures_again_only_what_noise_can_explain(e2e_wor
             scenario="Offline",
             rules_test=RULES,
             attempts=2,
+            noise_ceiling=1.5,
             performance_out=str(base / "performance"),
             audited_out=str(base / "TEST04"),
             attempts_out=str(base / "attempts"),
@@ -144,8 +146,7 @@ def test_the_measurement_pair_measures_again_only_what_noise_can_explain(e2e_wor
     if fault == "none":
         assert result["passed"] and 0.9 < attempts[-1]["speedup"] < RULES["max_speedup"]["Offline"]
     else:
-        assert not result["passed"] and len(attempts) == 2 and all(a["speedup"] > 2 for a in attempts)
-        assert sorted(p.name for p in (base / "attempts" / "attempt1").iterdir()) == ["TEST04", "performance"]
+        assert not result["passed"] and len(attempts) == 1 and attempts[0]["speedup"] > 2
     detail = read_detail(base / "TEST04" / "mlperf_log_detail.txt")
     assert detail["effective_performance_issue_same"] == 1
     assert read_detail(base / "performance" / "mlperf_log_detail.txt").get("effective_performance_issue_same", 0) == 0

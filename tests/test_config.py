@@ -278,3 +278,16 @@ def test_any_relative_source_is_kept_or_anchored_to_an_existing_project_file(tmp
             assert Path(value).is_absolute() and Path(value).exists() and Path(value) == project / raw
         else:
             assert value == raw
+
+
+def test_the_codes_defaults_are_the_schemas(default_config):
+    """The sections whose defaults the code also holds (for configs read without the schema)."""
+    from mlperf_repro.find_performance import DEFAULTS
+    from mlperf_repro.plan import COMPLIANCE_DEFAULTS
+
+    config = validate_config(copy.deepcopy(default_config), SCHEMA)
+    assert config["compliance"] == COMPLIANCE_DEFAULTS
+    assert {k: config["find_performance"][k] for k in DEFAULTS} == {
+        **DEFAULTS,
+        **default_config.get("find_performance", {}),
+    }

@@ -892,8 +892,9 @@ class Estimator:
         if self.plan.pair_jobs:
             notes.append(
                 "measurement pairs (a performance run and the test judged against it, TEST04): priced as measured "
-                f"once; a pair whose runs are both VALID but whose ratio breaks the limit is measured again, up to "
-                f"{self.plan.measurement_attempts} times in all (compliance.measurement_attempts)"
+                "once; a pair whose runs are both VALID but whose ratio breaks the limit by less than the noise "
+                f"ceiling is measured again, up to {self.plan.compliance_settings['measurement_attempts']} times in "
+                "all (compliance section)"
             )
         repeated = self.plan.repeat_jobs
         if repeated:

@@ -41,6 +41,8 @@ SUBMISSION_SECTIONS = (
     "systems",
 )
 COMPLIANCE_TEST_PATTERN = r"TEST\d\d"
+# The compliance section's defaults (the schema's, for configs read without it).
+COMPLIANCE_DEFAULTS = {"measurement_attempts": 3, "noise_ceiling": 1.5}
 
 
 @dataclass(frozen=True)
@@ -235,9 +237,9 @@ class Plan:
         return [(job, test) for job in self.jobs if (test := self.paired_test(job.benchmark))]
 
     @property
-    def measurement_attempts(self) -> int:
-        """How many times at most a measurement pair is measured (``compliance.measurement_attempts``)."""
-        return int((self.config.get("compliance") or {}).get("measurement_attempts", 3))
+    def compliance_settings(self) -> dict[str, Any]:
+        """The ``compliance`` section with its defaults: how a measurement pair is measured again."""
+        return {**COMPLIANCE_DEFAULTS, **(self.config.get("compliance") or {})}
 
     @staticmethod
     def compliance_dir(system: str, benchmark: str, scenario: str, test: str) -> str:

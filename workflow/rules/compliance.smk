@@ -55,7 +55,7 @@ rule measurement_pair:
     # TEST04 judges the audited run's speed against the performance run's, so both are one
     # measurement: run back to back in one job, and measured again (both runs, every attempt
     # kept) where both were VALID but the host's speed moved between them (up to 20-30% on a
-    # shared 2-core VM, bench/README.md): compliance.measurement_attempts in config/README.md.
+    # shared 2-core VM, bench/README.md): the compliance section of config/README.md.
     input:
         model=serving_dir,
         dataset=dataset_dir_of,
@@ -75,7 +75,7 @@ rule measurement_pair:
         cpus_per_task=lambda wc, threads: threads,
         mem_mb=16000,
         # Minutes: a performance run and a compliance run per attempt.
-        runtime=lambda wc, attempt: (120 + 60) * PLAN.measurement_attempts * attempt,
+        runtime=lambda wc, attempt: (120 + 60) * PLAN.compliance_settings["measurement_attempts"] * attempt,
         # None, not 0, on CPU hosts: the Kubernetes plugin turns any gpu entry into a GPU
         # request and a GPU-node toleration.
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,
@@ -107,7 +107,8 @@ rule measurement_pair:
             "audit_config": PLAN.audit_config(wc.test, wc.benchmark, wc.scenario),
         },
         rules_test=lambda wc: PLAN.compliance_test(wc.test, wc.benchmark),
-        attempts=PLAN.measurement_attempts,
+        attempts=PLAN.compliance_settings["measurement_attempts"],
+        noise_ceiling=PLAN.compliance_settings["noise_ceiling"],
     script:
         f"{SCRIPTS}/measurement_pair.py"
 

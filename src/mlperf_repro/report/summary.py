@@ -330,7 +330,8 @@ def pair_lines(plan: Plan) -> list[str]:
         outcome = "passed" if record.get("passed") else "failed"
         lines.append(
             f"{job.system} / {job.benchmark} / {job.scenario}: the {test} pair was measured {len(attempts)} times "
-            f"(both runs VALID, the ratio over the limit: the machine's speed moved between the runs) and "
+            f"(both runs VALID, the ratio over the limit but below the noise ceiling: the machine's speed moved "
+            f"between the runs) and "
             f"{outcome} on attempt {record.get('packaged_attempt')}, which is packaged ({seen}; "
             f"{record_path.parent})."
         )

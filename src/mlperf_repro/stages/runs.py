@@ -101,6 +101,25 @@ def loadgen_job(
     return record
 
 
+def run_arguments(smk: Any) -> dict[str, Any]:
+    """The keyword arguments of :func:`loadgen_job` that every run of a job shares (a
+    find-performance pass, a measurement pair), from its Snakemake ``input`` (model, dataset)
+    and ``params`` (the run rules' params of the same names)."""
+    params = smk.params
+    return {
+        "model_dir": smk.input.model,
+        "dataset_dir": smk.input.dataset,
+        "loadgen_model": params.loadgen_model,
+        "loadgen_scenario": params.loadgen_scenario,
+        "performance_sample_count": params.performance_sample_count,
+        "generation": params.generation,
+        "engine": params.engine,
+        "container_image": params.container_image,
+        "gpu_screening": params.gpu_screening,
+        "task": params.task,
+    }
+
+
 def loadgen_job_in_child(job: dict[str, Any], request: Path) -> None:
     """:func:`loadgen_job` with the keyword arguments ``job`` in a child process of this Python:
     LoadGen keeps global state, so a job that makes several tests makes each in its own
