@@ -6,11 +6,12 @@ Each run clones this checkout's HEAD into a new folder and runs, as the README s
 ``./install.sh`` and then ``.venv/bin/snakemake --cores all`` (timed apart, and together),
 then reads what a newcomer reads: ``results/check/report.txt`` (PASS?), every result's
 LoadGen validity and accuracy verdict (``results/report/summary.csv``) and the summary's first
-lines. It prints one row per run and the median and spread (min-max) of the totals, and
-writes them as JSON (``--json``). Run it alone on the machine: the figure is the machine's
-whole attention to one newcomer. The install reuses the package caches of earlier installs
-on the machine (uv's, pip's), as a second project on a developer's machine would; a machine
-that never installed these packages downloads them first (not measured here).
+lines, and each measurement pair's ratio per attempt. It prints one row per run and the
+median and spread (min-max) of the totals, and writes them as JSON (``--json``). Run it alone
+on the machine: the figure is the machine's whole attention to one newcomer. The install
+reuses the package caches of earlier installs on the machine (uv's, pip's), as a second
+project on a developer's machine would; a machine that never installed these packages
+downloads them first (not measured here).
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ def one_run(base: Path, k: int) -> dict:
         "valid": sum(r["loadgen_validity"] == "VALID" for r in rows),
         "accuracy_met": sum(r["accuracy_passed"] == "yes" for r in rows),
         "summary_head": summary_md.read_text().splitlines()[2:4] if summary_md.is_file() else [],
+        # Each measurement pair's ratio per attempt (a pair measured again: more than one).
+        "pair_ratios": {
+            str(record.parent.parent.parent.relative_to(clone / "results/runs")): [
+                round(a["speedup"], 4) for a in json.loads(record.read_text())["attempts"] if "speedup" in a
+            ]
+            for record in sorted((clone / "results/runs").glob("*/*/*/*_pair/attempts/attempts.json"))
+        },
     }
 
 
@@ -77,7 +85,7 @@ def main() -> int:
             print(
                 f"run {k}: install {run['install_s']} s + workflow {run['workflow_s']} s = {run['total_s']} s; "
                 f"check {'PASS' if run['check_pass'] else 'not PASS'}, {run['valid']}/{run['results']} VALID, "
-                f"{run['accuracy_met']}/{run['results']} accuracy met",
+                f"{run['accuracy_met']}/{run['results']} accuracy met; measurement pairs {run['pair_ratios']}",
                 flush=True,
             )
             # --keep keeps each clone's results and logs, not its 3 GB environment.

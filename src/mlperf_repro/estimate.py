@@ -48,7 +48,14 @@ ASSUMPTIONS = {
     "dataset_bytes_per_sample": ("bytes", "dataset size per sample (prompt token ids, text, reference)"),
     "log_bytes_per_run": ("bytes", "LoadGen summary, detail log and records per run"),
     "package_bytes_per_result": ("bytes", "submission tree and tarball per result"),
+    "light_jobs_side_by_side": ("jobs", "jobs that do not own the machine running at once (a local run)"),
 }
+# The rules whose jobs own the machine they run on (workflow/rules: threads machine_threads, or
+# run_threads with is_measurement); a loadgen_run in performance mode and a compliance_run of a
+# test judged on speed as well. Every other job is light: one core locally.
+OWNS_MACHINE_RULES = frozenset(
+    {"find_performance", "loadgen_repeat", "measurement_pair", "quantize", "scaling_run", "screen_gpus"}
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ class Assumed:
     dataset_bytes_per_sample: float
     log_bytes_per_run: float
     package_bytes_per_result: float
+    light_jobs_side_by_side: float
 
 
 @dataclass
@@ -140,11 +148,18 @@ class Estimate:
     assumptions: list[Assumption]
     notes: list[str]
 
+    light_side_by_side: float = 1.0
+
     @property
     def total(self) -> dict[str, float]:
+        """The rows' sums, but the wall time: the jobs that own the machine one after another, the
+        light ones ``light_side_by_side`` at a time (each detail's ``owns_machine``)."""
+        details = [d for r in self.rows for d in r.details]
+        owning = sum(d["wall_s"] for d in details if d.get("owns_machine", True))
+        light = sum(d["wall_s"] for d in details if not d.get("owns_machine", True))
         return {
             "jobs": sum(r.job_count for r in self.rows),
-            "wall_s": sum(r.wall_s for r in self.rows),
+            "wall_s": owning + light / self.light_side_by_side,
             "gpu_hours": sum(r.gpu_hours for r in self.rows),
             "disk_bytes": sum(r.disk_bytes for r in self.rows),
         }
@@ -884,8 +899,10 @@ class Estimator:
             "accuracy logs: 8 hex characters per token (the reference tokens_per_sample where the rules table "
             "has it, else max_new_tokens) + 100 bytes per sample; a benchmark whose responses are files "
             "(text-to-video) 2 hex characters per byte of the rules table's response_bytes",
-            "wall time total: jobs one after another (a measurement owns its machine); on a cluster, systems "
-            "overlap, so this is an upper bound",
+            "wall time total: the jobs that own the machine (measurements, quantization) one after another, the "
+            f"light ones (accuracy and output-checking runs, scoring, bookkeeping: one core each locally) "
+            f"{self.assume.light_jobs_side_by_side:g} at a time (estimate.light_jobs_side_by_side); on a cluster, "
+            "systems overlap, so this is an upper bound there",
         ]
         if self.plan.test_scale:
             notes.append("test_scale is enabled: run lengths use its shortened minimums")
@@ -904,7 +921,19 @@ class Estimator:
             )
         notes += self.auto_target_notes()
         notes += self.model_load_notes(rows)
-        return Estimate(rows, self.assumptions, notes)
+        for row in rows:
+            for detail in row.details:
+                detail["owns_machine"] = self.owns_machine(detail)
+        return Estimate(rows, self.assumptions, notes, self.assume.light_jobs_side_by_side)
+
+    def owns_machine(self, detail: dict[str, Any]) -> bool:
+        """Whether a job takes every core of a local run (OWNS_MACHINE_RULES)."""
+        rule = detail["rule"]
+        if rule == "loadgen_run":
+            return detail.get("mode") == "performance"
+        if rule == "compliance_run":
+            return self.plan.compliance_judges_speed(detail["test"], detail["benchmark"])
+        return rule in OWNS_MACHINE_RULES
 
 
 def _run_details(run: dict[str, Any]) -> dict[str, Any]:
