@@ -13,7 +13,7 @@ from conftest import DEFAULT_CONFIG, REPO
 
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.config import load_yaml
-from mlperf_repro.demo import checkpoints
+from mlperf_repro.demo import checkpoints, pinned_build
 from mlperf_repro.errors import UserError
 from mlperf_repro.fetch import read_manifest
 from mlperf_repro.fetch.entries import acquire_model_entry
@@ -92,6 +92,30 @@ def test_a_rebuild_reproduces_a_shipped_checkpoint_and_names_what_differs(tmp_pa
     assert checkpoints.check("wan", root=root, log=lambda _: None) == [tampered.relative_to(root / "wan").as_posix()]
 
 
+def test_a_build_runs_with_pinned_kernels_and_a_rebuild_that_differs_names_them(tmp_path):
+    """Every build runs in a child held to AVX2 kernels (demo/pinned_build.py) and records
+    them; a shipped report built with other numerics is named as the likely cause."""
+    root = tmp_path / "shipped"
+    _ship_tiny_wan(root)
+    report = json.loads((root / "wan" / checkpoints.REPORT_NAME).read_text())
+    assert report["numerics"]["cpu_kernels"] == pinned_build.PINNED_KERNELS
+    report["numerics"] = {**report["numerics"], "cpu_kernels": "AVX512"}
+    (root / "wan" / checkpoints.REPORT_NAME).write_text(json.dumps(report))
+    (root / "wan.sha256").write_text(checkpoints.manifest_lines(root / "wan"))
+    assert checkpoints.check("wan", root=root, log=lambda _: None) == [
+        checkpoints.REPORT_NAME,
+        f"numerics.cpu_kernels: shipped AVX512, rebuilt {pinned_build.PINNED_KERNELS}",
+    ]
+
+
+def test_a_cpu_without_the_pinned_kernels_is_refused_with_the_reason(tmp_path, monkeypatch):
+    """As on a CPU without AVX2: the child's torch offers other kernels than the pinned ones."""
+    monkeypatch.setattr(pinned_build, "PINNED_ENV", {**pinned_build.PINNED_ENV, "ATEN_CPU_CAPABILITY": "default"})
+    with pytest.raises(UserError, match=r"trained with AVX2 kernels.*this CPU offers DEFAULT.*acquire the model"):
+        checkpoints.build_model("builtin:tiny-wan", {"seed": 3}, tmp_path / "wan", log=lambda _: None)
+    assert not (tmp_path / "wan").exists()
+
+
 def test_unknown_names_and_keys_are_clear_errors(tmp_path):
     with pytest.raises(UserError, match="no shipped demo checkpoint 'nope'.*tiny-llama"):
         checkpoints.shipped_report("nope")
@@ -114,14 +138,15 @@ def check_reproduces(name: str) -> None:
     assert f"{name}: reproduced" in result.stdout
 
 
-# exclusive: bit-exact training needs its two threads to itself (75 s alone on 2 cores; 550 to
+# exclusive: bit-exact training needs its two threads to itself (65-75 s alone on 2 cores; 550 to
 # 610 s among three xdist workers, the slowest test of the parallel run).
 @pytest.mark.slow
 @pytest.mark.exclusive
 def test_the_trainer_reproduces_the_shipped_tiny_llama():
     """``mlperf-repro demo-checkpoints --check`` trains tiny-llama again from its recorded spec
-    (about 2 minutes on 2 cores) and finds every file equal to the committed manifest: training
-    is seeded and runs in float32 on a fixed number of threads. (tiny-gpt-oss is built by the
+    (about 70 s on 2 cores) and finds every file equal to the committed manifest: training is
+    seeded and runs in float32 on a fixed number of threads with its CPU kernels pinned (AVX2:
+    on any x86-64 CPU that has it, not only the one it was shipped from). (tiny-gpt-oss is built by the
     same trainer; its rebuild takes about 5 minutes, so it is checked by hand after a change to
     its builder: `mlperf-repro demo-checkpoints --check tiny-gpt-oss`, bench/README.md.)"""
     check_reproduces("tiny-llama")

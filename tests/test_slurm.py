@@ -27,6 +27,9 @@ from conftest import DEFAULT_CONFIG, REPO, make_workdir
 pytestmark = pytest.mark.slow
 
 TINY_SNAKEFILE = REPO / "tests" / "cluster" / "Snakefile"
+# Snakemake's command line, the SLURM plugin's status checks at most 2 s apart (its docstring
+# says why).
+PROMPT_STATUS_SNAKEMAKE = REPO / "tests" / "cluster" / "snakemake_prompt_status.py"
 SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 
 
@@ -40,8 +43,7 @@ def snakemake_cmd(work: Path, snakefile: Path, args: list[str], limit: int) -> l
         "KILL",
         str(limit),
         sys.executable,
-        "-m",
-        "snakemake",
+        str(PROMPT_STATUS_SNAKEMAKE),
         "--directory",
         str(work),
         "--snakefile",
@@ -138,16 +140,14 @@ def reduced_config() -> dict:
     return config
 
 
-#: What the tests' copy of profiles/slurm changes. The plugin (2.8.0) checks job states this
-#: many seconds after a submission, then waits 10 s longer after each check in which none of
-#: the workflow's jobs finished (3, 16, 39, 72, 115 s after a submission here), and starts over
-#: once one has. This one-node cluster starts a job within a second (tests/cluster/slurm.py,
-#: SchedulerParameters), so even the shortest job (two Snakemake starts in the job, 6-15 s on a
-#: loaded 2-core host) is seen at the second check; the time-limit workflow's attempts (SLURM
-#: kills the first 60-90 s into its one-minute limit; the second sleeps 95 s after its
-#: Snakemake started) end before the fifth. The shipped profile's 5 s (5, 20, 45, 80, 125 s)
-#: is for a real cluster's slurmctld, which many users' workflows poll.
-TEST_PROFILE = {"slurm-init-seconds-before-status-checks": 3}
+#: What the tests' copy of profiles/slurm changes: the first status check 2 s after a
+#: submission (the shipped profile's 5 s is for a real cluster's slurmctld, which many users'
+#: workflows poll). The plugin (2.8.0) would then wait 10 s longer after each check in which
+#: none of the workflow's jobs finished; the tests run Snakemake through
+#: tests/cluster/snakemake_prompt_status.py, which keeps its checks at most 2 s apart, so a job
+#: is seen within about 2 s of its end. This one-node cluster starts a job within a second
+#: (tests/cluster/slurm.py, SchedulerParameters).
+TEST_PROFILE = {"slurm-init-seconds-before-status-checks": 2}
 
 
 def copy_profiles(work: Path) -> None:

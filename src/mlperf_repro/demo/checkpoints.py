@@ -80,14 +80,24 @@ def builtin_spec(source: str, values: dict[str, Any] | None):
 
 def build_model(source: str, builtin: dict[str, Any] | None, dest_dir: str | Path, log=print) -> dict[str, Any]:
     """Build a ``builtin:`` model into ``dest_dir`` (replaced) and return its build report; the
-    report, less its timing, is also written into the folder as ``build_report.json``."""
+    report, less its timing, is also written into the folder as ``build_report.json``. The
+    build runs in a child process with pinned CPU numerics (:mod:`.pinned_build`); its output
+    lines go to ``log``."""
+    from .pinned_build import run_pinned
+
     if source not in BUILDERS:
         raise UserError(f"unknown builtin model {source!r}; known: {', '.join(sorted(BUILDERS))}")
+    builtin_spec(source, builtin)  # a bad key is an error before a process starts
+    return run_pinned(__name__, {"source": source, "builtin": dict(builtin or {}), "dest_dir": str(dest_dir)}, log)
+
+
+def build_model_here(source: str, builtin: dict[str, Any] | None, dest_dir: str | Path, *, numerics: dict) -> dict:
+    """build_model's work, in this process (the pinned child's side)."""
     dest_dir = Path(dest_dir)
     spec = builtin_spec(source, builtin)
     if dest_dir.exists():
         shutil.rmtree(dest_dir)
-    report = BUILDERS[source](dest_dir, spec, log)
+    report = {**BUILDERS[source](dest_dir, spec, print), "numerics": numerics}
     recorded = {k: v for k, v in report.items() if k != "build_seconds"}
     # The config's own keys (not the filled-in spec): what a config says to rebuild it.
     recorded = {"source": source, "builtin": dict(builtin or {}), **recorded}
@@ -142,7 +152,40 @@ def differences(name: str, rebuilt_root: Path, *, root: Path = SHIPPED_DIR) -> l
 
 
 def check(name: str, *, root: Path = SHIPPED_DIR, log=print) -> list[str]:
-    """Rebuild ``name`` in a scratch folder; the files that differ from what is shipped."""
+    """Rebuild ``name`` in a scratch folder; the files that differ from what is shipped, each
+    numerics setting that differs between the two builds last (``numerics.<key>: shipped A,
+    rebuilt B``: the likely cause)."""
     with tempfile.TemporaryDirectory(prefix=f"{name}-rebuild-") as scratch:
-        rebuild(name, scratch, root=root, log=log)
-        return differences(name, Path(scratch), root=root)
+        dest = rebuild(name, scratch, root=root, log=log)
+        differing = differences(name, Path(scratch), root=root)
+        if differing:
+            shipped = shipped_report(name, root).get("numerics") or {}
+            rebuilt = json.loads((dest / REPORT_NAME).read_text()).get("numerics") or {}
+            differing += [
+                f"numerics.{key}: shipped {shipped.get(key, 'unrecorded')}, rebuilt {rebuilt.get(key, 'unrecorded')}"
+                for key in sorted(set(shipped) | set(rebuilt))
+                if shipped.get(key) != rebuilt.get(key)
+            ]
+        return differing
+
+
+def _build_child(request_path: str) -> int:
+    """The pinned child's side of build_model (pinned_build.run_pinned starts it)."""
+    import sys
+
+    from .pinned_build import check_pinned
+
+    request = json.loads(Path(request_path).read_text())
+    try:
+        report = build_model_here(request["source"], request["builtin"], request["dest_dir"], numerics=check_pinned())
+    except UserError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    Path(request["report"]).write_text(json.dumps(report, default=list))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_build_child(sys.argv[1]))
