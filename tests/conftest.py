@@ -147,17 +147,31 @@ def pytest_itemcollected(item):
         item.add_marker(getattr(pytest.mark, stage))
 
 
-#: The slow files that take longest (a few minutes each beside other tests, ./test.sh's second
-#: run on 2026-12-04), handed out first after the SLURM files: the gpt-oss stand-in's workflow
-#: run, started late, alone made the run 7 minutes longer.
+#: The files that took longest in ./test.sh's second run (seconds of a worker's time, fresh
+#: clone, 2026-12-06: bench/suite_profile.py), longest first: handed out in this order after the
+#: SLURM files, so that no long file starts late and leaves the other workers idle at the end.
 LONGEST_FILES = (
-    "test_gpt_oss_demo.py",
-    "test_e2e_repeats.py",
-    "test_import_round_trip.py",
-    "test_find_performance.py",
-    "test_endpoints_vllm_data_parallel.py",
-    "test_quant_quark.py",
-    "test_endpoints_vllm.py",
+    "test_gpt_oss_demo.py",  # 184
+    "test_reader_sweep.py",  # 128
+    "test_quant_quark.py",  # 111
+    "test_endpoints_vllm.py",  # 96
+    "test_find_performance.py",  # 93
+    "test_accuracy_sandbox.py",  # 84
+    "test_kubernetes.py",  # 76
+    "test_rerun_triggers.py",  # 75
+    "test_docs_commands.py",  # 64
+    "test_dispatcher.py",  # 57
+    "test_e2e_repeats.py",  # 48
+    "test_wan_task.py",  # 48
+    "test_shared_video_server.py",  # 44
+    "test_estimate.py",  # 42
+    "test_endpoints_vllm_data_parallel.py",  # 41
+    "test_import_round_trip.py",  # 35
+    "test_dag.py",  # 34
+    "test_accuracy_vbench.py",  # 29
+    "test_quant_validate.py",  # 22
+    "test_reader_properties.py",  # 20
+    "test_lock.py",  # 18
 )
 
 
@@ -200,6 +214,11 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    # pytest-xdist (3.8) otherwise hands files out by their number of tests, most first,
+    # whatever pytest_collection_modifyitems ordered: the gpt-oss demo's four tests, the run's
+    # longest file, started late.
+    config.option.loadscopereorder = False
 
     class FileScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:

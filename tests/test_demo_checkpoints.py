@@ -76,15 +76,20 @@ def test_every_shipped_checkpoint_matches_its_manifest():
         assert report["source"] in checkpoints.BUILDERS
 
 
-def _ship_tiny_wan(root):
-    """A shipped checkpoint in ``root`` made by the real builder (tiny-wan builds in a second)."""
+@pytest.fixture(scope="module")
+def shipped_wan(tmp_path_factory):
+    """A shipped checkpoint made by the real builder (tiny-wan builds in seconds, in its pinned
+    child process): ``wan/`` and ``wan.sha256`` in a folder the tests copy."""
+    root = tmp_path_factory.mktemp("shipped")
     checkpoints.build_model("builtin:tiny-wan", {"seed": 3}, root / "wan", log=lambda _: None)
     (root / "wan.sha256").write_text(checkpoints.manifest_lines(root / "wan"))
+    return root
 
 
-def test_a_rebuild_reproduces_a_shipped_checkpoint_and_names_what_differs(tmp_path):
+@pytest.mark.slow  # rebuilds in a child process that imports torch: 6-11 s
+def test_a_rebuild_reproduces_a_shipped_checkpoint_and_names_what_differs(tmp_path, shipped_wan):
     root = tmp_path / "shipped"
-    _ship_tiny_wan(root)
+    shutil.copytree(shipped_wan, root)
     assert checkpoints.check("wan", root=root, log=lambda _: None) == []
     tampered = sorted(p for p in (root / "wan").rglob("*.safetensors"))[0]
     tampered.write_bytes(tampered.read_bytes()[:-1] + b"\0")
@@ -92,11 +97,12 @@ def test_a_rebuild_reproduces_a_shipped_checkpoint_and_names_what_differs(tmp_pa
     assert checkpoints.check("wan", root=root, log=lambda _: None) == [tampered.relative_to(root / "wan").as_posix()]
 
 
-def test_a_build_runs_with_pinned_kernels_and_a_rebuild_that_differs_names_them(tmp_path):
+@pytest.mark.slow  # rebuilds in a child process that imports torch: 6-11 s
+def test_a_build_runs_with_pinned_kernels_and_a_rebuild_that_differs_names_them(tmp_path, shipped_wan):
     """Every build runs in a child held to AVX2 kernels (demo/pinned_build.py) and records
     them; a shipped report built with other numerics is named as the likely cause."""
     root = tmp_path / "shipped"
-    _ship_tiny_wan(root)
+    shutil.copytree(shipped_wan, root)
     report = json.loads((root / "wan" / checkpoints.REPORT_NAME).read_text())
     assert report["numerics"]["cpu_kernels"] == pinned_build.PINNED_KERNELS
     report["numerics"] = {**report["numerics"], "cpu_kernels": "AVX512"}
