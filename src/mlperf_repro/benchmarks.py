@@ -18,8 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from . import yamlio
 from .errors import UserError
 
 #: Latency units of the official summary and the nanoseconds of the detail log per unit.
@@ -40,7 +39,7 @@ def load_round(round_name: str) -> Round:
             f"round '{round_name}' has no rules table; known rounds: {', '.join(available_rounds())} "
             f"(add {path} to support it)"
         )
-    data = yaml.safe_load(path.read_text())
+    data = yamlio.safe_load(path.read_text())
     base = data.pop("based_on", None)
     if base is not None:
         if base == round_name:

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from . import yamlio
 from .benchmarks import load_round
 from .errors import UserError
 
@@ -28,7 +29,7 @@ TEXT_BUILTIN_DATASETS = ("builtin:vbench-prompts-synthetic",)
 def load_yaml(path: str | Path) -> Any:
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text())
+        return yamlio.safe_load(path.read_text())
     except FileNotFoundError:
         raise UserError(f"config file {path} does not exist") from None
     except yaml.YAMLError as exc:
