@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -156,11 +157,11 @@ def check(name: str, *, root: Path = SHIPPED_DIR, log=print) -> list[str]:
     numerics setting that differs between the two builds last (``numerics.<key>: shipped A,
     rebuilt B``: the likely cause)."""
     with tempfile.TemporaryDirectory(prefix=f"{name}-rebuild-") as scratch:
-        dest = rebuild(name, scratch, root=root, log=log)
+        rebuild(name, scratch, root=root, log=log)
         differing = differences(name, Path(scratch), root=root)
         if differing:
             shipped = shipped_report(name, root).get("numerics") or {}
-            rebuilt = json.loads((dest / REPORT_NAME).read_text()).get("numerics") or {}
+            rebuilt = shipped_report(name, Path(scratch)).get("numerics") or {}
             differing += [
                 f"numerics.{key}: shipped {shipped.get(key, 'unrecorded')}, rebuilt {rebuilt.get(key, 'unrecorded')}"
                 for key in sorted(set(shipped) | set(rebuilt))
@@ -171,8 +172,6 @@ def check(name: str, *, root: Path = SHIPPED_DIR, log=print) -> list[str]:
 
 def _build_child(request_path: str) -> int:
     """The pinned child's side of build_model (pinned_build.run_pinned starts it)."""
-    import sys
-
     from .pinned_build import check_pinned
 
     request = json.loads(Path(request_path).read_text())
@@ -186,6 +185,4 @@ def _build_child(request_path: str) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(_build_child(sys.argv[1]))
