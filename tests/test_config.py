@@ -12,7 +12,7 @@ from conftest import SCHEMA, make_workdir, run_snakemake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlperf_repro.config import validate_config
+from mlperf_repro.config import load_yaml, validate_config
 from mlperf_repro.errors import UserError
 
 SYSTEM = "systems.cpu-2c-vllm"
@@ -291,3 +291,21 @@ def test_the_codes_defaults_are_the_schemas(default_config):
         **DEFAULTS,
         **default_config.get("find_performance", {}),
     }
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300) | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")))
+def test_any_bytes_as_a_config_file_load_or_are_a_clear_error_naming_it(tmp_path, data):
+    """Whatever a config file holds (not UTF-8, not YAML, YAML of any shape), load_yaml gives
+    its data or a UserError that names the file, never a traceback."""
+    path = tmp_path / "config.yaml"
+    path.write_bytes(data)
+    try:
+        load_yaml(path)
+    except UserError as exc:
+        assert str(path) in str(exc)
+
+
+def test_a_folder_given_as_the_config_file_is_a_clear_error(tmp_path):
+    with pytest.raises(UserError, match=f"config file {tmp_path} cannot be read"):
+        load_yaml(tmp_path)

@@ -32,6 +32,12 @@ def load_yaml(path: str | Path) -> Any:
         return yamlio.safe_load(path.read_text())
     except FileNotFoundError:
         raise UserError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise UserError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise UserError(f"config file {path} is not valid YAML: {exc}") from None
 
