@@ -42,8 +42,9 @@ fi
 # compiled once after its install (the main one: only what the workflow imports,
 # mlperf_repro.bytecode, about 25 s on 2 cores; Quark's and VBench's whole) and says so in its
 # bytecode stamp. --test compiles nothing: the suite writes the bytecode of what it imports
-# itself (tests/conftest.py), about a fifth of the 28,000 modules, where compiling them all
-# cost 65 s of the install (bench/README.md); a later ./install.sh without --test compiles.
+# itself (tests/conftest.py), where compiling the three environments whole (28,000 modules in
+# the main one) took 62 of a fresh clone's 82 s install (bench/README.md); a later
+# ./install.sh without --test compiles.
 compiled() { [ -f "$1/.mlperf-repro-bytecode" ]; }
 mark_compiled() { touch "$1/.mlperf-repro-bytecode"; }
 compile_env() {
