@@ -381,6 +381,11 @@ def test_example_config_runs_on_the_table_files_and_test_scale_counts():
     # Running model-written code unsandboxed reaches the evaluator only when the config says so
     # (and the default leaves the job's parameters as they were).
     assert "allow_unsandboxed_code" not in plan.accuracy_rules("tiny-gpt-oss")
+    # The LiveCodeBench release the round pins, looked for inside the dataset folder (an input).
+    assert plan.accuracy_rules("tiny-gpt-oss")["livecodebench_release"] == {
+        "version": "release_v6",
+        "folder": f"{folder}/livecodebench/release_v6",
+    }
     config["sandbox"] = {"allow_unsandboxed": True}
     assert Plan(validate_config(config, SCHEMA)).accuracy_rules("tiny-gpt-oss")["allow_unsandboxed_code"] is True
 
@@ -486,3 +491,54 @@ def test_test07_run_covers_a_compliance_set_smaller_than_the_performance_sample_
     assert result.returncode == 0, result.stderr[-3000:]
     logged = [e["qsl_idx"] for e in json.loads((out / "mlperf_log_accuracy.json").read_text())]
     assert sorted(logged) == list(range(32))
+
+
+def test_a_published_table_is_scored_with_the_tests_of_the_livecodebench_release(tmp_path, tokenizer):
+    """The accuracy parquet as published names its LiveCodeBench items only by question_id;
+    LiveCodeBench's release folder (code_generation_lite's test*.jsonl) gives their tests, as
+    the reference looks them up, with no column joined by hand. An id the release lacks is
+    named; a file's own test column still takes precedence."""
+    from test_accuracy_lcb_release import problem, write_release
+
+    release = write_release(tmp_path / "lcb", [[problem("abc123")], [], [], [], [], [problem("q-call", call=True)]])
+    rows = [("livecodebench_v6", "abc123"), ("gpqa_diamond", "B"), ("livecodebench_v6", "q-call")]
+    dataset = write_dataset(tmp_path / "acc_eval_inputs.parquet", rows)
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    call = "```python\nclass Solution:\n    def add(self, a, b):\n        return a + b\n```"
+    outputs = [
+        FINAL.format(analysis="x", final=right),
+        FINAL.format(analysis="x", final="B"),
+        FINAL.format(analysis="x", final=call),
+    ]
+    log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs)
+    loaded = load_gpt_oss_rows(dataset, FAMILIES, lcb_release=release)
+    result = evaluate_gpt_oss(
+        read_accuracy_log(log, first_per_sample=False), loaded, tokenizer, families=FAMILIES, repeats=REPEATS
+    )
+    assert result["per_dataset"]["livecodebench_v6"] == {"correct": 2, "total": 2, "repeats": 3}
+
+    missing = write_dataset(tmp_path / "other.parquet", [*rows, ("livecodebench_v6", "not-in-v6")])
+    with pytest.raises(UserError, match=r"other\.parquet: 1 LiveCodeBench row\(s\).*release_v6.*: not-in-v6;"):
+        load_gpt_oss_rows(missing, FAMILIES, lcb_release=release)
+
+
+def test_the_accuracy_job_finds_the_release_the_plan_names_in_the_dataset_folder(tmp_path, tokenizer, tokenizer_dir):
+    """Through the accuracy job: the plan's rules name the release folder inside the dataset
+    folder (the rules table's dataset.livecodebench_release), and a published table is scored
+    from it; without the folder, the error says where the release belongs."""
+    from test_accuracy_lcb_release import problem, write_release
+
+    folder = tmp_path / "dataset"
+    release = write_release(folder / "livecodebench/release_v6", [[problem("abc123")], [], [], [], [], []])
+    dataset = write_dataset(folder / "acc_eval_inputs.parquet", [("livecodebench_v6", "abc123")])
+    run = tmp_path / "run"
+    run.mkdir()
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, [FINAL.format(analysis="sum", final=right)])
+    job = accuracy_job_args(run, dataset, tokenizer_dir, tmp_path)
+    named = {"version": "release_v6", "folder": str(release)}
+    record = accuracy_job(**job, accuracy_rules={**FACTS.accuracy, "livecodebench_release": named})
+    assert record["metrics"]["per_dataset"]["livecodebench_v6"]["correct"] == 1
+    absent = {"version": "release_v6", "folder": str(tmp_path / "nowhere")}
+    with pytest.raises(UserError, match="dataset.livecodebench_release.folder"):
+        accuracy_job(**job, accuracy_rules={**FACTS.accuracy, "livecodebench_release": absent})

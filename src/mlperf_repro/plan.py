@@ -560,6 +560,11 @@ class Plan:
             rules["vbench"] = dict(self.benchmark_cfg(benchmark).get("vbench") or {})
         if (self.config.get("sandbox") or {}).get("allow_unsandboxed"):
             rules["allow_unsandboxed_code"] = True
+        release = self.facts(benchmark).facts.get("dataset", {}).get("livecodebench_release")
+        if release:
+            # Inside the dataset folder (an input of the accuracy job): the acquired release.
+            folder = self.dataset_dir(self.benchmark_cfg(benchmark)["dataset"])
+            rules["livecodebench_release"] = {"version": release["version"], "folder": f"{folder}/{release['folder']}"}
         return rules
 
     def generation_params(self, benchmark: str, mode: str = "performance") -> dict[str, Any]:

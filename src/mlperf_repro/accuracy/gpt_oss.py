@@ -20,9 +20,10 @@ What the reference does, and so what this does:
   channel, else its last plain block, else the same on the whole text) run against all of the
   item's tests; correct when every test passes (:mod:`.livecodebench`). The reference takes
   ``ground_truth`` as the question_id and looks the tests up in LiveCodeBench's own dataset;
-  here they come from the row: an ``input_output`` column (lcb_runner's evaluation sample) or
-  LiveCodeBench's ``public_test_cases``/``private_test_cases``/``metadata`` columns joined
-  into the file. A LiveCodeBench row with an empty ``ground_truth`` is incorrect, as in the
+  here they come from the row (an ``input_output`` column, lcb_runner's evaluation sample, or
+  LiveCodeBench's ``public_test_cases``/``private_test_cases``/``metadata`` columns), else
+  from the LiveCodeBench release in the dataset folder, joined by question_id
+  (:mod:`.lcb_release`). A LiveCodeBench row with an empty ``ground_truth`` is incorrect, as in the
   reference. The programs run in the sandbox of :mod:`.sandbox` (docs/sandbox.md), all code
   items of a log in parallel, at most :func:`.livecodebench.pool_size` at a time.
 
@@ -201,15 +202,25 @@ class GptOssRows:
             raise UserError(
                 f"{self.path} has LiveCodeBench rows ('{self.datasets[index]}') but no test column: add "
                 f"'{TEST_COLUMN}' (lcb_runner's evaluation sample: inputs, outputs, fn_name) or LiveCodeBench's "
-                f"{', '.join(LCB_TEST_COLUMNS)} columns (the reference looks the tests up by the question_id in "
-                "ground_truth, in LiveCodeBench release_v6)"
+                f"{', '.join(LCB_TEST_COLUMNS)} columns, or put LiveCodeBench's release_v6 (its test*.jsonl files) "
+                "in the dataset folder at the rules table's dataset.livecodebench_release.folder: the tests are "
+                "then looked up by the question_id in ground_truth, as the reference does"
             )
         value = self.tests[index]
         column = TEST_COLUMN if not isinstance(value, Mapping) else "/".join(LCB_TEST_COLUMNS)
         return parse_tests(value, f"{self.path} row {index} column {column}")
 
 
-def load_gpt_oss_rows(path: str | os.PathLike[str]) -> GptOssRows:
+def load_gpt_oss_rows(
+    path: str | os.PathLike[str],
+    families: Sequence[str] | None = None,
+    lcb_release: str | os.PathLike[str] | None = None,
+    lcb_version: str = "release_v6",
+) -> GptOssRows:
+    """The rows of a gpt-oss dataset file. A file as published names its LiveCodeBench items
+    only by question_id: with ``lcb_release`` (a folder of LiveCodeBench's ``test*.jsonl``,
+    :mod:`.lcb_release`) and the round's ``families``, those rows get the release's tests, as
+    the reference looks them up; a test column in the file takes precedence."""
     from ..dataset_files import read_table
 
     frame = read_table(path)
@@ -218,13 +229,27 @@ def load_gpt_oss_rows(path: str | os.PathLike[str]) -> GptOssRows:
         raise UserError(
             f"dataset {path} lacks column(s) {missing}; the gpt-oss evaluation needs 'dataset' and 'ground_truth'"
         )
+    datasets, ground_truths = [str(v) for v in frame["dataset"]], list(frame["ground_truth"])
     tests: list[Any] | None = None
     if TEST_COLUMN in frame.columns:
         tests = list(frame[TEST_COLUMN])
     elif any(c in frame.columns for c in LCB_TEST_COLUMNS[:2]):
         present = [c for c in LCB_TEST_COLUMNS if c in frame.columns]
         tests = [dict(zip(present, values)) for values in zip(*(frame[c] for c in present))]
-    return GptOssRows(str(path), [str(v) for v in frame["dataset"]], list(frame["ground_truth"]), tests)
+    elif lcb_release is not None:
+        from .lcb_release import join_tests, read_release
+
+        if families is None:
+            raise ValueError("joining a LiveCodeBench release needs the round's families")
+        tests = join_tests(
+            [family_of(name, families) for name in datasets],
+            ground_truths,
+            read_release(lcb_release, lcb_version),
+            code_family=CODE_FAMILY,
+            table=str(path),
+            release_name=f"LiveCodeBench {lcb_version} in {lcb_release}",
+        )
+    return GptOssRows(str(path), datasets, ground_truths, tests)
 
 
 def evaluate_gpt_oss(
@@ -313,10 +338,13 @@ def _score_code_entries(
     for position, ((qsl_idx, _), text) in enumerate(zip(entries, texts)):
         if groups[rows.datasets[qsl_idx]] != CODE_FAMILY:
             continue
+        if not _text(rows.ground_truths[qsl_idx]):
+            verdicts[position] = False  # no question_id: incorrect, as in the reference (no tests to read)
+            continue
         if qsl_idx not in suites:
             suites[qsl_idx] = rows.test_suite(qsl_idx)
         code = extract_code(text)
-        if code is None or not _text(rows.ground_truths[qsl_idx]):
+        if code is None:
             verdicts[position] = False
         else:
             work.append((position, code, suites[qsl_idx]))

@@ -7,6 +7,7 @@ against the OpenOrca references (llama2) or exact match per dataset family (gpt-
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .registry import Evaluator, Task, register_task
@@ -54,9 +55,17 @@ def score_gpt_oss_exact_match(
 ) -> tuple[dict[str, Any], str]:
     from ..accuracy.gpt_oss import evaluate_gpt_oss, format_gpt_oss_accuracy_txt, load_gpt_oss_rows
 
+    release = accuracy_rules.get("livecodebench_release") or {}
+    present = release.get("folder") and os.path.isdir(release["folder"])
+    rows = load_gpt_oss_rows(
+        dataset_file,
+        accuracy_rules["families"],
+        lcb_release=release["folder"] if present else None,
+        lcb_version=release.get("version", "release_v6"),
+    )
     result = evaluate_gpt_oss(
         entries,
-        load_gpt_oss_rows(dataset_file),
+        rows,
         tokenizer,
         families=accuracy_rules["families"],
         repeats=accuracy_rules.get("dataset_repeats", {}),
