@@ -511,7 +511,7 @@ def test_a_published_table_is_scored_with_the_tests_of_the_livecodebench_release
         FINAL.format(analysis="x", final=call),
     ]
     log = write_accuracy_log(tmp_path / "log.json", tokenizer, outputs)
-    loaded = load_gpt_oss_rows(dataset, FAMILIES, lcb_release=release)
+    loaded = load_gpt_oss_rows(dataset, FAMILIES, lcb_release=release, lcb_version="release_v6")
     result = evaluate_gpt_oss(
         read_accuracy_log(log, first_per_sample=False), loaded, tokenizer, families=FAMILIES, repeats=REPEATS
     )
@@ -519,7 +519,15 @@ def test_a_published_table_is_scored_with_the_tests_of_the_livecodebench_release
 
     missing = write_dataset(tmp_path / "other.parquet", [*rows, ("livecodebench_v6", "not-in-v6")])
     with pytest.raises(UserError, match=r"other\.parquet: 1 LiveCodeBench row\(s\).*release_v6.*: not-in-v6;"):
-        load_gpt_oss_rows(missing, FAMILIES, lcb_release=release)
+        load_gpt_oss_rows(missing, FAMILIES, lcb_release=release, lcb_version="release_v6")
+    # An id padded with spaces is the id; a missing one (a parquet null) is no id, scored
+    # incorrect, not looked up as "nan" or "None": the evaluator's own reading of ground_truth.
+    odd = write_dataset(
+        tmp_path / "odd.parquet",
+        [("livecodebench_v6", " abc123 "), ("livecodebench_v6", None), ("livecodebench_v6", float("nan"))],
+    )
+    joined = load_gpt_oss_rows(odd, FAMILIES, lcb_release=release, lcb_version="release_v6").tests
+    assert joined[0]["public_test_cases"] == problem("abc123")["public_test_cases"] and joined[1:] == [None, None]
 
 
 def test_the_accuracy_job_finds_the_release_the_plan_names_in_the_dataset_folder(tmp_path, tokenizer, tokenizer_dir):

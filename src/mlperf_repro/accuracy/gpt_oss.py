@@ -47,6 +47,8 @@ import numpy as np
 
 from .. import progress
 from ..errors import UserError
+from .lcb_release import TEST_COLUMNS as LCB_TEST_COLUMNS
+from .lcb_release import join_tests, read_release
 from .sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
 
 __all__ = [
@@ -61,9 +63,9 @@ __all__ = [
 
 CODE_FAMILY = "livecodebench"
 MATH_FAMILY = "math500"
-#: Dataset columns an item's LiveCodeBench tests are read from (:func:`.livecodebench.parse_tests`).
+#: Dataset columns an item's LiveCodeBench tests are read from (:func:`.livecodebench.parse_tests`):
+#: this one, or LiveCodeBench's own problem columns (LCB_TEST_COLUMNS, the release's).
 TEST_COLUMN = "input_output"
-LCB_TEST_COLUMNS = ("public_test_cases", "private_test_cases", "metadata")
 # Highest option letter per multiple-choice family.
 MAX_OPTION = {"gpqa": "D", "mmlu_pro": "J", "mmlu": "J"}
 
@@ -215,11 +217,11 @@ def load_gpt_oss_rows(
     path: str | os.PathLike[str],
     families: Sequence[str] | None = None,
     lcb_release: str | os.PathLike[str] | None = None,
-    lcb_version: str = "release_v6",
+    lcb_version: str | None = None,
 ) -> GptOssRows:
     """The rows of a gpt-oss dataset file. A file as published names its LiveCodeBench items
     only by question_id: with ``lcb_release`` (a folder of LiveCodeBench's ``test*.jsonl``,
-    :mod:`.lcb_release`) and the round's ``families``, those rows get the release's tests, as
+    :mod:`.lcb_release`), its ``lcb_version`` and the round's ``families``, those rows get the release's tests, as
     the reference looks them up; a test column in the file takes precedence."""
     from ..dataset_files import read_table
 
@@ -237,13 +239,11 @@ def load_gpt_oss_rows(
         present = [c for c in LCB_TEST_COLUMNS if c in frame.columns]
         tests = [dict(zip(present, values)) for values in zip(*(frame[c] for c in present))]
     elif lcb_release is not None:
-        from .lcb_release import join_tests, read_release
-
-        if families is None:
-            raise ValueError("joining a LiveCodeBench release needs the round's families")
+        if families is None or lcb_version is None:
+            raise ValueError("joining a LiveCodeBench release needs the round's families and its version")
         tests = join_tests(
             [family_of(name, families) for name in datasets],
-            ground_truths,
+            [_text(truth) for truth in ground_truths],
             read_release(lcb_release, lcb_version),
             code_family=CODE_FAMILY,
             table=str(path),

@@ -89,25 +89,23 @@ def read_release(folder: str | os.PathLike[str], version: str = f"release_v{_NEW
 
 def join_tests(
     families: Sequence[str],
-    ground_truths: Sequence[Any],
+    question_ids: Sequence[str],
     release: Mapping[str, Mapping[str, Any]],
     *,
     code_family: str,
     table: str,
     release_name: str,
 ) -> list[dict[str, Any] | None]:
-    """Per row, the release's test columns of its question_id (its ``ground_truth``) where the
-    row's family is ``code_family``, else None. Every code row's id must be in the release:
-    the error names the missing ones (``table`` and ``release_name`` say where to look)."""
+    """Per row, the release's test columns of its question_id (the row's ``ground_truth`` as
+    its evaluator reads it, "" where it has none) where the row's family is ``code_family``,
+    else None. Every code row's id must be in the release: the error names the missing ones
+    (``table`` and ``release_name`` say where to look)."""
     joined: list[dict[str, Any] | None] = []
     missing: list[str] = []
-    for family, ground_truth in zip(families, ground_truths, strict=True):
-        if family != code_family:
+    for family, key in zip(families, question_ids, strict=True):
+        if family != code_family or not key:
+            # Not code, or no id: scored incorrect, as the reference scores an empty ground truth.
             joined.append(None)
-            continue
-        key = "" if ground_truth is None else str(ground_truth).strip()
-        if not key:
-            joined.append(None)  # scored incorrect, as the reference scores an empty ground truth
             continue
         problem = release.get(key)
         if problem is None:

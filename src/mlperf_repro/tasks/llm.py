@@ -55,13 +55,15 @@ def score_gpt_oss_exact_match(
 ) -> tuple[dict[str, Any], str]:
     from ..accuracy.gpt_oss import evaluate_gpt_oss, format_gpt_oss_accuracy_txt, load_gpt_oss_rows
 
-    release = accuracy_rules.get("livecodebench_release") or {}
-    present = release.get("folder") and os.path.isdir(release["folder"])
+    # The release the rules table pins, where the dataset folder carries it.
+    release = accuracy_rules.get("livecodebench_release")
+    if release and not os.path.isdir(release["folder"]):
+        release = None
     rows = load_gpt_oss_rows(
         dataset_file,
         accuracy_rules["families"],
-        lcb_release=release["folder"] if present else None,
-        lcb_version=release.get("version", "release_v6"),
+        lcb_release=release and release["folder"],
+        lcb_version=release and release["version"],
     )
     result = evaluate_gpt_oss(
         entries,
