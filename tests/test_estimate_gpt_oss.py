@@ -34,17 +34,18 @@ def test_the_example_is_the_vendors_shape(config):
     assert checkpoint.get("sha256_manifest")
     # What the published tree does not say is a placeholder preflight refuses.
     assert "@TODO:" in checkpoint["source"] and checkpoint["sha256_manifest"].startswith("TODO:")
-    for system, nodes in ((SINGLE, 1), (MULTI, 12)):
+    for system, nodes, servers in ((SINGLE, 1, 8), (MULTI, 12, 94)):
         engine = config["systems"][system]["engine"]
         allocation = engine["endpoints"]["allocation"]
-        # One tensor-parallel-1 server per GPU, 8 GPUs per node (the 12-node result ran 94 of the 96).
+        # One tensor-parallel-1 server per GPU, 8 GPUs per node; the 12-node result ran 94 of the
+        # 96, and so does the allocation (allocation.servers).
         assert engine["engine_args"]["tensor_parallel_size"] == 1
         assert allocation["accelerator_count"] == 1 and allocation["servers_per_node"] == 8
         assert allocation["nodes"] == nodes
         # The servers run in a SLURM server job every run attaches to (launch slurm-shared): the
         # run jobs are heads holding no GPU.
         assert engine["endpoints"]["launch"] == "slurm-shared"
-        assert plan.server_accelerators(system) == 8 * nodes and plan.accelerators(system) == 0
+        assert plan.server_accelerators(system) == servers and plan.accelerators(system) == 0
     # Sampling comes from the rules table: temperature 1, at most 10,240 tokens in performance runs.
     generation = plan.generation("gpt-oss-120b", "performance")
     assert (generation.temperature, generation.greedy, generation.max_new_tokens) == (1.0, False, 10240)

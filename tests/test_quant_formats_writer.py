@@ -96,6 +96,60 @@ def test_round_trip_through_validator_and_codec(written, src_dir):
         if enc.exact_in_bf16:
             assert torch.equal(decoded, emulated[name].float()), name
     assert manifest["layout"] == enc.layout and manifest["codec_version"] == enc.codec_version
+    # The parts besides the weights, as the written config declares them, all found.
+    assert report.activations == SCHEMES[scheme].activations, report.render()
+    if SCHEMES[scheme].activations == "static":
+        assert report.declared["activations"]["scales"] == N_LAYERS * 7
+    assert ("kv_cache" in report.declared) == bool(kv)
+    if kv:
+        assert report.declared["kv_cache"] == {**report.declared["kv_cache"], "static": True, "scales": 2 * N_LAYERS}
+
+
+def _declared_scale_names(written) -> list[str]:
+    """The stored activation and KV-cache scale tensors of a written case."""
+    (scheme, layout, kv), out, _ = written
+    names = sorted(_tensors(out / "q"))
+    suffixes = ("input_scale", "input_scale_2", "input_global_scale", "output_scale", "k_scale", "v_scale")
+    return [n for n in names if n.rpartition(".")[2] in suffixes]
+
+
+@pytest.mark.parametrize("damage", ["missing", "zero", "nan", "negative", "per-channel", "int"])
+def test_a_damaged_declared_scale_is_named(written, tmp_path, damage):
+    """Every activation or KV-cache scale the config declares is checked: a missing one, a value
+    that is not a finite positive number, a shape that is not per-tensor or an integer dtype is a
+    finding naming the tensor (the first and the last of the case's scales, each in turn)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    (scheme, layout, kv), out, _ = written
+    names = _declared_scale_names(written)
+    if not names:
+        pytest.skip(f"{scheme} declares no activation or KV-cache scale")
+    for victim in dict.fromkeys((names[0], names[-1])):
+        ckpt = tmp_path / victim
+        shutil.copytree(out / "q", ckpt)
+        for shard in sorted(ckpt.glob("*.safetensors")):
+            tensors = load_file(shard)
+            if victim in tensors:
+                value = tensors.pop(victim)
+                replacement = {
+                    "missing": None,
+                    "zero": torch.zeros_like(value),
+                    "nan": torch.full_like(value, float("nan")),
+                    "negative": -value,
+                    "per-channel": value.reshape(-1).repeat(4),
+                    "int": value.to(torch.int32),
+                }[damage]
+                if replacement is not None:
+                    tensors[victim] = replacement
+                save_file(tensors, shard, metadata={"format": "pt"})
+        report = validate_checkpoint(ckpt, decode=damage in ("zero", "nan", "negative"))
+        module = victim.rpartition(".")[0]
+        hits = [f for f in report.findings if f.tensor.startswith(module + ".")]
+        assert hits and all("scale" in f.rule for f in hits), report.render()
+        if damage == "missing":
+            assert hits[0].rule.endswith("-missing") and hits[0].tensor.rpartition(".")[0] == module
 
 
 def _decode(enc, stored, module):
@@ -236,6 +290,8 @@ def test_native_recipe_keys_in_config(default_config):
             "quantization.x.calibration: scheme mxfp4 measures nothing",
         ),
         ({"scheme": "mxfp4", "tool": "quark", "layout": "quark"}, "quantization.x.layout: only for tool native"),
+        # A scheme only some tools produce: the native writer does not write static FP8 inputs for MXFP4.
+        ({"scheme": "mxfp4_fp8"}, "quantization.x.tool: scheme mxfp4_fp8 is produced by tool quark or prequantized"),
     ):
         config["quantization"]["x"] = recipe
         with pytest.raises(UserError, match=message):

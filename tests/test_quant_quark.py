@@ -323,7 +323,36 @@ def test_checkpoint_is_quark_mxfp4_with_fp8_kv_and_validates(quark_run, model_di
     report = validate_checkpoint(quantized, model_dir)
     assert report.ok, report.findings
     assert report.weight_format == "mxfp4" and len(report.quantized) == 14
+    assert report.activations == "dynamic" and report.declared["kv_cache"]["scales"] == 4  # k and v, 2 layers
     assert (quantized / "tokenizer_config.json").is_file()
+
+
+@_runs_quark
+def test_mxfp4_fp8_exports_static_fp8_activation_scales_that_validate(model_dir, dataset_file, tmp_path):
+    """Quark's mxfp4_fp8 (AMD's gpt-oss-120b scheme: MXFP4 weights, FP8 activations with a static
+    per-tensor scale) through the quantize job: the validator finds every scale Quark stored
+    under the names it expects, and a missing one is named."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    recipe = {**RECIPE, "scheme": "mxfp4_fp8", "algorithms": []}
+    manifest = quark_tool.quark_job(
+        str(model_dir), str(tmp_path / "q"), str(tmp_path / "e"), recipe, calibration_file=str(dataset_file)
+    )
+    act = manifest["validation"]["activations"]
+    assert (act["dtype"], act["static"], act["scales"]) == ("fp8_e4m3", True, 14)
+    assert manifest["validation"]["kv_cache"]["scales"] == 4
+    assert "FP8, one static per-tensor scale per Linear" in "\n".join(calibration_lines(recipe, {}, manifest))
+    broken = shutil.copytree(tmp_path / "q", tmp_path / "broken")
+    for shard in broken.glob("*.safetensors"):
+        tensors = load_file(shard)
+        tensors.pop("model.layers.1.mlp.down_proj.input_scale")
+        save_file(tensors, shard, metadata={"format": "pt"})
+    findings = validate_checkpoint(broken, decode=False).findings
+    assert [(f.tensor, f.rule) for f in findings] == [
+        ("model.layers.1.mlp.down_proj.input_scale", "activation-scale-missing")
+    ]
 
 
 @_runs_quark

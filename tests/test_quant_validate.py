@@ -535,6 +535,67 @@ def test_prequantized_recipe_fails_on_error_bound(ours, ref, tmp_path):
     assert not (tmp_path / "q").exists()
 
 
+def _mxfp4_fp8(ours: Path, out: Path) -> Path:
+    """A checkpoint as Quark's mxfp4_fp8 scheme exports it (AMD's gpt-oss-120b recipe): our MXFP4
+    weights, the config's input spec FP8 e4m3 per-tensor static, an ``input_scale`` per Linear."""
+    ckpt = _copy(ours, out)
+    fp8_static = {
+        "dtype": "fp8_e4m3",
+        "qscheme": "per_tensor",
+        "is_dynamic": False,
+        "observer_cls": "PerTensorMinMaxObserver",
+    }
+    _edit_config(ckpt, lambda qc: qc["global_quant_config"].update(input_tensors=fp8_static))
+
+    def add_scales(tensors):
+        for name in [n for n in tensors if n.endswith(".weight_scale")]:
+            tensors[name.replace(".weight_scale", ".input_scale")] = torch.tensor(0.0125)
+
+    _edit_tensors(ckpt, add_scales)
+    return ckpt
+
+
+def test_prequantized_mxfp4_fp8_checks_its_activation_scales(ours, ref, tmp_path):
+    ckpt = _mxfp4_fp8(ours, tmp_path / "w4a8")
+    report = validate_checkpoint(ckpt, ref)
+    assert report.ok, report.render()
+    assert report.activations == "static" and report.declared["activations"]["scales"] == 14
+    assert "activations: fp8_e4m3 static (global_quant_config.input_tensors), 14 scales checked" in report.render()
+
+    manifest = _publish(ckpt, tmp_path / "hub" / "w4a8")
+    model_dir = _copy(ref, tmp_path / "model")
+    record_built(model_dir, "builtin:tiny-llama", {})
+    acquired = tmp_path / "acquired"
+    entry = {"source": f"file://{tmp_path / 'hub' / 'w4a8'}", "sha256_manifest": str(manifest)}
+    acquire_model_entry(entry, acquired, tmp_path / "r.json")
+    out = (str(tmp_path / "q"), str(tmp_path / "e"))
+    recipe = {"tool": "prequantized", "checkpoint": "w4a8", "scheme": "mxfp4_fp8"}
+    done = quantize_recipe(str(model_dir), *out, recipe, checkpoint=str(acquired), mem_mb=1)
+    assert done["validation"]["activations"]["scales"] == 14
+    # The recipe must name what the checkpoint holds: weights-only or dynamic activations are refused, named.
+    for wrong in ("mxfp4_weight_only", "mxfp4"):
+        with pytest.raises(UserError, match=r"declares fp8_e4m3 activations, static.*'mxfp4_fp8'|mxfp4_fp8"):
+            quantize_recipe(str(model_dir), *out, {**recipe, "scheme": wrong}, checkpoint=str(acquired), mem_mb=1)
+    # ... and a weights-only checkpoint is not served as mxfp4_fp8.
+    plain = tmp_path / "plain"
+    acquire_model_entry(
+        {
+            "source": f"file://{tmp_path / 'hub' / 'plain'}",
+            "sha256_manifest": str(_publish(ours, tmp_path / "hub" / "plain")),
+        },
+        plain,
+        tmp_path / "p.json",
+    )
+    with pytest.raises(UserError, match=r"declares no activation quantization.*mxfp4_weight_only"):
+        quantize_recipe(str(model_dir), *out, recipe, checkpoint=str(plain), mem_mb=1)
+
+    # One Linear without its activation scale: a finding naming it, and the job refuses the checkpoint.
+    missing = _copy(ckpt, tmp_path / "missing")
+    _edit_tensors(missing, lambda t: t.pop(f"{Q0}.input_scale", None))
+    report = validate_checkpoint(missing, ref)
+    assert _rules(report, f"{Q0}.input_scale") == {"activation-scale-missing"}
+
+
 def test_prequantized_config_references(default_config):
     from mlperf_repro.config import validate_config
 

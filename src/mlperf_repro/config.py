@@ -179,9 +179,17 @@ def _recipe_problems(where: str, recipe: dict, models: dict, datasets: dict) -> 
         problems.append(
             f"{where}.calibration.dataset: '{calibration_dataset}' is not a datasets entry; known: {', '.join(datasets)}"
         )
-    if tool.name == "native":
+    from .quant.schemes import SCHEMES
+
+    scheme = SCHEMES.get(recipe.get("scheme"))
+    if scheme is not None and scheme.tools is not None and tool.name not in scheme.tools:
+        problems.append(
+            f"{where}.tool: scheme {scheme.name} is produced by tool {' or '.join(scheme.tools)}, not {tool.name} "
+            f"({scheme.description.split(';')[0]})"
+        )
+    elif tool.name == "native":
         problems += _native_recipe_problems(where, recipe)
-    elif "layout" in recipe:
+    if tool.name != "native" and "layout" in recipe:
         problems.append(f"{where}.layout: only for tool native (tool {tool.name} writes its own layout)")
     if not tool.needs_checkpoint:
         extra = [key for key in ("checkpoint", "max_error") if key in recipe]

@@ -23,6 +23,7 @@ from ..fetch import RECORD_NAME, STATUS_VERIFIED, verify_dir
 from ..fetch._manifest import WORKFLOW_MARKERS, load_record
 from ..hashing import sha256_tree
 from .formats import format_for
+from .schemes import SCHEMES
 from .validate import WEIGHT_FORMATS, dequantized_shards, validate_checkpoint
 
 MANIFEST_NAME = "quant_manifest.json"  # the name mlperf_repro.quant.stage writes too
@@ -112,6 +113,7 @@ def prequantized_job(
             f"prequantized checkpoint {record.get('source')} holds {report.weight_format} weights but the "
             f"recipe's scheme {recipe['scheme']!r} is format {expected}"
         )
+    _check_activations(report, recipe["scheme"], record.get("source"))
     for out in (qdir, edir):
         if out.exists():
             shutil.rmtree(out)  # a half-written dir from a killed job
@@ -157,6 +159,25 @@ def prequantized_job(
     _write_json(qdir / MANIFEST_NAME, manifest)
     shutil.copyfile(qdir / MANIFEST_NAME, edir / MANIFEST_NAME)
     return manifest
+
+
+def _check_activations(report: Any, scheme_name: str, source: Any) -> None:
+    """The checkpoint's declared activations are the recipe scheme's (weights only, dynamic or static)."""
+    scheme = SCHEMES.get(scheme_name)
+    if scheme is None or report.activations == scheme.activations:
+        return  # a plugged-in format's scheme declares nothing here
+    declared = report.declared.get("activations")
+    said = (
+        f"{declared['dtype']} activations, {report.activations} ({declared['config_key']})"
+        if declared
+        else "no activation quantization"
+    )
+    fitting = [s.name for s in SCHEMES.values() if s.format == scheme.format and s.activations == report.activations]
+    raise UserError(
+        f"prequantized checkpoint {source} declares {said}, but the recipe's scheme {scheme_name!r} has "
+        f"activations {scheme.activations or 'none (weights only)'}: name the scheme the checkpoint holds"
+        + (f" ({' or '.join(fitting)})" if fitting else "")
+    )
 
 
 def reference_error(

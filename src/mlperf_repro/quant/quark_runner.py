@@ -6,7 +6,7 @@ Quark environment needs nothing of the workflow's (vLLM, pandas, ...). ARGS.json
 
     {"model_dir": ..., "output_dir": ..., "report": "report.json",
      "calibration": "calib.json",            # {"input_ids": [[int, ...], ...]}
-     "scheme": "mxfp4" | "mxfp4_weight_only",
+     "scheme": "mxfp4" | "mxfp4_weight_only" | "mxfp4_fp8",
      "kv_cache": "fp8" | null, "algorithms": ["autosmoothquant", "gptq"],
      "exclude": ["lm_head"], "device": "cpu", "qdq_reference": "qdq.safetensors" | null,
      "qdq_max_elements": 1073741824}         # quark_tool.QDQ_MAX_ELEMENTS or the recipe's

@@ -102,7 +102,7 @@ def run_quark(
         "output_dir": str(output_dir),
         "report": str(work / "report.json"),
         "calibration": str(work / "calibration.json"),
-        "scheme": "mxfp4_weight_only" if recipe["scheme"] == "mxfp4_weight_only" else "mxfp4",
+        "scheme": recipe["scheme"],  # a Quark template name (mxfp4, mxfp4_weight_only, mxfp4_fp8)
         "kv_cache": recipe.get("kv_cache"),
         "algorithms": list(recipe.get("algorithms") or []),
         "exclude": list(recipe.get("exclude") or ["lm_head"]),

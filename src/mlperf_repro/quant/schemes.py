@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 
-__all__ = ["KV_CACHE_DTYPES", "LAYOUTS", "SCHEMES", "Scheme", "needs_calibration", "scheme_for"]
+__all__ = ["KV_CACHE_DTYPES", "LAYOUTS", "SCHEMES", "Scheme", "activation_words", "needs_calibration", "scheme_for"]
 
 #: Checkpoint layouts (which tool's tensor names and config) the writer can produce.
 LAYOUTS: tuple[str, ...] = ("quark", "modelopt", "compressed-tensors")
@@ -24,7 +24,9 @@ class Scheme:
     ``format``: the weight format (the names of :data:`mlperf_repro.quant.validate.WEIGHT_FORMATS`);
     ``activations``: ``None`` (weights only: W4A16 and the like), ``"dynamic"`` (scales computed
     at run time: per block for MX, per tensor for FP8) or ``"static"`` (a per-tensor scale from calibration);
-    ``layouts``: the layouts it can be written in, the first the default.
+    ``layouts``: the layouts it can be written in, the first the default;
+    ``activation_format``: the activations' format where it is not the weights' (``mxfp4_fp8``);
+    ``tools``: the quantization tools that produce it (``None``: every tool that serves the format).
     """
 
     name: str
@@ -32,6 +34,8 @@ class Scheme:
     activations: str | None
     description: str
     layouts: tuple[str, ...] = ("quark",)
+    activation_format: str | None = None
+    tools: tuple[str, ...] | None = None
 
     @property
     def needs_calibration(self) -> bool:
@@ -43,6 +47,15 @@ SCHEMES: dict[str, Scheme] = {
     for s in (
         Scheme("mxfp4", "mxfp4", "dynamic", "W4A4: MXFP4 weights, dynamic MXFP4 activations"),
         Scheme("mxfp4_weight_only", "mxfp4", None, "W4A16: MXFP4 weights, bf16 activations"),
+        Scheme(
+            "mxfp4_fp8",
+            "mxfp4",
+            "static",
+            "W4A8: MXFP4 weights, FP8 e4m3 activations with a per-tensor scale from calibration (Quark's "
+            "mxfp4_fp8; AMD's gpt-oss-120b); quantized by Quark or served as published, not by the native writer",
+            activation_format="fp8",
+            tools=("quark", "prequantized"),
+        ),
         Scheme("mxfp6_e2m3", "mxfp6_e2m3", "dynamic", "W6A6: MXFP6 (E2M3) weights, dynamic MXFP6 activations"),
         Scheme("mxfp6_e2m3_weight_only", "mxfp6_e2m3", None, "W6A16: MXFP6 (E2M3) weights, bf16 activations"),
         Scheme("mxfp6_e3m2", "mxfp6_e3m2", "dynamic", "W6A6: MXFP6 (E3M2) weights, dynamic MXFP6 activations"),
@@ -70,6 +83,18 @@ SCHEMES: dict[str, Scheme] = {
         ),
     )
 }
+
+
+def activation_words(name: str) -> str:
+    """A scheme's activations in words (documentation/calibration.md, measurements.json)."""
+    scheme = scheme_for(name)
+    fmt = (scheme.activation_format or scheme.format).upper().replace("_", " ")
+    if scheme.activations is None:
+        return "none (bf16)"
+    if scheme.activations == "dynamic":
+        per = "per 32-value block" if scheme.format.startswith("mx") else "per tensor"
+        return f"{fmt}, scales computed at run time {per}"
+    return f"{fmt}, one static per-tensor scale per Linear from calibration"
 
 
 def scheme_for(name: str) -> Scheme:

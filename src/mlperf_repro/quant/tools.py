@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from .schemes import activation_words
 
 __all__ = [
     "DEFAULT_TOOL",
@@ -135,7 +136,8 @@ def transformations(recipe: dict[str, Any], models: dict[str, Any], *, pipeline:
         kv = f", KV cache {recipe['kv_cache']}" if recipe.get("kv_cache") else ""
         return (
             f"post-training quantization to MXFP4 ({recipe['scheme']}, OCP MX E2M1 with E8M0 scales per 32 values, "
-            f"scales rounded even) by AMD Quark{kv}; algorithms: {algorithms}; calibrated on rows of the "
+            f"scales rounded even; activations: {activation_words(recipe['scheme'])}) by AMD Quark{kv}; "
+            f"algorithms: {algorithms}; calibrated on rows of the "
             f"benchmark's dataset; excluded: {', '.join(recipe.get('exclude') or ['lm_head'])}"
         )
     if not tool_for(recipe.get("tool")).needs_checkpoint:
@@ -184,7 +186,7 @@ def _quark_calibration_lines(recipe: dict[str, Any], manifest: dict[str, Any]) -
     calibration = manifest.get("calibration") or {}
     validation = manifest.get("validation") or {}
     worst = validation.get("worst_layers") or []
-    activations = "none (bf16)" if recipe["scheme"] == "mxfp4_weight_only" else "MXFP4, dynamic per 32-value block"
+    activations = activation_words(recipe["scheme"])
     lines = [
         f"- Tool: AMD Quark {manifest.get('quark_version', '?')} (`quant_method: quark`), scheme `{recipe['scheme']}`: "
         "every nn.Linear but the excluded ones, OCP MXFP4 weights (E2M1, one E8M0 scale per 32 values, scales "

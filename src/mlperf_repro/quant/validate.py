@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from .declared_scales import check_declared
 
 __all__ = [
     "LAYOUTS",
@@ -190,6 +191,15 @@ class ValidationReport:
     max_error: float | None = None
     decoded: bool = False
     notes: list[str] = field(default_factory=list)
+    #: The activation and KV-cache quantization the config declares ({"activations": {dtype,
+    #: static, config_key, scales}, "kv_cache": {...}}; absent parts: not declared).
+    declared: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def activations(self) -> str | None:
+        """``None`` (weights only), ``"static"`` or ``"dynamic"``, as the config declares."""
+        act = self.declared.get("activations")
+        return None if act is None else ("static" if act["static"] else "dynamic")
 
     @property
     def ok(self) -> bool:
@@ -213,6 +223,7 @@ class ValidationReport:
             "worst_layers": [_err_dict(e) for e in self.worst()],
             "layers": [_err_dict(e) for e in sorted(self.errors, key=lambda e: e.module)],
             "notes": self.notes,
+            **self.declared,
         }
 
     def render(self) -> str:
@@ -223,6 +234,10 @@ class ValidationReport:
         if self.errors:
             lines.append(f"weight error vs {self.reference} (bound {self.max_error:g}); worst layers:")
             lines += [f"  {e.module}: relative {e.rel_error:.4g}, max-abs {e.max_abs_error:.4g}" for e in self.worst()]
+        for part, record in self.declared.items():
+            scales = f", {record['scales']} scales checked" if "scales" in record else ""
+            kind = "static" if record["static"] else "dynamic"
+            lines.append(f"{part}: {record['dtype']} {kind} ({record['config_key']}){scales}")
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"FINDING {f}" for f in self.findings]
         lines.append(f"{len(self.findings)} finding(s)" if self.findings else "OK")
@@ -303,6 +318,7 @@ class QuantConfig:
     layout: Layout
     exclude: tuple[str, ...]
     match: Callable[[str, str], bool]  # (module, pattern) -> excluded
+    config: dict[str, Any] = field(default_factory=dict)  # the quantization_config as read (ModelOpt's merged)
 
 
 def _match_quark(module: str, pattern: str) -> bool:  # vLLM's Quark rule; Quark also writes wildcards
@@ -387,7 +403,7 @@ def read_quant_config(directory: str | Path) -> QuantConfig:
         if hf_quant.is_file():  # the authoritative copy
             qc = {**qc, **(read_json_object(hf_quant).get("quantization") or {})}
         exclude, match = qc.get("exclude_modules") or qc.get("ignore") or [], _match_modelopt
-    return QuantConfig(method, fmt, LAYOUTS[method], tuple(str(e) for e in exclude), match)
+    return QuantConfig(method, fmt, LAYOUTS[method], tuple(str(e) for e in exclude), match, qc)
 
 
 # --------------------------------------------------------------------------- structure
@@ -609,6 +625,14 @@ def validate_checkpoint(
     )
     quantized = _check_structure(qcfg, inv, report)
     report.quantized = sorted(quantized)
+    report.declared = check_declared(
+        qcfg.method,
+        qcfg.config,
+        inv,
+        report.quantized,
+        (lambda name: float(_load(directory, inv[name], name).float().reshape(-1)[0])) if decode else None,
+        lambda tensor, rule, message: report.findings.append(Finding(tensor, rule, message)),
+    )
     if not quantized and not report.findings:
         report.findings.append(Finding(str(directory), "no-quantized-layers", "no tensor is stored quantized"))
     ref_inv = read_inventory(reference) if reference is not None else None

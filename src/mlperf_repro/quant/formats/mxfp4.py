@@ -59,9 +59,10 @@ def _calibration_data(recipe: Mapping[str, Any]) -> list[str]:
 MXFP4 = register_format(
     QuantFormat(
         name="mxfp4",
-        # mxfp4: W4A4 (dynamic MXFP4 activations); mxfp4_weight_only: W4A16. The writer's
-        # own table of them is mlperf_repro.quant.encodings.SCHEMES.
-        schemes=("mxfp4", "mxfp4_weight_only"),
+        # mxfp4: W4A4 (dynamic MXFP4 activations); mxfp4_weight_only: W4A16; mxfp4_fp8: W4A8
+        # (static FP8 activations; Quark and published checkpoints only). The table of them is
+        # mlperf_repro.quant.schemes.SCHEMES.
+        schemes=("mxfp4", "mxfp4_weight_only", "mxfp4_fp8"),
         quantize=_quantize,
         dequantize=_dequantize,
         writer=write_checkpoint,
