@@ -24,6 +24,7 @@ from typing import Any
 from ..benchmarks import Benchmark
 from ..errors import UserError
 from ..published.loadgen_conf import effective, number, read_conf
+from ..published.pins import round_pin
 from ..published.serving import ServingSetup
 from ..published.setup_scripts import image_facts, model_facts
 from .source import PublishedSystem, ScenarioResult
@@ -407,6 +408,31 @@ def _hf_source(repo: str, revision: str | None, what: str) -> str:
     return f"hf://{repo}@{revision or _todo('the 40 hex commit you verified', in_url=True)}"
 
 
+def _pinned_source(system: PublishedSystem, download: Any, report: ImportReport) -> Noted:
+    """A download's ``hf://repo@commit`` source: its own --revision, made a full commit where the
+    round's code pins the repository to one that starts with it (published/pins.py); else the
+    round's one pin of it; else a TODO:."""
+    where = f"{system.relative(download.script)}: hf download {download.repo}"
+    if download.revision:
+        where += f" --revision {download.revision}"
+    if download.revision and len(download.revision) == 40:
+        return Noted(_hf_source(download.repo, download.revision, download.repo), where)
+    pin, commits = round_pin(system.root, download.repo, download.revision)
+    if pin is None:
+        if len(commits) > 1:
+            report.note(
+                f"{download.repo}: the round's code pins {len(commits)} different commits ({', '.join(commits)}); "
+                "the revision is left to you"
+            )
+        return Noted(_hf_source(download.repo, download.revision, download.repo), where)
+    said = "names no revision" if not download.revision else f"names the short commit {download.revision}"
+    report.note(f"{download.repo}: {where} {said}; {system.relative(pin.path)}:{pin.line} pins {pin.commit}")
+    return Noted(
+        _hf_source(download.repo, pin.commit, download.repo),
+        f"{where}; the commit as {system.relative(pin.path)}:{pin.line} pins it (the round's code)",
+    )
+
+
 def _exclude(values: list[str]) -> list[str]:
     out = []
     for item in " ".join(values).split():
@@ -440,13 +466,8 @@ def model_sections(
     model_name = recipe_name = None
     if original is not None:
         model_name = original.repo.split("/")[-1].lower()
-        where = system.relative(original.script)
         models[model_name] = {
-            "source": Noted(
-                _hf_source(original.repo, original.revision, original.repo),
-                f"{where}: hf download {original.repo}"
-                + (f" --revision {original.revision}" if original.revision else ""),
-            ),
+            "source": _pinned_source(system, original, report),
             "sha256_manifest": _todo(f"a sha256sum file of the {original.repo} files you verified"),
         }
     else:
@@ -515,9 +536,7 @@ def model_sections(
         published_name = published.repo.split("/")[-1].lower()
         where = system.relative(published.script)
         models[published_name] = {
-            "source": Noted(
-                _hf_source(published.repo, published.revision, published.repo), f"{where}: hf download {published.repo}"
-            ),
+            "source": _pinned_source(system, published, report),
             "sha256_manifest": _todo(f"a sha256sum file of the {published.repo} files you verified"),
         }
         if scheme is None:
