@@ -348,3 +348,35 @@ def test_a_partner_running_the_harness_through_its_submission_wrapper_is_read_pe
     assert "serving setup" not in causes  # stated on both sides
     assert causes["serving.engine.max_num_seqs"].evidence[0][1:] == ("2048", "1792")
     assert causes["serving.checkpoint"].evidence[0][2] == "/model/llama2-70b-chat-hf/fp4_quantized"
+
+
+def test_where_and_on_what_a_checkpoint_was_quantized_are_causes(tmp_path):
+    """Two partners' trees whose quantize jobs differ only in the device (GPTQ on a CPU and on a
+    GPU agreed on 95% of FP4 codes), the calibration rows' hash, or the tool's version: each
+    difference is a cause, named by its key."""
+    quantization = {
+        "recipe": "vendor",
+        "scheme": "mxfp4",
+        "codec_version": "1",
+        "software": {"amd-quark": "0.13", "torch": "2.9.0"},
+        "device": {"kind": "gpu", "name": "AMD Instinct MI355X"},
+        "calibration": {"samples": 1000, "seq_len": 1024, "sha256": "a" * 64},
+    }
+    changed = {
+        "quantization.device.kind": ("device", "kind", "cpu"),
+        "quantization.calibration.sha256": ("calibration", "sha256", "b" * 64),
+        "quantization.software.amd-quark": ("software", "amd-quark", "0.11"),
+    }
+    records = {}
+    for side in ("a", *changed):
+        record = json.loads(json.dumps(quantization))
+        if side != "a":
+            part, key, value = changed[side]
+            record[part][key] = value
+        published_tree(tmp_path / side.replace(".", "_"), "Ours")
+        result = tmp_path / side.replace(".", "_") / "closed/Ours/results" / SYSTEM / BENCH / "Offline"
+        (result / "provenance.json").write_text(json.dumps({"quantization": record}))
+        (records[side],) = read_submission(tmp_path / side.replace(".", "_"), side)
+    for key in changed:
+        causes = rank_causes(records["a"], records[key]).causes
+        assert [c.name for c in causes] == [key], [c.describe() for c in causes]
