@@ -156,7 +156,6 @@ def pytest_itemcollected(item):
 #: clone, 2026-12-06: bench/suite_profile.py), longest first: handed out in this order after the
 #: SLURM files, so that no long file starts late and leaves the other workers idle at the end.
 LONGEST_FILES = (
-    "test_gpt_oss_demo.py",  # 184
     "test_reader_sweep.py",  # 128
     "test_quant_quark.py",  # 111
     "test_endpoints_vllm.py",  # 96

@@ -381,10 +381,12 @@ def test_example_config_runs_on_the_table_files_and_test_scale_counts():
     # Running model-written code unsandboxed reaches the evaluator only when the config says so
     # (and the default leaves the job's parameters as they were).
     assert "allow_unsandboxed_code" not in plan.accuracy_rules("tiny-gpt-oss")
-    # The LiveCodeBench release the round pins, looked for inside the dataset folder (an input).
+    # The LiveCodeBench release the round names: without a datasets entry of its own, looked for
+    # inside the dataset folder (an input), where it may be absent (the parquet's own columns).
     assert plan.accuracy_rules("tiny-gpt-oss")["livecodebench_release"] == {
         "version": "release_v6",
         "folder": f"{folder}/livecodebench/release_v6",
+        "required": False,
     }
     config["sandbox"] = {"allow_unsandboxed": True}
     assert Plan(validate_config(config, SCHEMA)).accuracy_rules("tiny-gpt-oss")["allow_unsandboxed_code"] is True
@@ -550,3 +552,94 @@ def test_the_accuracy_job_finds_the_release_the_plan_names_in_the_dataset_folder
     absent = {"version": "release_v6", "folder": str(tmp_path / "nowhere")}
     with pytest.raises(UserError, match="dataset.livecodebench_release.folder"):
         accuracy_job(**job, accuracy_rules={**FACTS.accuracy, "livecodebench_release": absent})
+
+
+def test_the_release_is_its_own_pinned_dataset_entry(tmp_path, tokenizer, tokenizer_dir, default_config):
+    """A partner with the published accuracy parquet and LiveCodeBench's release, each acquired
+    against its checksums as its own datasets entry (benchmarks.<b>.livecodebench_release):
+    the plan hands the accuracy and TEST07 jobs the release's folder as an input and a rule, the
+    job joins and scores with no manual step; a release the job cannot find is an error, not
+    a silent fallback to the parquet's columns, and a bad key is one message naming it."""
+    import copy
+
+    from conftest import REPO, SCHEMA
+    from test_accuracy_lcb_release import problem, write_release
+
+    from mlperf_repro.config import load_yaml, validate_config
+    from mlperf_repro.fetch.entries import acquire_dataset_entry
+    from mlperf_repro.hashing import sha256_file
+    from mlperf_repro.plan import Plan
+
+    hub = write_release(tmp_path / "hub/code_generation_lite", [[problem("abc123")], [], [], [], [], [problem("q9")]])
+    manifest = tmp_path / "hub/lcb.sha256"
+    manifest.write_text("".join(f"{sha256_file(p)}  {p.name}\n" for p in sorted(hub.iterdir())))
+    config = load_yaml(REPO / "config/examples/gpt-oss-demo.yaml")
+    bench = next(name for name, b in config["benchmarks"].items() if b["mlperf_benchmark"] == "gpt-oss-120b")
+    entry = {"source": f"file://{hub}", "file": "test.jsonl", "sha256_manifest": str(manifest)}
+    config["datasets"]["lcb-release-v6"] = entry
+    config["benchmarks"][bench]["livecodebench_release"] = "lcb-release-v6"
+    validate_config(copy.deepcopy(config), SCHEMA)
+    plan = Plan(config)
+    rules = plan.accuracy_rules(bench)
+    assert rules["livecodebench_release"] == {
+        "version": "release_v6",
+        "folder": plan.dataset_dir("lcb-release-v6"),
+        "required": True,
+    }
+    assert plan.accuracy_datasets(bench) == [plan.dataset_dir("lcb-release-v6")]
+
+    acquired = tmp_path / plan.dataset_dir("lcb-release-v6")
+    record = acquire_dataset_entry(entry, acquired, tmp_path / "record.json", None)
+    assert record["status"] == "verified"
+    (tmp_path / "acc").mkdir()
+    dataset = write_dataset(tmp_path / "acc/acc_eval_inputs.parquet", [("livecodebench_v6", "abc123")])
+    run = tmp_path / "run"
+    run.mkdir()
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, [FINAL.format(analysis="sum", final=right)])
+    job = accuracy_job_args(run, dataset, tokenizer_dir, tmp_path)
+    named = {**rules["livecodebench_release"], "folder": str(acquired)}
+    done = accuracy_job(**job, accuracy_rules={**rules, "livecodebench_release": named})
+    assert done["metrics"]["per_dataset"]["livecodebench_v6"] == {"correct": 1, "total": 1, "repeats": 3}
+    with pytest.raises(UserError, match=r"nowhere"):
+        accuracy_job(
+            **job, accuracy_rules={**rules, "livecodebench_release": {**named, "folder": str(tmp_path / "nowhere")}}
+        )
+
+    for key, value, message in (
+        ("livecodebench_release", "no-such-entry", r"livecodebench_release: 'no-such-entry' is not a datasets entry"),
+    ):
+        bad = copy.deepcopy(config)
+        bad["benchmarks"][bench][key] = value
+        with pytest.raises(UserError, match=message):
+            validate_config(bad, SCHEMA)
+    llama = next(name for name, b in default_config["benchmarks"].items() if b["mlperf_benchmark"].startswith("llama2"))
+    bad = copy.deepcopy(default_config)
+    bad["benchmarks"][llama]["livecodebench_release"] = next(iter(bad["datasets"]))
+    with pytest.raises(UserError, match=r"scores no LiveCodeBench items"):
+        validate_config(bad, SCHEMA)
+
+
+@pytest.mark.slow
+def test_the_release_entry_is_acquired_before_the_jobs_that_score(tmp_path):
+    """The DAG: the release's datasets entry is acquired, and the accuracy and TEST07 jobs wait
+    for it (an input, so a changed release reruns them)."""
+    import yaml
+    from conftest import REPO, make_workdir, run_snakemake
+    from test_accuracy_lcb_release import problem, write_release
+
+    from mlperf_repro.config import load_yaml
+
+    hub = write_release(tmp_path / "hub", [[problem("abc123")], [], [], [], [], []])
+    config = load_yaml(REPO / "config/examples/gpt-oss-demo.yaml")
+    config["datasets"]["lcb-release-v6"] = {"source": f"file://{hub}", "file": "test.jsonl", "allow_unverified": True}
+    config["benchmarks"]["tiny-gpt-oss"]["livecodebench_release"] = "lcb-release-v6"
+    work = make_workdir(tmp_path)
+    (work / "lcb.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(work, "-n", "-p", "--cores", "2", "--configfile", "lcb.yaml", timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = result.stdout.split("\n\n")
+    acquire = [j for j in jobs if "rule acquire_dataset:" in j and "resources/datasets/lcb-release-v6" in j]
+    assert len(acquire) == 1
+    scoring = [j for j in jobs if "rule accuracy_eval:" in j or ("rule compliance_verify:" in j and "TEST07" in j)]
+    assert scoring and all("resources/datasets/lcb-release-v6" in j.split("output:")[0] for j in scoring)

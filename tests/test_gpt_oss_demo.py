@@ -1,17 +1,17 @@
-"""gpt-oss-120b end to end on the CPU: config/examples/gpt-oss-demo.yaml cut to its smallest
-useful DAG (Offline; the demo's stand-in, the shipped checkpoint it acquires; 40-row files),
-through the real workflow: the acquisition verified against the checkpoint's manifest, the
-gpt-oss parquet layout with GPQA, AIME and LiveCodeBench rows, vLLM sampling at temperature
+"""gpt-oss-120b end to end on the CPU: config/examples/gpt-oss-demo.yaml cut to a small DAG
+(Offline and Interactive; the demo's stand-in, the shipped checkpoint it acquires; 40-row
+files), through the real workflow: the acquisition verified against the checkpoint's manifest,
+the gpt-oss parquet layout with GPQA, AIME and LiveCodeBench rows, vLLM sampling at temperature
 1.0, LoadGen, the exact-match evaluation (the LiveCodeBench programs run against their tests in
-the sandbox), TEST07 on the GPQA compliance file and TEST09, packaging and our check. A few
-minutes on 2 cores. Training the stand-in (the demo's spec, recorded in its build_report.json)
-is test_demo_checkpoints.py's: a rebuild reproduces every shipped file.
+the sandbox), TEST07 on the GPQA compliance file and TEST09 in both scenarios, packaging and our
+check. A few minutes on 2 cores. Training the stand-in (the demo's spec, recorded in its
+build_report.json) is test_demo_checkpoints.py's: a rebuild reproduces every shipped file.
 
-The demo's Interactive run is not here: whether it is VALID under the round's p99 TPOT limit
-(15 ms) depends on what else the machine runs, a timing outcome, so it is a bench/README.md
-figure (gpt-oss demo Interactive). How an Interactive run is configured and judged is tested
-without a clock (test_plan_userconf.py, test_checker_rules.py) and through LoadGen in
-test_e2e.py.
+Interactive is judged on the round's p99 limits (TTFT 2,000 ms, TPOT 15 ms), never relaxed: a
+timing outcome, so the file is ``exclusive`` (./test.sh runs it alone, first). LoadGen's early
+stopping needs at least 459 queries all within the TPOT limit for a p99 verdict, so the run
+issues 480 at 20 queries/s (24 s): alone on 2 cores p99 TPOT was 3.0 ms, p99 TTFT 18.9 ms
+(2026-12-06); beside another busy vLLM job it was 160-263 ms (bench/README.md).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from conftest import REPO, run_config
 from mlperf_repro.benchmarks import load_round
 from mlperf_repro.loadgen_logs import read_detail
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 SYSTEM, BENCH = "cpu-2c-vllm", "tiny-gpt-oss"
 RULES = load_round("v6.0")
 FACTS = RULES.benchmark("gpt-oss-120b")
@@ -44,13 +44,19 @@ def workdir(tmp_path_factory) -> Path:
     # The demo's own model entry: the shipped stand-in (trained 200 steps: with three families,
     # fewer leave the AIME registry half-learnt, about 37% sampled at 120 steps, 97% at 200).
     config["datasets"]["gpt-oss-synthetic"]["builtin"]["samples"] = 40
-    config["test_scale"].update(min_duration_ms=100, min_query_count={"Offline": 40}, performance_sample_count=40)
+    config["test_scale"].update(
+        min_duration_ms=100, min_query_count={"Offline": 40, "Interactive": 480}, performance_sample_count=40
+    )
     # Offline issues 1.1 x target_qps x min_duration samples: a target below the real rate
     # (~400 samples/s on 2 cores, faster on a quiet CI machine) ends the run before min_duration,
     # INVALID. Too high a target only makes the run longer: 220 samples here, VALID at any rate
     # under 2,200 samples/s (with 1 s, the 2,200 samples took 6 s alone but 100-250 s beside
     # ./test.sh's other workers, at 20-30 samples/s).
-    config["systems"][SYSTEM]["benchmarks"][BENCH] = {"Offline": {"target_qps": 2000}}
+    demo = config["systems"][SYSTEM]["benchmarks"][BENCH]
+    config["systems"][SYSTEM]["benchmarks"][BENCH] = {
+        "Offline": {"target_qps": 2000},
+        "Interactive": demo["Interactive"],
+    }
     return run_config(tmp_path_factory.mktemp("gpt-oss"), "gpt-oss", config)
 
 
@@ -91,9 +97,20 @@ def test_stand_in_meets_the_round_target_sampled_at_temperature_one(workdir):
     assert int(code.group(1)) >= 0.8 * int(code.group(2))
 
 
-def test_test07_scores_the_whole_compliance_set(workdir):
+def test_interactive_is_valid_within_the_rounds_p99_limits(workdir):
+    limits = FACTS.latency_limits_ms("Interactive")
+    assert limits == {"ttft": 2000, "tpot": 15}  # the round's, never relaxed for the stand-in
+    detail = read_detail(scenario_dir(workdir, "Interactive") / "performance/run_1/mlperf_log_detail.txt")
+    assert detail["result_validity"] == "VALID", {k: v for k, v in detail.items() if "early" in k or "valid" in k}
+    assert int(detail["result_first_token_99.00_percentile_latency_ns"]) <= limits["ttft"] * 1e6
+    assert int(detail["result_time_per_output_token_99.00_percentile_ns"]) <= limits["tpot"] * 1e6
+    assert int(detail["result_query_count"]) >= 459  # early stopping's floor for a p99 verdict
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Interactive"])
+def test_test07_scores_the_whole_compliance_set(workdir, scenario):
     rules = RULES.compliance_test("TEST07")
-    folder = scenario_dir(workdir) / "TEST07"
+    folder = scenario_dir(workdir, scenario) / "TEST07"
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
         "accuracy/mlperf_log_accuracy.json",
         "performance/run_1/mlperf_log_detail.txt",
@@ -113,8 +130,9 @@ def test_test07_scores_the_whole_compliance_set(workdir):
 
 
 def test_test09_and_our_check(workdir):
-    verify = (scenario_dir(workdir) / "TEST09" / "verify_output_len.txt").read_text()
-    assert verify.startswith("TEST SCALE") and verify.splitlines()[-1] == "TEST PASS"
+    for scenario in ("Offline", "Interactive"):
+        verify = (scenario_dir(workdir, scenario) / "TEST09" / "verify_output_len.txt").read_text()
+        assert verify.startswith("TEST SCALE") and verify.splitlines()[-1] == "TEST PASS"
     report = (workdir / "results/check/report.txt").read_text()
     assert "NOT SUBMITTABLE" in report and "result: PASS" in report
     failed = json.loads((workdir / "results/package/failed_results.json").read_text())

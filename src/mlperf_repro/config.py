@@ -343,6 +343,20 @@ def check_references(config: dict) -> list[str]:
                 f"so it needs a quantization recipe; use 'reference' instead"
             )
         problems += _open_accuracy_problems(where, bench, closed, rules, official)
+        release = bench.get("livecodebench_release")
+        if release is not None:
+            has_release = official in rules.benchmark_names and rules.benchmark(official).facts.get("dataset", {}).get(
+                "livecodebench_release"
+            )
+            if not has_release:
+                problems.append(
+                    f"{where}.livecodebench_release: {official} scores no LiveCodeBench items "
+                    f"(its rules table names no LiveCodeBench release); remove the key"
+                )
+            elif release not in datasets:
+                problems.append(
+                    f"{where}.livecodebench_release: '{release}' is not a datasets entry; known: {', '.join(datasets)}"
+                )
         if closed:
             if name != official:
                 problems.append(

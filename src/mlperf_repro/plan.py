@@ -562,10 +562,20 @@ class Plan:
             rules["allow_unsandboxed_code"] = True
         release = self.facts(benchmark).facts.get("dataset", {}).get("livecodebench_release")
         if release:
-            # Inside the dataset folder (an input of the accuracy job): the acquired release.
-            folder = self.dataset_dir(self.benchmark_cfg(benchmark)["dataset"])
-            rules["livecodebench_release"] = {"version": release["version"], "folder": f"{folder}/{release['folder']}"}
+            entry = self.benchmark_cfg(benchmark).get("livecodebench_release")
+            if entry:  # its own acquired datasets entry (an input of the accuracy jobs): required
+                folder, required = self.dataset_dir(entry), True
+            else:  # inside the dataset folder, where the download carries it
+                folder = f"{self.dataset_dir(self.benchmark_cfg(benchmark)['dataset'])}/{release['folder']}"
+                required = False
+            rules["livecodebench_release"] = {"version": release["version"], "folder": folder, "required": required}
         return rules
+
+    def accuracy_datasets(self, benchmark: str) -> list[str]:
+        """Acquired folders the accuracy jobs read besides the benchmark's dataset: the
+        LiveCodeBench release of ``benchmarks.<b>.livecodebench_release``."""
+        entry = self.benchmark_cfg(benchmark).get("livecodebench_release")
+        return [self.dataset_dir(entry)] if entry else []
 
     def generation_params(self, benchmark: str, mode: str = "performance") -> dict[str, Any]:
         """What a run's backend generates with: the LLMs' decoding settings (:meth:`generation`),

@@ -6,6 +6,7 @@ rule accuracy_eval:
     input:
         run=path("run", mode="accuracy"),
         dataset=dataset_dir_of,
+        accuracy_datasets=accuracy_datasets_of,
         tokenizer=tokenizer_dir_of,
         reference=reference_accuracy_of,
         reference_outputs=reference_outputs_of,

@@ -178,6 +178,11 @@ def dataset_dir_of(wildcards):
     return PLAN.dataset_dir(PLAN.benchmark_cfg(wildcards.benchmark)["dataset"])
 
 
+def accuracy_datasets_of(wildcards):
+    """What an evaluation reads besides the dataset (gpt-oss: its LiveCodeBench release)."""
+    return PLAN.accuracy_datasets(wildcards.benchmark)
+
+
 def tokenizer_dir_of(wildcards):
     return PLAN.model_dir(PLAN.benchmark_cfg(wildcards.benchmark)["model"])
 

@@ -118,6 +118,7 @@ rule compliance_verify:
         run=lambda wc: PLAN.compliance_run_dir(wc.system, wc.benchmark, wc.scenario, wc.test),
         model=serving_dir,
         dataset=dataset_dir_of,
+        accuracy_datasets=accuracy_datasets_of,
         tokenizer=tokenizer_dir_of,
         # TEST04 compares with the normal performance run (the packaged repeat, which its
         # measurement pair made); at test scale TEST09's band is drawn around that run's output

@@ -204,9 +204,11 @@ class GptOssRows:
             raise UserError(
                 f"{self.path} has LiveCodeBench rows ('{self.datasets[index]}') but no test column: add "
                 f"'{TEST_COLUMN}' (lcb_runner's evaluation sample: inputs, outputs, fn_name) or LiveCodeBench's "
-                f"{', '.join(LCB_TEST_COLUMNS)} columns, or put LiveCodeBench's release_v6 (its test*.jsonl files) "
-                "in the dataset folder at the rules table's dataset.livecodebench_release.folder: the tests are "
-                "then looked up by the question_id in ground_truth, as the reference does"
+                f"{', '.join(LCB_TEST_COLUMNS)} columns, or name LiveCodeBench's release (its test*.jsonl files, "
+                "hf://datasets/livecodebench/code_generation_lite) as a datasets entry in the benchmark's "
+                "livecodebench_release key, or put it in the dataset folder at the rules table's "
+                "dataset.livecodebench_release.folder: the tests are then looked up by the question_id in "
+                "ground_truth, as the reference does"
             )
         value = self.tests[index]
         column = TEST_COLUMN if not isinstance(value, Mapping) else "/".join(LCB_TEST_COLUMNS)

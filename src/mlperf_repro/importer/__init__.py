@@ -25,6 +25,7 @@ from .build import (
     description_section,
     engine_section,
     harness_record,
+    lcb_release_entry,
     measure_instead,
     model_sections,
     result_value,
@@ -224,6 +225,8 @@ def _build(
                     "accuracy_target": "reference",
                 },
             )
+            if lcb_release_entry(facts):
+                benchmark_entries[folder]["livecodebench_release"] = lcb_release_entry(facts)
         parts[system.system_id] = _system_part(system, imported, sections, report, launch)
     version = next((str(v).split(" ")[0] for v in versions if v), "?")
     config: dict[str, Any] = {

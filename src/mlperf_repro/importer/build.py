@@ -580,11 +580,18 @@ def model_sections(
     }
 
 
+def lcb_release_entry(facts: Benchmark) -> str | None:
+    """The datasets entry the import writes for the benchmark's LiveCodeBench release, if it scores one."""
+    release = facts.facts["dataset"].get("livecodebench_release")
+    return f"livecodebench-{release['version']}".replace("_", "-") if release else None
+
+
 def _dataset_entries(facts: Benchmark, others: dict[str, Any]) -> dict[str, Any]:
-    """The benchmark's MLCommons dataset (where the partner keeps it is theirs to say) and the others."""
+    """The benchmark's MLCommons dataset (where the partner keeps it is theirs to say), the
+    LiveCodeBench release its evaluation joins tests from, and the others."""
     dataset_name = facts.facts["dataset"]["name"]
     dataset_file = facts.facts["dataset"].get("file") or facts.facts["dataset"].get("performance_file")
-    return {
+    entries: dict[str, Any] = {
         dataset_name: {
             "source": Noted(
                 "file://" + _todo(f"the folder holding {dataset_file}", in_url=True),
@@ -593,8 +600,20 @@ def _dataset_entries(facts: Benchmark, others: dict[str, Any]) -> dict[str, Any]
             "file": dataset_file,
             "sha256_manifest": _todo(f"a sha256sum file of {dataset_file}"),
         },
-        **others,
     }
+    release = facts.facts["dataset"].get("livecodebench_release")
+    if release:
+        repository = release["repository"]
+        entries[lcb_release_entry(facts)] = {
+            "source": Noted(
+                f"hf://datasets/{repository}@" + _todo("the 40 hex commit you verified", in_url=True),
+                f"the rules table: the reference scores code items against {repository} {release['version']} "
+                "and pins no revision",
+            ),
+            "file": "test.jsonl",
+            "sha256_manifest": _todo(f"a sha256sum file of the {repository} files you verified"),
+        }
+    return {**entries, **others}
 
 
 def container_value(system: PublishedSystem, benchmark: str, report: ImportReport) -> Noted | None:

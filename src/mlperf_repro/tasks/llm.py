@@ -55,9 +55,10 @@ def score_gpt_oss_exact_match(
 ) -> tuple[dict[str, Any], str]:
     from ..accuracy.gpt_oss import evaluate_gpt_oss, format_gpt_oss_accuracy_txt, load_gpt_oss_rows
 
-    # The release the rules table pins, where the dataset folder carries it.
+    # The release the rules table names: the config's own datasets entry (required), else
+    # where the dataset folder carries it.
     release = accuracy_rules.get("livecodebench_release")
-    if release and not os.path.isdir(release["folder"]):
+    if release and not release.get("required") and not os.path.isdir(release["folder"]):
         release = None
     rows = load_gpt_oss_rows(
         dataset_file,
