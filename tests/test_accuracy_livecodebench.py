@@ -115,8 +115,8 @@ def test_a_correct_stdin_program_passes_every_test():
 @pytest.mark.parametrize(
     "code",
     [
-        # lcb_runner's prelude: math and typing names without an import; open() reads the input.
-        "a, b = map(int, open(0).read().split())\nprint(gcd(a, b) * (a + b) // gcd(a, b))",
+        # lcb_runner's prelude: math names and the process's stdin (it reads the test input there).
+        "a, b = map(int, stdin.read().split())\nprint(gcd(a, b) * (a + b) // gcd(a, b))",
         # Output compared after stripping: trailing blanks and newlines do not matter.
         "import sys\na, b = map(int, sys.stdin.readline().split())\nprint(' ', a + b, '  \\n\\n')",
         # Numbers compared as Decimals when the text differs: 3.0 == 3, 4.2e1 == 42.
@@ -129,6 +129,22 @@ def test_a_correct_stdin_program_passes_every_test():
 )
 def test_stdin_comparison_rules(code):
     assert grade(code, ADD).passed, grade(code, ADD)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # As in lcb_runner (tests/lcb_corpus.py has them all, with the reference's verdicts):
+        "a, b = map(int, open(0).read().split())\nprint(a + b)",  # open() is the real one: empty
+        "import sys\nfor line in sys.stdin:\n    print(sum(map(int, line.split())))",  # not iterable
+        "a, b = map(int, input().split())\nprint(a + b)\nquit()",  # quit is None
+        "n = 0\ndef f(a, b):\n    global n\n    n += 1\n    return a + b\nprint(f(*map(int, input().split())))",
+        "from __future__ import annotations\na, b = map(int, input().split())\nprint(a + b)",
+        "def main():\n    print(sum(map(int, input().split())))\nif __name__ == '__main__':\n    main()\nEND = 1",
+    ],
+)
+def test_stdin_programs_run_as_lcb_runner_runs_them(code):
+    assert not grade(code, ADD).passed
 
 
 def test_a_wrong_answer_on_a_later_test_stops_there():

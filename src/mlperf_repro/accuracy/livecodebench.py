@@ -9,30 +9,49 @@ LiveCodeBench ``lcb_runner`` it calls, release_v6) does, and so what this does:
   ``python``/``py`` tag line removed, case-insensitively); when the final channel has no block
   or there is no final channel, the same two rules on the whole text. The tag match is
   literal: ```` ```python3 ```` keeps a stray ``3`` (as in the reference). No block: incorrect.
-* Tests: all of the item's public and private tests, in that order. ``fn_name`` (the
-  problem's ``metadata.func_name``) absent: stdin/stdout tests, the program run as a script
-  per test with the input as stdin; the output and the expected text are compared line by line
-  after stripping the whole text and each line, a line matching exactly or as equal lists of
-  ``Decimal`` numbers. ``fn_name`` present: call-based tests, ``Solution().<fn_name>`` (or a
-  module-level function when there is no ``class Solution``) called with one JSON value per
-  input line, a tuple result read as a list, compared with ``==`` to the JSON expected output.
-  The program sees LiveCodeBench's prelude (the star imports of string, re, datetime,
-  collections, heapq, bisect, copy, math, random, statistics, itertools, functools,
-  operator, io, sys, json, builtins, typing, the modules themselves, recursion limit 50000);
-  ``SystemExit`` ends a stdin test normally. The first failing test ends the item.
-  One difference: lcb_runner wraps a stdin program in a function and runs its import
-  statements once, before the input is patched in, so ``from sys import stdin`` binds the
-  real (empty) stdin there; here each test runs the program as a fresh ``__main__`` with
-  ``sys.stdin`` already the test input, so such a program passes here and fails there.
-  ``sys.stdin`` is a text ``StringIO`` in both (``sys.stdin.buffer`` fails in both).
+* Tests: all of the item's public and private tests, in that order, run as lcb_runner's
+  ``run_test`` runs them, in one process per item. Every program runs after the prelude text
+  :data:`PRELUDE` (the star imports of string, re, datetime, collections, heapq, bisect, copy,
+  math, random, statistics, itertools, functools, operator, io, sys, json, builtins, typing;
+  the same modules but builtins and typing as names, so ``typing.List`` needs an import;
+  recursion limit 50000), in a module that is not ``__main__``, with reliability_guard's
+  removals (``quit``, ``help``, ``os.getcwd`` and the other os/shutil functions set to None,
+  ``resource`` and a few modules unimportable). ``from __future__`` therefore fails (it is no
+  longer first), as in the reference.
+  ``fn_name`` (the problem's ``metadata.func_name``) absent: stdin/stdout tests. A last
+  ``if __name__ == '__main__':`` block is replaced by its body (another ``__main__`` guard does
+  not run); the top-level imports run once after the prelude and the rest of the program becomes
+  a function, called once per test (so ``global x`` in a nested function finds no ``x``, and
+  ``globals()`` lacks the program's names). During a test ``sys.stdin`` is lcb_runner's mock:
+  ``read()`` the whole input, ``readline()`` line by line, ``readlines()`` the input split on
+  newlines, ``buffer.read()`` its bytes, and it cannot be iterated (``for line in sys.stdin``
+  fails). The process's own stdin (what ``from sys import stdin`` or the prelude's ``stdin``
+  bound) answers ``read()``/``readlines()`` the same way and ``readline()`` with the lines
+  without their newline; ``builtins.open`` gives the input, but a program's ``open`` is the
+  prelude's real one, so ``open(0)`` reads nothing. sys.argv is the reference evaluator's
+  command line (``fileinput`` reads those files). ``SystemExit`` ends a test normally. The
+  output and the expected text are compared line by line after stripping the whole text and
+  each line, a line matching exactly or as equal lists of ``Decimal`` numbers.
+  ``fn_name`` present: call-based tests: the program, after the prelude, is loaded once;
+  ``Solution().<fn_name>`` (when the text has ``class Solution``, else a module-level function)
+  called with one JSON value per input line, a tuple result read as a list, compared with
+  ``==`` to the JSON expected output. The first failing test ends the item.
+  One difference that changes no verdict: the reference's per-test timeout is an ``Exception``
+  raised once (a program catching ``Exception`` can swallow it), ours a ``BaseException``
+  repeated every second, so a program that swallows it still times out.
 * Timeouts: the reference passes 60 s per test to lcb_runner, and bounds an item by
   (timeout + 1) x tests + 5 s.
 * Ground truth: the reference's ``ground_truth`` of a LiveCodeBench row is the question_id,
   whose tests it looks up in LiveCodeBench's own dataset. This module reads the tests from
   the row instead (see :func:`parse_tests`); a row without them cannot be scored.
 
-Assumption (the LiveCodeBench submodule is not in the reference mirror): the comparison rules
-above are those of lcb_runner's ``testing_util`` as published; they were not run side by side.
+Run side by side (2026-12-06, bench/accuracy_reference.py): on the 360 answers of
+tests/lcb_corpus.py (every rule above, right, wrong and almost-right answers), against
+MLCommons' ``parse_code`` (mlcommons/inference b66003e) and lcb_runner's ``check_correctness``
+(LiveCodeBench b1e7cab, the commit the gpt-oss-120b submodule pins), with a 2 s per-test
+timeout: 30 verdicts differed before the execution model above was reproduced, none after;
+tests/test_accuracy_lcb_reference.py checks the recorded reference verdicts. No remaining
+difference is documented as justified.
 """
 
 from __future__ import annotations
@@ -203,11 +222,40 @@ def parse_tests(value: Any, where: str) -> TestSuite:
     return TestSuite(list(inputs), list(outputs), fn_name or None)
 
 
+#: The modules lcb_runner's prelude star-imports, in its order, and those it also imports as
+#: names (``builtins`` and ``typing`` only star-imported: ``typing.List`` needs an import).
+PRELUDE_STAR_MODULES = (
+    "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+    "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing",
+)  # fmt: skip
+PRELUDE_NAMED_MODULES = tuple(m for m in PRELUDE_STAR_MODULES if m not in ("builtins", "typing"))
+#: The text every program is run after (its names, recursion limit 50000).
+PRELUDE = "\n".join(
+    [f"from {m} import *" for m in PRELUDE_STAR_MODULES]
+    + [f"import {m}" for m in PRELUDE_NAMED_MODULES]
+    + ["sys.setrecursionlimit(50000)", ""]
+)
+#: What lcb_runner's reliability_guard sets to None before a program runs (os functions, shutil
+#: functions, modules made unimportable); subprocess.Popen, quit and help too.
+_GUARD = {
+    "os": [
+        "kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork", "forkpty",
+        "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown", "chmod", "chown",
+        "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir",
+    ],
+    "shutil": ["rmtree", "move", "chown"],
+    "modules": ["ipdb", "joblib", "resource", "psutil", "tkinter"],
+}  # fmt: skip
+#: sys.argv as a program sees it: the reference's evaluator command line (a program reading
+#: the files it names, fileinput with no arguments, reads them there: never its test input).
+_ARGV = ["eval_mlperf_accuracy.py", "--mlperf-log", "mlperf_log_accuracy.json", "--reference-data", "dataset.pkl"]
+
+
 # The program that runs inside the sandbox: it reads the untrusted code and the tests from
 # stdin, runs the tests in order and writes one JSON verdict to a private copy of stdout (fd 1
 # itself then points to /dev/null, so what the code writes to fd 1 cannot forge it).
 _HARNESS = r"""
-import json, os, sys, signal, io, traceback
+import ast, builtins, io, json, os, signal, sys, types
 from decimal import Decimal, InvalidOperation
 
 payload = json.loads(sys.stdin.read())
@@ -216,30 +264,31 @@ null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(null, 1)
 os.dup2(null, 2)  # what the program writes to stderr is not judged (nor capped into a failure)
 os.close(null)
+# The process's own stdin is empty, as in lcb_runner's test process (multiprocessing gives it
+# /dev/null): what the program binds at import time (from sys import stdin) is this one.
+empty = os.open(os.devnull, os.O_RDONLY)
+os.dup2(empty, 0)
+os.close(empty)
+sys.stdin = open(0, closefd=False)
+sys.argv = payload["argv"]
 sys.setrecursionlimit(50000)
 try:
     sys.set_int_max_str_digits(50000)
 except AttributeError:
     pass
 
-PRELUDE_MODULES = ["string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
-                   "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing"]
-
-
-def fresh_namespace():
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    for name in PRELUDE_MODULES:
-        module = __import__(name)
-        exported = getattr(module, "__all__", None)
-        if exported is None:
-            exported = [n for n in dir(module) if not n.startswith("_")]
-        for attr in exported:
-            if hasattr(module, attr):
-                namespace[attr] = getattr(module, attr)
-    for name in PRELUDE_MODULES:
-        if name != "builtins":
-            namespace[name] = __import__(name)
-    return namespace
+# What lcb_runner's reliability_guard takes away before the program runs.
+builtins.quit = None
+builtins.help = None
+os.environ["OMP_NUM_THREADS"] = "1"
+for name in payload["guard"]["os"]:
+    setattr(os, name, None)
+import shutil, subprocess
+for name in payload["guard"]["shutil"]:
+    setattr(shutil, name, None)
+subprocess.Popen = None
+for name in payload["guard"]["modules"]:
+    sys.modules[name] = None
 
 
 # Raised by SIGALRM at the per-test timeout, and again every second after it, so a program
@@ -291,30 +340,99 @@ def same_output(got, expected):
     return True
 
 
-code, inputs, outputs, fn_name = payload["code"], payload["inputs"], payload["outputs"], payload["fn_name"]
-total = len(inputs)
-try:
-    compiled = compile(code, "<solution>", "exec")
-except BaseException as exc:
-    finish(0, total, "Compilation Error", message=short(repr(exc)))
-
-if fn_name:
-    namespace = fresh_namespace()
-    sys.stdout = io.StringIO()
+def load(source, total):
+    # The program's module (not __main__), its top level run under the timeout.
+    module = types.ModuleType("solution")
     signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
     try:
-        exec(compiled, namespace)
-        owner = namespace["Solution"]() if "class Solution" in code else None
-        method = getattr(owner, fn_name) if owner is not None else namespace[fn_name]
+        exec(compile(source, "<solution>", "exec"), module.__dict__)
     except TestTimeout:
         finish(0, total, "Time Limit Exceeded", stage="compile")
+    except SyntaxError as exc:
+        finish(0, total, "Compilation Error", message=short(repr(exc)))
     except BaseException as exc:
         finish(0, total, "Runtime Error", stage="compile", message=short(repr(exc)))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+    return module
+
+
+def as_function(code, prelude):
+    # lcb_runner's stdin form: a last `if __name__ == '__main__':` is replaced by its body, the
+    # top-level imports run once after the prelude, everything else becomes one function's body.
+    tree = ast.parse(code)
+    body = tree.body
+    last = body[-1] if body else None
+    if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
+        body = body[:-1] + last.body
+    imports = [s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    rest = [s for s in body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+    function = ast.FunctionDef(
+        name="program",
+        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=rest,
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+        lineno=1,
+    )
+    return prelude + "\n" + ast.unparse(ast.Module(imports, [])) + "\n" + ast.unparse(function)
+
+
+class StdinBuffer:
+    def __init__(self, text):
+        self.data = text.encode("utf-8")
+
+    def read(self, *args):
+        return self.data
+
+    def readline(self, *args):
+        return self.data.split(b"\n")[0] + b"\n"
+
+
+class Stdin:
+    # sys.stdin during a test, as lcb_runner's mock: read() and readlines() give the whole input,
+    # readline() reads on; no iteration (it is not a file).
+    def __init__(self, text):
+        self.text = text
+        self.stream = io.StringIO(text)
+        self.buffer = StdinBuffer(text)
+
+    def read(self, *args):
+        return self.text
+
+    def readline(self, *args):
+        return self.stream.readline(*args)
+
+    def readlines(self, *args):
+        return self.text.split("\n")
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+class Capture(io.StringIO):
+    pass
+
+
+code, inputs, outputs, fn_name = payload["code"], payload["inputs"], payload["outputs"], payload["fn_name"]
+total = len(inputs)
+prelude = payload["prelude"]
+
+if fn_name:
+    source = prelude + "\n\n" + code
+    module = load(source, total)
+    try:
+        owner = module.Solution() if "class Solution" in source else module
+        method = getattr(owner, fn_name)
+    except BaseException as exc:
+        finish(0, total, "Runtime Error", stage="compile", message=short(repr(exc)))
     for index, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
-        args = [json.loads(line) for line in raw_in.split("\n")]
-        expected = json.loads(raw_out)
+        try:
+            args = [json.loads(line) for line in raw_in.split("\n")]
+            expected = json.loads(raw_out)
+        except ValueError as exc:
+            finish(index, total, "Runtime Error", test=index, message="test not JSON: " + short(repr(exc)))
         sys.stdout = io.StringIO()
         signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
         try:
@@ -335,15 +453,33 @@ if fn_name:
             finish(index, total, "Wrong Answer", test=index, got=short(got), expected=short(raw_out))
     finish(total, total)
 
+try:
+    source = as_function(code, prelude)
+except SyntaxError as exc:
+    finish(0, total, "Compilation Error", message=short(repr(exc)))
+except BaseException as exc:
+    finish(0, total, "Compilation Error", message=short(repr(exc)))
+from unittest.mock import mock_open
+
+process_stdin = sys.stdin
+program = load(source, total).program
+real_open = builtins.open
 for index, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
-    namespace = fresh_namespace()
-    # As lcb_runner's mock: stdin and open() (e.g. open(0).read()) both give the test input.
-    namespace["open"] = lambda *args, _text=raw_in, **kwargs: io.StringIO(_text)
-    sys.stdin = io.StringIO(raw_in)
-    captured = sys.stdout = io.StringIO()
+    # As lcb_runner's patches, in their order: read/readlines/readline of the process's own
+    # stdin object first (so `from sys import stdin` reads the test input; readline gives the
+    # lines without their newline and StopIteration after the last), then sys.stdin, then
+    # builtins.open (the program's own `open` is the prelude's, bound to the real one).
+    line_iter = iter(raw_in.split("\n"))
+    process_stdin.read = lambda *args, _text=raw_in: _text
+    process_stdin.readlines = lambda *args, _text=raw_in: _text.split("\n")
+    process_stdin.readline = lambda *args, _lines=line_iter: next(_lines)
+    sys.stdin = Stdin(raw_in)
+    builtins.open = mock_open(read_data=raw_in)
+    captured = sys.stdout = Capture()
+    captured.close = lambda x: 1
     signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
     try:
-        exec(compiled, namespace)
+        program()
     except SystemExit:
         pass
     except TestTimeout:
@@ -353,7 +489,11 @@ for index, (raw_in, raw_out) in enumerate(zip(inputs, outputs)):
         finish(index, total, "Runtime Error", test=index, message=short(repr(exc)))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-    sys.stdout = sys.__stdout__
+        sys.stdout = sys.__stdout__
+        sys.stdin = process_stdin
+        builtins.open = real_open
+        for name in ("read", "readlines", "readline"):
+            process_stdin.__dict__.pop(name, None)
     got = captured.getvalue()
     if not same_output(got, raw_out):
         finish(index, total, "Wrong Answer", test=index, got=short(got), expected=short(raw_out))
@@ -390,7 +530,16 @@ def grade(
     if not code:
         return Verdict(False, "no code extracted from the output", 0, len(tests))
     payload = json.dumps(
-        {"code": code, "inputs": tests.inputs, "outputs": tests.outputs, "fn_name": tests.fn_name, "timeout": timeout_s}
+        {
+            "code": code,
+            "inputs": tests.inputs,
+            "outputs": tests.outputs,
+            "fn_name": tests.fn_name,
+            "timeout": timeout_s,
+            "prelude": PRELUDE,
+            "guard": _GUARD,
+            "argv": _ARGV,
+        }
     )
     result = run_python(
         _HARNESS,
