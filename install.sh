@@ -4,6 +4,8 @@
 #   ./install.sh --test   the same plus test dependencies
 #   ./install.sh --quark  the same plus AMD Quark's own environment ./.venv-quark (tool: quark)
 #   ./install.sh --vbench the same plus VBench's own environment ./.venv-vbench (vbench_score)
+#   ./install.sh --from-bundle DIR   with no network: every package from an offline bundle
+#                         (mlperf-repro bundle; docs/offline.md), verified first
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,14 +13,31 @@ PYTHON=${PYTHON:-python3}
 want_tests=0
 want_quark=0
 want_vbench=0
-for arg in "$@"; do
-    case "$arg" in
+bundle=""
+while [ $# -gt 0 ]; do
+    case "$1" in
         --test) want_tests=1 ;;
         --quark) want_quark=1 ;;
         --vbench) want_vbench=1 ;;
-        *) echo "install.sh: unknown option $arg (use --test, --quark, --vbench)" >&2; exit 2 ;;
+        --from-bundle)
+            [ $# -ge 2 ] || { echo "install.sh: --from-bundle needs the bundle's folder" >&2; exit 2; }
+            bundle=$(cd "$2" 2>/dev/null && pwd) || { echo "install.sh: no bundle folder $2" >&2; exit 2; }
+            shift ;;
+        *) echo "install.sh: unknown option $1 (use --test, --quark, --vbench, --from-bundle DIR)" >&2; exit 2 ;;
     esac
+    shift
 done
+if [ -n "$bundle" ]; then
+    # Every file against the bundle's manifest before anything is installed (standard library only).
+    PYTHONPATH=src "$PYTHON" -m mlperf_repro.bundle "$bundle" \
+        || { echo "install.sh: the bundle $bundle is incomplete or damaged (above); nothing was installed" >&2; exit 1; }
+    # No index, no network: pip and uv see only the bundle's wheels.
+    links_found=""
+    for env in workflow quark vbench project; do
+        [ -d "$bundle/wheels/$env" ] && links_found="$links_found $bundle/wheels/$env"
+    done
+    export PIP_NO_INDEX=1 PIP_FIND_LINKS="${links_found# }" UV_OFFLINE=1
+fi
 
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
@@ -33,7 +52,14 @@ use_uv=0
 if pip install --quiet "uv==0.13.9" >/dev/null 2>&1; then
     use_uv=1
     links=()
-    for link in $(pip config get global.find-links 2>/dev/null || true) ${PIP_FIND_LINKS:-}; do
+    if [ -n "$bundle" ]; then
+        links+=(--no-index --offline)
+    else
+        for link in $(pip config get global.find-links 2>/dev/null || true); do
+            links+=(--find-links "$link")
+        done
+    fi
+    for link in ${PIP_FIND_LINKS:-}; do
         links+=(--find-links "$link")
     done
 fi

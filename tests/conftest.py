@@ -36,7 +36,7 @@ sys.dont_write_bytecode = False
 #: quantize stage's tests (prefixes of the file name; tests/test_layers.py checks that every
 #: file has exactly one stage).
 STAGES: dict[str, tuple[str, ...]] = {
-    "acquire": ("test_fetch", "test_demo_checkpoints"),
+    "acquire": ("test_fetch", "test_demo_checkpoints", "test_bundle"),
     "quantize": ("test_quant_", "test_mxfp4_codec", "test_extending_quant_format"),
     "run": (
         "test_harness",

@@ -185,6 +185,28 @@ def main(argv: list[str] | None = None) -> int:
     lock_parser.add_argument(
         "--offline", action="store_true", help="ask no registry for the containers' digests (recorded as not resolved)"
     )
+    bundle_parser = commands.add_parser(
+        "bundle",
+        help="write an offline bundle: the lock, wheels of every environment, this project, models, datasets, images",
+        description="On a connected machine, write one folder that carries everything a run of the config needs "
+        "to a site without a network: the config and its lock (the manifest), the wheels of every environment "
+        "the config needs as the lock pins them, for --python/--platform (default: this machine's), this "
+        "project as a wheel, every model and dataset the config fetches (verified against its checksums), and "
+        "each system's image as an OCI archive where skopeo is installed (else its pull command). What cannot "
+        "be fetched here is listed with the command that completes it. Running it again completes the bundle "
+        "(finished parts are kept). --verify DIR re-hashes a bundle and says what a site needs besides it.",
+    )
+    bundle_parser.add_argument("--configfile", default="config/config.yaml", help="the config (default: %(default)s)")
+    bundle_parser.add_argument(
+        "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
+    )
+    bundle_parser.add_argument("-o", "--out", help="the bundle folder to write or complete")
+    bundle_parser.add_argument("--verify", metavar="DIR", help="check a bundle against its manifest instead")
+    bundle_parser.add_argument("--python", help="the target's Python version, e.g. 3.11 (default: this machine's)")
+    bundle_parser.add_argument(
+        "--platform", action="append", help="a target platform tag, e.g. manylinux_2_28_x86_64 (repeatable)"
+    )
+    bundle_parser.add_argument("--tar", action="store_true", help="also write DIR.tar beside the folder")
     reference_parser = commands.add_parser(
         "config-reference",
         help="write the config reference (config/README.md) from the config schema's descriptions",
@@ -218,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_import(args)
         if args.command == "lock":
             return run_lock(args)
+        if args.command == "bundle":
+            return run_bundle(args)
         if args.command == "demo-checkpoints":
             return run_demo_checkpoints(args)
         if args.command == "config-reference":
@@ -364,6 +388,48 @@ def run_lock(args: argparse.Namespace) -> int:
         elif container and container["resolved"] != container["digest"]:
             registry, pinned = container["resolved"], container["digest"]
             print(f"  warning: the registry serves {registry} for {system}, the config pins {pinned}")
+    return 0
+
+
+def run_bundle(args: argparse.Namespace) -> int:
+    from .bundle.build import build_bundle, verify_bundle
+    from .bundle.wheels import Target, local_target
+    from .config import load_yaml, validate_config
+
+    if args.verify:
+        manifest, problems = verify_bundle(args.verify)
+        print(
+            f"{args.verify}: {len(manifest['files'])} files, {manifest.get('bytes', 0) / 1e9:.2f} GB, target "
+            f"Python {manifest['target']['python']}"
+        )
+        for line in problems:
+            print(f"  problem: {line}")
+        print("a site needs besides the bundle:")
+        for need in manifest.get("site_needs") or []:
+            print(f"  - {need}")
+        print("bundle: OK" if not problems else f"bundle: {len(problems)} problem(s)")
+        return 0 if not problems else 1
+    if not args.out:
+        raise UserError("bundle: give -o DIR (the folder to write) or --verify DIR")
+    if not Path(args.schema).is_file():
+        raise UserError(f"schema {args.schema} not found; pass --schema workflow/schemas/config.schema.yaml")
+    config = validate_config(load_yaml(args.configfile), args.schema)
+    local = local_target()
+    target = Target(args.python or local.python, tuple(args.platform) if args.platform else local.platforms)
+    manifest = build_bundle(config, args.configfile, args.out, target=target)
+    missing = {part: state for part, state in manifest["parts"].items() if state.get("status") == "missing"}
+    print(f"wrote {args.out}: {len(manifest['files'])} files, {manifest['bytes'] / 1e9:.2f} GB")
+    for part, state in sorted(missing.items()):
+        print(
+            f"  not in the bundle: {part}: {state.get('what')}"
+            + (f"\n    complete with: {state['command']}" if state.get("command") else "")
+        )
+    if args.tar:
+        import tarfile
+
+        with tarfile.open(f"{args.out.rstrip('/')}.tar", "w") as tar:
+            tar.add(args.out, arcname=Path(args.out).name)
+        print(f"wrote {args.out.rstrip('/')}.tar")
     return 0
 
 

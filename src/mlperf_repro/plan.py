@@ -571,6 +571,16 @@ class Plan:
             rules["livecodebench_release"] = {"version": release["version"], "folder": folder, "required": required}
         return rules
 
+    def acquire_entry(self, kind: str, name: str) -> dict[str, Any]:
+        """``config[kind][name]`` as the acquire job fetches it: from the offline bundle (config key
+        ``bundle``, else ``MLPERF_REPRO_BUNDLE``) where one is given."""
+        import os
+
+        from .bundle import BUNDLE_ENV, bundled_entry
+
+        bundle = self.config.get("bundle") or os.environ.get(BUNDLE_ENV)
+        return bundled_entry(kind, name, self.config[kind][name], bundle)
+
     def accuracy_datasets(self, benchmark: str) -> list[str]:
         """Acquired folders the accuracy jobs read besides the benchmark's dataset: the
         LiveCodeBench release of ``benchmarks.<b>.livecodebench_release``."""

@@ -18,7 +18,7 @@ rule acquire_model:
         mem_mb=4000,
         runtime=lambda wc, attempt: 30 * attempt,
     params:
-        entry=lambda wc: config["models"][wc.model],
+        entry=lambda wc: PLAN.acquire_entry("models", wc.model),
     script:
         f"{SCRIPTS}/acquire_model.py"
 
@@ -44,7 +44,7 @@ rule acquire_dataset:
         mem_mb=2000,
         runtime=lambda wc, attempt: 30 * attempt,
     params:
-        entry=lambda wc: config["datasets"][wc.dataset],
+        entry=lambda wc: PLAN.acquire_entry("datasets", wc.dataset),
         # A builtin stand-in gets the files (and accuracy repeats) of the benchmark it serves.
         build=lambda wc: PLAN.dataset_build_args(wc.dataset),
     script:

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from . import acquire, record_built, verify_dir
+from . import RECORD_NAME, acquire, record_built, verify_dir
 
 
 def _write_json(path: str | Path, data: dict[str, Any]) -> None:
@@ -22,13 +22,17 @@ def _write_json(path: str | Path, data: dict[str, Any]) -> None:
 
 
 def _fetch(entry: dict[str, Any], dest_dir: Path) -> dict[str, Any]:
-    return acquire(
+    record = acquire(
         entry["source"],
         dest_dir,
         sha256=entry.get("sha256"),
         manifest=entry.get("sha256_manifest"),
         allow_unverified=entry.get("allow_unverified", False),
     )
+    if entry.get("bundled_from"):  # from an offline bundle (mlperf_repro.bundle): the source is the config's
+        record = {**record, "source": entry["bundled_from"], "bundle": entry["source"]}
+        (dest_dir / RECORD_NAME).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record
 
 
 def acquire_model_entry(entry: dict[str, Any], dest_dir: str | Path, record_path: str | Path) -> dict[str, Any]:

@@ -1,0 +1,319 @@
+"""Building and verifying an offline bundle (see the package's docstring for its layout)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..hashing import sha256_file
+from . import BUNDLE_FORMAT, MANIFEST
+from .wheels import Target, download_wheels, local_target
+
+__all__ = ["build_bundle", "site_needs", "verify_bundle"]
+
+ARTIFACT_KINDS = ("models", "datasets")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{root} is not a bundle: {MANIFEST} is missing (build one with mlperf-repro bundle)") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path} is not readable: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT or not isinstance(data.get("files"), dict):
+        raise UserError(f"{path} is not a {BUNDLE_FORMAT} manifest")
+    if not isinstance(data.get("parts", {}), dict):
+        raise UserError(f"{path}: 'parts' is not an object")
+    for rel, entry in data["files"].items():
+        parts = Path(rel).parts
+        if not rel or Path(rel).is_absolute() or ".." in parts or rel != Path(rel).as_posix():
+            raise UserError(f"{path}: file {rel!r} is not a path inside the bundle")
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("sha256"), str)
+            and type(entry.get("bytes")) is int
+            and isinstance(entry.get("part"), str)
+        ):
+            raise UserError(f"{path}: the entry of {rel!r} is not {{sha256, bytes, part}}")
+    for part, state in data.get("parts", {}).items():
+        if not isinstance(state, dict):
+            raise UserError(f"{path}: part {part!r} is not an object")
+    data.setdefault("parts", {})
+    return data
+
+
+def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    tmp = root / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, root / MANIFEST)
+
+
+def _record_files(root: Path, folder: Path, manifest: dict[str, Any], part: str) -> int:
+    """Hash every file under ``folder`` into the manifest (kept where size and hash are known)."""
+    total = 0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        known = manifest["files"].get(rel)
+        size = path.stat().st_size
+        if not (known and known["bytes"] == size and known["part"] == part):
+            manifest["files"][rel] = {"sha256": sha256_file(path), "bytes": size, "part": part}
+        total += size
+    return total
+
+
+def _part_done(root: Path, manifest: dict[str, Any], part: str) -> bool:
+    state = manifest["parts"].get(part) or {}
+    if state.get("status") != "done":
+        return False
+    files = [(rel, f) for rel, f in manifest["files"].items() if f["part"] == part]
+    return all((root / rel).is_file() and (root / rel).stat().st_size == f["bytes"] for rel, f in files)
+
+
+def _needs_env(config: dict[str, Any], env: str) -> bool:
+    recipes = (config.get("quantization") or {}).values()
+    if env == "quark":
+        return any(r.get("tool") == "quark" for r in recipes)
+    if env == "vbench":
+        return any(b.get("mlperf_benchmark", "").startswith("wan") for b in config["benchmarks"].values())
+    return True
+
+
+def _placeholder(value: str) -> bool:
+    return "TODO:" in value
+
+
+def build_bundle(
+    config: dict[str, Any],
+    configfile: str | Path,
+    out: str | Path,
+    *,
+    target: Target | None = None,
+    lock: dict[str, Any] | None = None,
+    progress: Callable[[str], None] = print,
+    workdir: str | Path = ".",
+) -> dict[str, Any]:
+    """Write (or complete) the bundle of a validated ``config`` in ``out``; return its manifest."""
+    from ..lock import write_lock
+
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    target = target or local_target()
+    try:
+        manifest = _read_manifest(root)
+    except UserError:
+        manifest = {"format": BUNDLE_FORMAT, "files": {}, "parts": {}}
+    manifest.update(config=Path(configfile).name, target=target.to_dict(), updated=_now())
+    manifest.setdefault("created", manifest["updated"])
+
+    # The config and its lock: the inventory of what follows.
+    (root / "config").mkdir(exist_ok=True)
+    shutil.copyfile(configfile, root / "config" / Path(configfile).name)
+    if lock is None:
+        _, lock = write_lock(root / "config" / Path(configfile).name, config, workdir=workdir, resolve_image=None)
+        os.replace(root / "config" / (Path(configfile).stem + ".lock.json"), root / "lock.json")
+    else:
+        (root / "lock.json").write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
+    _record_files(root, root / "config", manifest, "config")
+    manifest["files"]["lock.json"] = {
+        "sha256": sha256_file(root / "lock.json"),
+        "bytes": (root / "lock.json").stat().st_size,
+        "part": "config",
+    }
+    manifest["parts"]["config"] = {"status": "done"}
+    _write_manifest(root, manifest)
+
+    for env, packages in (lock.get("packages") or {}).items():
+        part = f"wheels/{env}"
+        if not _needs_env(config, env):
+            continue
+        if not isinstance(packages, dict):
+            manifest["parts"][part] = {
+                "status": "missing",
+                "what": f"the {env} environment is not built here ({packages})",
+                "command": f"./install.sh --{env} && mlperf-repro bundle --configfile {Path(configfile).name} -o {root}",
+            }
+            continue
+        if _part_done(root, manifest, part):
+            progress(f"bundle: {part}: complete, kept")
+            continue
+        pins = [f"{name}=={version}" for name, version in sorted(packages.items()) if name != "mlperf-repro"]
+        progress(f"bundle: {part}: {len(pins)} packages")
+        result = download_wheels(pins, root / part, target, lambda line, p=part: progress(f"bundle: {p}: {line}"))
+        _record_files(root, root / part, manifest, part)
+        manifest["parts"][part] = {"status": "done" if not result.missing else "missing", "built": result.built}
+        if result.missing:
+            manifest["parts"][part].update(
+                what=f"no wheel for {', '.join(sorted(result.missing))}",
+                command=f"pip download --no-deps {' '.join(sorted(result.missing))} -d {root / part}",
+            )
+        _write_manifest(root, manifest)
+
+    _project_wheel(root, manifest, progress)
+    _artifacts(config, root, manifest, progress, Path(workdir))
+    _images(config, root, manifest, progress)
+    manifest["site_needs"] = site_needs(config)
+    manifest["bytes"] = sum(f["bytes"] for f in manifest["files"].values())
+    _write_manifest(root, manifest)
+    return manifest
+
+
+def _project_wheel(root: Path, manifest: dict[str, Any], progress: Callable[[str], None]) -> None:
+    import sys
+
+    project = Path(__file__).resolve().parents[3]
+    part = "wheels/project"
+    dest = root / part
+    if dest.exists():
+        shutil.rmtree(dest)  # always this checkout's code: cheap to rebuild
+    dest.mkdir(parents=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dest),
+            str(project),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise UserError(f"building this project's wheel failed: {done.stderr.strip()[-500:]}")
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if v["part"] != part}
+    _record_files(root, dest, manifest, part)
+    manifest["parts"][part] = {"status": "done"}
+    progress(f"bundle: {part}: {', '.join(p.name for p in dest.iterdir())}")
+    _write_manifest(root, manifest)
+
+
+def _artifacts(
+    config: dict[str, Any], root: Path, manifest: dict[str, Any], progress: Callable[[str], None], workdir: Path
+) -> None:
+    from ..fetch.entries import _fetch
+
+    for kind in ARTIFACT_KINDS:
+        for name, entry in sorted((config.get(kind) or {}).items()):
+            part = f"artifacts/{kind}/{name}"
+            source = entry["source"]
+            if source.startswith("builtin:"):
+                manifest["parts"][part] = {"status": "built", "what": f"{source}: built by the project at run time"}
+                continue
+            unpinned = [k for k in ("source", "sha256_manifest") if _placeholder(str(entry.get(k) or ""))]
+            if unpinned:
+                manifest["parts"][part] = {
+                    "status": "missing",
+                    "what": f"{kind}.{name}.{unpinned[0]} is a TODO: value",
+                    "command": f"fill in {kind}.{name}, then run mlperf-repro bundle again with -o {root}",
+                }
+                continue
+            if _part_done(root, manifest, part):
+                progress(f"bundle: {part}: complete, kept")
+                continue
+            if source.startswith("file://") and not source.startswith("file:///"):
+                entry = {**entry, "source": "file://" + str((workdir / source[len("file://") :]).resolve())}
+            progress(f"bundle: {part}: from {source}")
+            try:
+                _fetch(entry, root / part)
+            except UserError as exc:
+                manifest["parts"][part] = {
+                    "status": "missing",
+                    "what": str(exc).splitlines()[0],
+                    "command": f"mlperf-repro bundle --configfile {manifest['config']} -o {root} on a machine "
+                    f"that reaches {source}",
+                }
+                _write_manifest(root, manifest)
+                continue
+            _record_files(root, root / part, manifest, part)
+            manifest["parts"][part] = {"status": "done", "source": source}
+            _write_manifest(root, manifest)
+
+
+def _images(config: dict[str, Any], root: Path, manifest: dict[str, Any], progress: Callable[[str], None]) -> None:
+    skopeo = shutil.which("skopeo")
+    for system, entry in sorted((config.get("systems") or {}).items()):
+        image = (entry.get("software") or {}).get("container")
+        if not image:
+            continue
+        part = f"images/{system}"
+        reference = image.split("://", 1)[-1]
+        command = f"skopeo copy docker://{reference} oci-archive:{root}/images/{system}.oci.tar"
+        if _placeholder(image):
+            manifest["parts"][part] = {"status": "missing", "what": f"systems.{system} image is a TODO: value"}
+            continue
+        if skopeo is None:
+            manifest["parts"][part] = {
+                "status": "missing",
+                "what": f"{image} (skopeo is not installed)",
+                "command": command,
+            }
+            continue
+        if _part_done(root, manifest, part):
+            continue
+        (root / "images").mkdir(exist_ok=True)
+        progress(f"bundle: {part}: {image}")
+        done = subprocess.run(command.split(), capture_output=True, text=True)
+        if done.returncode != 0:
+            manifest["parts"][part] = {"status": "missing", "what": done.stderr.strip()[-300:], "command": command}
+            continue
+        _record_files(root, root / "images", manifest, part)
+        manifest["parts"][part] = {"status": "done", "image": image}
+        _write_manifest(root, manifest)
+
+
+def site_needs(config: dict[str, Any]) -> list[str]:
+    """What a site needs besides the bundle to run ``config``."""
+    needs = ["Linux with Python " + local_target().python + " (the bundle's target) and bash"]
+    systems = (config.get("systems") or {}).values()
+    if any(
+        "accelerator_model_name" in (s.get("description") or {})
+        and "CPU only" not in str((s.get("description") or {}).get("accelerator_model_name"))
+        for s in systems
+    ):
+        needs.append("the accelerators' drivers and runtime (ROCm or CUDA) on the run nodes")
+    if any((s.get("software") or {}).get("container") for s in systems):
+        needs.append("a container runtime (apptainer) on the run nodes")
+    launches = {str(((s.get("engine") or {}).get("endpoints") or {}).get("launch", "")) for s in systems}
+    if any(launch.startswith("slurm") for launch in launches):
+        needs.append("SLURM (sbatch, srun) for the servers' allocation")
+    if "kubernetes" in launches:
+        needs.append("a Kubernetes API server and the cluster's image pull access")
+    needs.append("bubblewrap and libseccomp for the code sandbox (Debian packages; docs/sandbox.md)")
+    return needs
+
+
+def verify_bundle(root: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """``(manifest, problems)``: every file re-hashed against the manifest, and the parts not complete."""
+    root = Path(root)
+    manifest = _read_manifest(root)
+    problems: list[str] = []
+    for rel, entry in sorted(manifest["files"].items()):
+        path = root / rel
+        if not path.is_file():
+            problems.append(f"{rel}: missing from the bundle {root}")
+        elif path.stat().st_size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
+            problems.append(f"{rel}: its sha256 differs from the bundle's manifest (damaged or changed)")
+    for part, state in sorted(manifest["parts"].items()):
+        if state.get("status") == "missing":
+            problems.append(
+                f"{part}: not in the bundle: {state.get('what')}"
+                + (f"; complete it with: {state['command']}" if state.get("command") else "")
+            )
+    return manifest, problems

@@ -1,0 +1,113 @@
+"""The wheels of an environment, exactly as its lock pins them, for a target platform.
+
+The lock (``mlperf-repro lock``) holds every environment's installed package set. Each pin is
+fetched as a wheel for the target Python and platform with pip (``pip download --no-deps
+--only-binary``, the package indexes pip is configured with); a package published only as a
+source archive is built into a wheel here (``pip wheel --no-deps``): a pure-Python one serves
+any target, a compiled one only this machine's platform, which the bundle then says.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Target", "WheelResult", "download_wheels", "local_target"]
+
+NOT_FOUND = re.compile(r"No matching distribution found for ([A-Za-z0-9_.\-]+)==")
+# A version pip installed from a local build (torch's "+cpu") keeps its local label: the wheel's.
+_PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the bundle installs: a CPython version (``3.11``) and manylinux platform tags."""
+
+    python: str
+    platforms: tuple[str, ...]
+
+    def args(self) -> list[str]:
+        out = ["--python-version", self.python, "--implementation", "cp", "--only-binary=:all:"]
+        for platform in self.platforms:
+            out += ["--platform", platform]
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        return {"python": self.python, "platforms": list(self.platforms)}
+
+
+def local_target() -> Target:
+    """This machine's Python and platform (manylinux tags up to glibc 2.28 on x86_64 Linux)."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    machine = sysconfig.get_platform().split("-")[-1]
+    if sysconfig.get_platform().startswith("linux"):
+        tags = tuple(f"manylinux_2_{minor}_{machine}" for minor in (28, 27, 26, 17)) + (
+            f"manylinux2014_{machine}",
+            f"linux_{machine}",
+        )
+    else:
+        tags = (sysconfig.get_platform().replace("-", "_").replace(".", "_"),)
+    return Target(python, tags)
+
+
+@dataclass
+class WheelResult:
+    downloaded: list[str] = field(default_factory=list)
+    built: list[str] = field(default_factory=list)  # from source archives, for this platform only if compiled
+    missing: dict[str, str] = field(default_factory=dict)  # pin -> why
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+def _download_one(pin: str, dest: Path, target: Target) -> tuple[str, str | None]:
+    """``(pin, None)`` when its target wheel is in ``dest``, else ``(pin, pip's last line)``."""
+    done = _run([*_PIP, "download", "--no-deps", "-q", "-d", str(dest), *target.args(), pin])
+    if done.returncode == 0:
+        return pin, None
+    lines = done.stderr.strip().splitlines()
+    return pin, lines[-1] if lines else "pip download failed"
+
+
+def download_wheels(
+    pins: Iterable[str],
+    dest: Path,
+    target: Target,
+    progress: Callable[[str], None] = lambda line: None,
+    workers: int = 4,
+) -> WheelResult:
+    """Every ``name==version`` of ``pins`` as a wheel in ``dest``: pip per pin, ``workers`` at a
+    time (one failing pin stops nothing else); the pins pip finds no target wheel for are built
+    from their source archive here."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    dest.mkdir(parents=True, exist_ok=True)
+    pins = sorted(set(pins))
+    result = WheelResult()
+    from_source: list[str] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for count, (pin, problem) in enumerate(pool.map(lambda p: _download_one(p, dest, target), pins), 1):
+            if problem is None:
+                result.downloaded.append(pin)
+            elif NOT_FOUND.search(problem) or "No matching distribution" in problem:
+                from_source.append(pin)
+            else:
+                result.missing[pin] = problem
+            if count % 50 == 0 or count == len(pins):
+                progress(f"{count}/{len(pins)} looked up, {len(result.downloaded)} wheels")
+    for pin in from_source:
+        built = _run([*_PIP, "wheel", "--no-deps", "-q", "-w", str(dest), pin])
+        if built.returncode == 0:
+            result.built.append(pin)
+        else:
+            lines = (built.stderr or built.stdout).strip().splitlines()
+            result.missing[pin] = lines[-1] if lines else "pip wheel failed"
+    if from_source:
+        progress(f"{len(result.built)} built from source, {len(result.missing)} missing")
+    return result

@@ -1,0 +1,158 @@
+"""Offline bundles (mlperf_repro.bundle): built from a config on a connected machine, verified file
+by file, completed where interrupted, and the workflow's acquisition served from one; a damaged
+or incomplete bundle is one clear message naming the file. The wheels come from the package index
+pip is configured with (a few small pure-Python pins here); artifacts from local folders."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mlperf_repro.bundle import MANIFEST, bundled_entry
+from mlperf_repro.bundle.build import build_bundle, verify_bundle
+from mlperf_repro.errors import UserError
+from mlperf_repro.fetch.entries import acquire_model_entry
+from mlperf_repro.hashing import sha256_file
+from mlperf_repro.lock import installed_packages
+
+# Two small pure-Python packages of this environment, pinned as installed.
+PINS = {name: installed_packages()[name] for name in ("idna", "six") if name in installed_packages()}
+
+
+@pytest.fixture(scope="module")
+def model_source(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("hub") / "tiny-model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama"}\n')
+    (folder / "weights.bin").write_bytes(bytes(range(256)) * 64)
+    return folder
+
+
+def _config(default_config: dict, model_source: Path) -> dict:
+    config = copy.deepcopy(default_config)
+    model = next(iter(config["models"]))
+    config["models"][model] = {
+        "source": f"file://{model_source}",
+        "sha256": {p.name: sha256_file(p) for p in sorted(model_source.iterdir())},
+    }
+    config["models"]["unpinned"] = {
+        "source": "hf://org/model@TODO:the-40-hex-commit-you-verified",
+        "sha256_manifest": "TODO: a manifest",
+    }
+    return config
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, model_source):
+    from conftest import DEFAULT_CONFIG, llama2_part
+
+    from mlperf_repro.config import load_yaml
+
+    config = _config(llama2_part(load_yaml(DEFAULT_CONFIG)), model_source)
+    root = tmp_path_factory.mktemp("bundles")
+    configfile = root / "my.yaml"
+    configfile.write_text(json.dumps(config))
+    lock = {"format": "test", "packages": {"workflow": PINS}}
+    lines: list[str] = []
+    manifest = build_bundle(config, configfile, root / "bundle", lock=lock, progress=lines.append)
+    return config, configfile, root / "bundle", manifest, lines
+
+
+def test_a_bundle_carries_the_lock_the_wheels_the_project_and_the_artifacts(built):
+    config, _, root, manifest, lines = built
+    assert manifest["format"] == "mlperf-repro bundle 1" and (root / "lock.json").is_file()
+    wheels = sorted(p.name for p in (root / "wheels/workflow").glob("*.whl"))
+    assert len(wheels) == len(PINS) and all(f"-{v}-" in " ".join(wheels) for v in PINS.values())
+    assert [p.name for p in (root / "wheels/project").glob("*.whl")][0].startswith("mlperf_repro-")
+    model = next(iter(config["models"]))
+    assert (root / "artifacts/models" / model / "weights.bin").is_file()
+    parts = manifest["parts"]
+    assert parts[f"artifacts/models/{model}"]["status"] == "done"
+    assert parts["artifacts/datasets/openorca-synthetic"]["status"] == "built"
+    # What cannot be fetched here is listed with what completes it.
+    assert parts["artifacts/models/unpinned"]["status"] == "missing"
+    assert "TODO" in parts["artifacts/models/unpinned"]["what"]
+    assert manifest["bytes"] == sum(f["bytes"] for f in manifest["files"].values())
+    assert any("wheels/workflow" in line for line in lines)
+
+
+def test_verify_names_every_damaged_or_missing_file(built, tmp_path):
+    _, _, root, _, _ = built
+    _, problems = verify_bundle(root)
+    assert [p for p in problems if "unpinned" not in p] == []
+    copy_root = shutil.copytree(root, tmp_path / "copy")
+    wheel = next((copy_root / "wheels/workflow").glob("*.whl"))
+    with open(wheel, "r+b") as handle:
+        handle.seek(10)
+        handle.write(b"\0")
+    weights = next((copy_root / "artifacts/models").glob("*/weights.bin"))
+    weights.unlink()
+    _, problems = verify_bundle(copy_root)
+    named = "\n".join(problems)
+    assert f"wheels/workflow/{wheel.name}: its sha256 differs" in named
+    assert f"{weights.relative_to(copy_root).as_posix()}: missing from the bundle" in named
+
+
+def test_running_again_keeps_what_is_complete(built):
+    config, configfile, root, manifest, _ = built
+    lines: list[str] = []
+    again = build_bundle(
+        config, configfile, root, lock=json.loads((root / "lock.json").read_text()), progress=lines.append
+    )
+    assert any("wheels/workflow: complete, kept" in line for line in lines)
+    assert {k: v["sha256"] for k, v in again["files"].items() if "project" not in k} == {
+        k: v["sha256"] for k, v in manifest["files"].items() if "project" not in k
+    }
+
+
+def test_the_workflow_acquires_from_the_bundle_and_records_the_source(built, tmp_path):
+    config, _, root, _, _ = built
+    model = next(iter(config["models"]))
+    entry = bundled_entry("models", model, config["models"][model], root)
+    assert entry["source"].startswith("file://") and entry["bundled_from"] == config["models"][model]["source"]
+    record = acquire_model_entry(entry, tmp_path / "model", tmp_path / "record.json")
+    assert record["source"] == config["models"][model]["source"] and record["status"] == "verified"
+    assert json.loads((tmp_path / "model" / "ACQUIRED.json").read_text())["bundle"] == entry["source"]
+    # builtin sources are built as always; an entry the bundle lacks is named with the bundle.
+    dataset = config["datasets"]["openorca-synthetic"]
+    assert bundled_entry("datasets", "openorca-synthetic", dataset, root) == dataset
+    with pytest.raises(UserError, match=r"models.unpinned .* is not in the bundle .*mlperf-repro bundle"):
+        bundled_entry("models", "unpinned", config["models"]["unpinned"], root)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content=st.one_of(
+        st.binary(max_size=64),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+            max_leaves=10,
+        ).map(lambda v: json.dumps(v).encode()),
+        st.builds(
+            lambda files: json.dumps({"format": "mlperf-repro bundle 1", "files": files, "parts": {}}).encode(),
+            st.dictionaries(
+                st.text(max_size=8),
+                st.fixed_dictionaries(
+                    {"sha256": st.text(max_size=8), "bytes": st.integers(0, 9), "part": st.text(max_size=4)}
+                ),
+                max_size=3,
+            ),
+        ),
+    )
+)
+def test_any_manifest_is_read_or_refused_clearly(tmp_path_factory, content):
+    root = tmp_path_factory.mktemp("any")
+    (root / MANIFEST).write_bytes(content)
+    try:
+        _, problems = verify_bundle(root)
+    except UserError as exc:
+        assert MANIFEST in str(exc) or "bundle" in str(exc)
+    else:
+        assert all(isinstance(p, str) and p for p in problems)
