@@ -82,25 +82,44 @@ def download_wheels(
     progress: Callable[[str], None] = lambda line: None,
     workers: int = 4,
 ) -> WheelResult:
-    """Every ``name==version`` of ``pins`` as a wheel in ``dest``: pip per pin, ``workers`` at a
-    time (one failing pin stops nothing else); the pins pip finds no target wheel for are built
-    from their source archive here."""
+    """Every ``name==version`` of ``pins`` as a wheel in ``dest``: one pip call for them all (pip
+    stops at the first pin with no target wheel: that pin is set aside and the call repeated);
+    where pip fails otherwise, pip per pin, ``workers`` at a time; the pins with no target wheel
+    are built from their source archive here."""
     from concurrent.futures import ThreadPoolExecutor
 
     dest.mkdir(parents=True, exist_ok=True)
-    pins = sorted(set(pins))
+    pending = sorted(set(pins))
     result = WheelResult()
     from_source: list[str] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for count, (pin, problem) in enumerate(pool.map(lambda p: _download_one(p, dest, target), pins), 1):
-            if problem is None:
-                result.downloaded.append(pin)
-            elif NOT_FOUND.search(problem) or "No matching distribution" in problem:
-                from_source.append(pin)
-            else:
-                result.missing[pin] = problem
-            if count % 50 == 0 or count == len(pins):
-                progress(f"{count}/{len(pins)} looked up, {len(result.downloaded)} wheels")
+    while pending:
+        requirements = dest / ".requirements.txt"
+        requirements.write_text("".join(f"{pin}\n" for pin in pending))
+        done = _run([*_PIP, "download", "--no-deps", "-q", "-d", str(dest), *target.args(), "-r", str(requirements)])
+        requirements.unlink()
+        if done.returncode == 0:
+            result.downloaded += pending
+            pending = []
+            break
+        found = NOT_FOUND.search(done.stderr)
+        pin = None
+        if found:
+            name = _name(found.group(1))
+            pin = next((p for p in pending if _name(p.split("==")[0]) == name), None)
+        if pin is None:
+            break  # not one missing wheel: pin by pin below
+        pending.remove(pin)
+        from_source.append(pin)
+    if pending:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for pin, problem in pool.map(lambda p: _download_one(p, dest, target), pending):
+                if problem is None:
+                    result.downloaded.append(pin)
+                elif "No matching distribution" in problem:
+                    from_source.append(pin)
+                else:
+                    result.missing[pin] = problem
+    progress(f"{len(result.downloaded)} wheels for Python {target.python} ({target.platforms[0]})")
     for pin in from_source:
         built = _run([*_PIP, "wheel", "--no-deps", "-q", "-w", str(dest), pin])
         if built.returncode == 0:
@@ -111,3 +130,7 @@ def download_wheels(
     if from_source:
         progress(f"{len(result.built)} built from source, {len(result.missing)} missing")
     return result
+
+
+def _name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
