@@ -156,3 +156,43 @@ def test_any_manifest_is_read_or_refused_clearly(tmp_path_factory, content):
         assert MANIFEST in str(exc) or "bundle" in str(exc)
     else:
         assert all(isinstance(p, str) and p for p in problems)
+
+
+def test_the_bundle_size_is_known_before_it_is_built(tmp_path, default_config, model_source):
+    """The plan view's figure: each pin's file as pip would take it for the target (the best
+    tag; a source archive where no wheel fits), from a find-links folder and a file:// simple
+    index; a pin nobody holds is named, not guessed; file:// artifacts by their files."""
+    from mlperf_repro.bundle.size import estimate_bundle
+    from mlperf_repro.bundle.wheels import Target
+
+    links = tmp_path / "links"
+    links.mkdir()
+    files = {
+        "alpha-1.0-cp311-cp311-manylinux_2_28_x86_64.whl": 5000,  # pip's choice over the universal one
+        "alpha-1.0-py3-none-any.whl": 700,
+        "alpha-0.9-py3-none-any.whl": 100,  # another version
+        "beta_pkg-2.0.tar.gz": 300,  # no wheel: the source archive
+        "gamma-3.0-cp312-cp312-manylinux_2_28_x86_64.whl": 999,  # another Python: no file fits
+    }
+    for name, size in files.items():
+        (links / name).write_bytes(b"x" * size)
+    index = tmp_path / "simple"
+    (index / "delta").mkdir(parents=True)
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files/delta-4.0-py3-none-any.whl").write_bytes(b"y" * 123)
+    (index / "delta/index.html").write_text('<a href="../../files/delta-4.0-py3-none-any.whl#sha256=00">delta</a>')
+    config = _config(default_config, model_source)
+    pins = {"alpha": "1.0", "beta-pkg": "2.0", "gamma": "3.0", "delta": "4.0"}
+    size = estimate_bundle(
+        config,
+        target=Target("3.11", ("manylinux_2_28_x86_64",)),
+        environments={"workflow": pins},
+        sources=([links], [index]),
+        remote_index=None,
+    )
+    from mlperf_repro.bundle.size import _project_bytes
+
+    assert size.wheels == 5000 + 300 + 123 + _project_bytes()
+    assert size.packages == 4 and "gamma==3.0" in size.unknown and "models.unpinned" in size.unknown
+    assert size.artifacts == sum(p.stat().st_size for p in model_source.iterdir())
+    assert "about" in size.line() and "gamma==3.0" in size.line()

@@ -100,7 +100,7 @@ def test_a_fresh_clone_installs_and_runs_from_the_bundle_with_no_network(offline
         f"set -e; ./install.sh --from-bundle {root / 'bundle'} && "
         f"export MLPERF_REPRO_BUNDLE={root / 'bundle'} && "
         ".venv/bin/snakemake -n --cores 2 --configfile offline.yaml >/dev/null && "
-        f".venv/bin/snakemake --cores 2 --configfile offline.yaml {TARGET}"
+        f".venv/bin/snakemake {TARGET} --cores 2 --configfile offline.yaml"
     )
     done = _offline(script, clone, trace, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]

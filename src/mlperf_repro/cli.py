@@ -59,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         "--schema", default=str(DEFAULT_SCHEMA), help="the config schema (default: the workflow's)"
     )
     plan_parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    plan_parser.add_argument(
+        "--bundle",
+        action="store_true",
+        help="also say how large the config's offline bundle will be (mlperf-repro bundle; asks the package "
+        "index for the sizes of wheels not on local disk, once: they are cached)",
+    )
     render_parser = commands.add_parser(
         "k8s-render",
         help="write and validate the Kubernetes Job of every job (no cluster needed)",
@@ -313,6 +319,12 @@ def run_plan(args: argparse.Namespace) -> int:
             f"from the workflow checkout"
         )
     estimate = estimate_file(args.configfile, args.schema)
+    if getattr(args, "bundle", False):
+        from .bundle.size import estimate_bundle
+        from .config import load_yaml
+
+        size = estimate_bundle(load_yaml(args.configfile))
+        estimate.notes.append(size.line())
     sys.stdout.write(estimate.to_json() if args.json else estimate.render())
     return 0
 
