@@ -49,9 +49,7 @@ def _offline(script: str, cwd: Path, trace: Path, timeout: int) -> subprocess.Co
     connect() and sendto() recorded in ``trace``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "VIRTUAL_ENV", "PYTHONPATH"))}
     env["PIP_CONFIG_FILE"] = os.devnull  # the site's pip configuration names indexes: the bundle is the only one
-    inner = (
-        f"ip link set lo up && strace -f -qq --seccomp-bpf -e trace=connect,sendto -o {trace} bash -c {_quote(script)}"
-    )
+    inner = f"ip link set lo up && strace -f -qq --seccomp-bpf -e trace=connect,sendto,execve -o {trace} bash -c {_quote(script)}"
     return subprocess.run(
         ["unshare", "-n", "bash", "-c", inner], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -62,8 +60,17 @@ def _quote(text: str) -> str:
 
 
 def _outside_connections(trace: Path) -> list[str]:
+    """Each connect/sendto to an address off the loopback, with the command its process ran."""
     lines = trace.read_text(errors="replace").splitlines() if trace.is_file() else []
-    return [line for line in lines if (m := CONNECT.search(line)) and not m.group(1).startswith(LOOPBACK)]
+    commands: dict[str, str] = {}
+    out = []
+    for line in lines:
+        pid = line.split(" ", 1)[0]
+        if " execve(" in line and "= 0" in line.rsplit(")", 1)[-1]:
+            commands[pid] = line.split(" execve(", 1)[1][:300]
+        elif (m := CONNECT.search(line)) and not m.group(1).startswith(LOOPBACK):
+            out.append(f"{commands.get(pid, '(command not traced)')}: {line[:200]}")
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -277,17 +277,28 @@ def _port_taken(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def is_snakemake(argv: list[bytes]) -> bool:
+    """``argv`` runs Snakemake: ``snakemake ...``, ``python .../snakemake ...`` or ``python -m
+    snakemake ...``; not a shell or wrapper whose arguments merely mention it (``bash -c '...
+    snakemake ...'``, ``strace ... snakemake``), which would outlive the workflow."""
+    names = [Path(arg.decode(errors="replace")).name for arg in argv[:2]]
+    if names and names[0] == "snakemake":
+        return True
+    is_python = bool(names) and names[0].startswith("python")
+    return is_python and (names[1:] == ["snakemake"] or argv[1:3] == [b"-m", b"snakemake"])
+
+
 def workflow_pid() -> int:
     """The outermost Snakemake process above this one (the workflow run the servers belong
     to); without one, this process's parent."""
     found, pid = None, os.getppid()
     while pid > 1:
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except (FileNotFoundError, ValueError, IndexError):
             break
-        if b"snakemake" in cmdline:
+        if is_snakemake(argv):
             found = pid
         pid = ppid
     return found or os.getppid()
