@@ -5,6 +5,7 @@ to an address that is not the loopback fails the test, as does any install or ru
 
 The loopback is up because the workflow's own vLLM server and LoadGen head talk over
 127.0.0.1 (and vLLM's single-process distributed setup binds it); nothing reaches outside it.
+SLURM's own clients, which ask the site's controller, are the one exception (SITE_SCHEDULER).
 Skipped, saying why, where a network namespace cannot be made (not root, no unshare) or strace
 is missing. A second test damages one file of a bundle and expects install.sh's clear refusal.
 """
@@ -31,6 +32,11 @@ CONNECT = re.compile(
     r'(?:connect|sendto)\(.*?\{sa_family=AF_INET6?, [^}]*?inet_(?:pton|addr)\((?:AF_INET6?, )?"([^"]+)"'
 )
 LOOPBACK = ("127.", "::1", "::ffff:127.")
+# SLURM's clients ask the site's own controller (here, where the test cluster's tools are
+# installed, resolving its host): the snakemake SLURM executor plugin runs `scontrol show config`
+# whenever Snakemake starts. That is the site's scheduler, which an air-gapped site has, not a
+# connection out of it.
+SITE_SCHEDULER = ("scontrol", "sinfo", "squeue", "sacct", "sbatch", "srun", "scancel")
 
 
 def _netns_available() -> str | None:
@@ -69,7 +75,9 @@ def _outside_connections(trace: Path) -> list[str]:
         if " execve(" in line and "= 0" in line.rsplit(")", 1)[-1]:
             commands[pid] = line.split(" execve(", 1)[1][:300]
         elif (m := CONNECT.search(line)) and not m.group(1).startswith(LOOPBACK):
-            out.append(f"{commands.get(pid, '(command not traced)')}: {line[:200]}")
+            program = Path(commands.get(pid, "").split('"', 2)[1] if '"' in commands.get(pid, "") else "").name
+            if program not in SITE_SCHEDULER:
+                out.append(f"{commands.get(pid, '(command not traced)')}: {line[:200]}")
     return out
 
 
