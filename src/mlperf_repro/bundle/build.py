@@ -95,6 +95,22 @@ def _placeholder(value: str) -> bool:
     return "TODO:" in value
 
 
+def lock_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The config the bundle's lock resolves: without the models and datasets still TODO:."""
+    return {
+        **config,
+        **{
+            kind: {name: e for name, e in (config.get(kind) or {}).items() if not _unpinned(e)}
+            for kind in ARTIFACT_KINDS
+        },
+    }
+
+
+def _unpinned(entry: dict[str, Any]) -> list[str]:
+    """The keys of a models/datasets entry that are still TODO: values."""
+    return [k for k in ("source", "sha256_manifest", "file") if _placeholder(str(entry.get(k) or ""))]
+
+
 def build_bundle(
     config: dict[str, Any],
     configfile: str | Path,
@@ -122,7 +138,11 @@ def build_bundle(
     (root / "config").mkdir(exist_ok=True)
     shutil.copyfile(configfile, root / "config" / Path(configfile).name)
     if lock is None:
-        _, lock = write_lock(root / "config" / Path(configfile).name, config, workdir=workdir, resolve_image=None)
+        # A TODO: entry cannot be resolved (its checksums are not known yet): it is listed as
+        # missing below, and the lock holds the rest.
+        _, lock = write_lock(
+            root / "config" / Path(configfile).name, lock_config(config), workdir=workdir, resolve_image=None
+        )
         os.replace(root / "config" / (Path(configfile).stem + ".lock.json"), root / "lock.json")
     else:
         (root / "lock.json").write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
@@ -216,7 +236,7 @@ def _artifacts(
             if source.startswith("builtin:"):
                 manifest["parts"][part] = {"status": "built", "what": f"{source}: built by the project at run time"}
                 continue
-            unpinned = [k for k in ("source", "sha256_manifest") if _placeholder(str(entry.get(k) or ""))]
+            unpinned = _unpinned(entry)
             if unpinned:
                 manifest["parts"][part] = {
                     "status": "missing",
