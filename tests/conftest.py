@@ -153,29 +153,29 @@ def pytest_itemcollected(item):
 
 
 #: The files that took longest in ./test.sh's second run (seconds of a worker's time, fresh
-#: clone, 2026-12-06: bench/suite_profile.py), longest first: handed out in this order after the
+#: clone, 2026-12-06, the day's third profile: bench/suite_profile.py), longest first: handed out in this order after the
 #: SLURM files, so that no long file starts late and leaves the other workers idle at the end.
 LONGEST_FILES = (
-    "test_reader_sweep.py",  # 128
-    "test_quant_quark.py",  # 111
-    "test_endpoints_vllm.py",  # 96
-    "test_find_performance.py",  # 93
-    "test_accuracy_sandbox.py",  # 84
-    "test_kubernetes.py",  # 76
-    "test_rerun_triggers.py",  # 75
-    "test_docs_commands.py",  # 64
+    "test_quant_quark.py",  # 289
+    "test_bundle_offline.py",  # 238
+    "test_reader_sweep.py",  # 187
+    "test_find_performance.py",  # 84
+    "test_kubernetes.py",  # 75
+    "test_endpoints_vllm.py",  # 70
+    "test_rerun_triggers.py",  # 66
     "test_dispatcher.py",  # 57
-    "test_e2e_repeats.py",  # 48
-    "test_wan_task.py",  # 48
+    "test_accuracy_sandbox.py",  # 53
+    "test_endpoints_vllm_data_parallel.py",  # 53
+    "test_accuracy_lcb_reference.py",  # 46
+    "test_e2e_repeats.py",  # 46
+    "test_estimate.py",  # 45
     "test_shared_video_server.py",  # 44
-    "test_estimate.py",  # 42
-    "test_endpoints_vllm_data_parallel.py",  # 41
+    "test_docs_commands.py",  # 40
+    "test_dag.py",  # 39
+    "test_accuracy_vbench.py",  # 37
+    "test_wan_task.py",  # 37
     "test_import_round_trip.py",  # 35
-    "test_dag.py",  # 34
-    "test_accuracy_vbench.py",  # 29
     "test_quant_validate.py",  # 22
-    "test_reader_properties.py",  # 20
-    "test_lock.py",  # 18
 )
 
 

@@ -147,6 +147,9 @@ def test_placeholders_pass_validation_but_preflight_names_each(tmp_path):
         "models.gpt-oss-120b-w-mxfp4-a-fp8-mlperf.sha256_manifest",
         "datasets.gpt-oss-eval.source",
         "datasets.gpt-oss-eval.sha256_manifest",
+        # The LiveCodeBench release, which the reference loads with no revision.
+        "datasets.livecodebench-release-v6.source",
+        "datasets.livecodebench-release-v6.sha256_manifest",
         "systems.8xMI355X_2xEPYC_9575F.software.container",
         "systems.94xMI355X_24xEPYC_9575F.software.container",
     }

@@ -662,8 +662,19 @@ class Estimator:
             builtin = self.config["datasets"][dataset]["source"].startswith("builtin:")
             wall = self.assume.light_job_s if builtin else size / (self.assume.download_mb_per_s * 1e6)
             row.add("acquire_dataset", wall, disk_bytes=size, dataset=dataset, samples=samples)
-        # A calibration set no benchmark runs on (quantization.<recipe>.calibration.dataset).
+        # A set the evaluation reads besides the benchmark's (gpt-oss: its LiveCodeBench release).
         benchmark_datasets = {plan.benchmark_cfg(b)["dataset"] for b in plan.benchmarks}
+        extra = {plan.benchmark_cfg(b).get("livecodebench_release") for b in plan.benchmarks} - {None}
+        for dataset in sorted(extra - benchmark_datasets):
+            benchmark_datasets.add(dataset)
+            row.add(
+                "acquire_dataset",
+                self.assume.light_job_s,
+                disk_bytes=0,
+                dataset=dataset,
+                size_from="not known before acquisition (the accuracy evaluation's LiveCodeBench release)",
+            )
+        # A calibration set no benchmark runs on (quantization.<recipe>.calibration.dataset).
         for model, recipe in plan.quantized_models:
             source = plan.calibration_source(model, recipe)
             if source is None or source[0] in benchmark_datasets:

@@ -46,7 +46,11 @@ class BundleSize:
         return self.wheels + self.artifacts
 
     def line(self) -> str:
-        from ..estimate import format_bytes
+        def format_bytes(n: int) -> str:  # estimate's format; not imported: estimate -> plan -> bundle
+            for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+                if n >= size:
+                    return f"{n / size:.2f} {unit}"
+            return f"{n} B"
 
         unknown = f"; not counted (fetched from a remote source): {', '.join(self.unknown[:6])}" if self.unknown else ""
         more = f" and {len(self.unknown) - 6} more" if len(self.unknown) > 6 else ""
