@@ -153,6 +153,13 @@ if [ "$want_tests" = 1 ]; then
         fi
         rm -rf "$npm_tmp"
     fi
+    # strace for tests/test_bundle_offline.py (every process's connections traced in a network
+    # namespace); without it that test skips, saying so.
+    if ! command -v strace >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        apt-get install -y -qq strace >/dev/null 2>&1 \
+            || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq strace >/dev/null 2>&1; } \
+            || echo "install.sh: apt could not install strace; the offline bundle test will skip" >&2
+    fi
     # A real browser for tests/test_report_html.py (renders snakemake --report headless):
     # Debian's chromium through apt, once. Without apt (or as non-root) the browser test skips.
     if ! command -v chromium >/dev/null 2>&1; then
