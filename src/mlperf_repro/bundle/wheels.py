@@ -42,8 +42,15 @@ class Target:
 
 
 def local_target() -> Target:
-    """This machine's Python and platform (manylinux tags up to glibc 2.28 on x86_64 Linux)."""
+    """This machine's Python and platform: every platform tag it installs (packaging's, e.g.
+    manylinux_2_36 down to manylinux_2_5 on glibc 2.36), else manylinux tags up to glibc 2.28."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    try:
+        from packaging import tags
+
+        return Target(python, tuple(dict.fromkeys(tags.platform_tags())))
+    except ImportError:  # the standard library alone (python -m mlperf_repro.bundle)
+        pass
     machine = sysconfig.get_platform().split("-")[-1]
     if sysconfig.get_platform().startswith("linux"):
         tags = tuple(f"manylinux_2_{minor}_{machine}" for minor in (28, 27, 26, 17)) + (
