@@ -532,6 +532,16 @@ def test_a_published_table_is_scored_with_the_tests_of_the_livecodebench_release
     assert joined[0]["public_test_cases"] == problem("abc123")["public_test_cases"] and joined[1:] == [None, None]
 
 
+def _one_right_sum_run(tmp_path: Path, dataset: Path, tokenizer, tokenizer_dir) -> dict:
+    """The accuracy job's arguments for a run that answered one stdin LiveCodeBench item
+    (read two integers, print their sum) with a right program."""
+    run = tmp_path / "run"
+    run.mkdir()
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, [FINAL.format(analysis="sum", final=right)])
+    return accuracy_job_args(run, dataset, tokenizer_dir, tmp_path)
+
+
 def test_the_accuracy_job_finds_the_release_the_plan_names_in_the_dataset_folder(tmp_path, tokenizer, tokenizer_dir):
     """Through the accuracy job: the plan's rules name the release folder inside the dataset
     folder (the rules table's dataset.livecodebench_release), and a published table is scored
@@ -541,11 +551,7 @@ def test_the_accuracy_job_finds_the_release_the_plan_names_in_the_dataset_folder
     folder = tmp_path / "dataset"
     release = write_release(folder / "livecodebench/release_v6", [[problem("abc123")], [], [], [], [], []])
     dataset = write_dataset(folder / "acc_eval_inputs.parquet", [("livecodebench_v6", "abc123")])
-    run = tmp_path / "run"
-    run.mkdir()
-    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-    write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, [FINAL.format(analysis="sum", final=right)])
-    job = accuracy_job_args(run, dataset, tokenizer_dir, tmp_path)
+    job = _one_right_sum_run(tmp_path, dataset, tokenizer, tokenizer_dir)
     named = {"version": "release_v6", "folder": str(release)}
     record = accuracy_job(**job, accuracy_rules={**FACTS.accuracy, "livecodebench_release": named})
     assert record["metrics"]["per_dataset"]["livecodebench_v6"]["correct"] == 1
@@ -593,11 +599,7 @@ def test_the_release_is_its_own_pinned_dataset_entry(tmp_path, tokenizer, tokeni
     assert record["status"] == "verified"
     (tmp_path / "acc").mkdir()
     dataset = write_dataset(tmp_path / "acc/acc_eval_inputs.parquet", [("livecodebench_v6", "abc123")])
-    run = tmp_path / "run"
-    run.mkdir()
-    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-    write_accuracy_log(run / "mlperf_log_accuracy.json", tokenizer, [FINAL.format(analysis="sum", final=right)])
-    job = accuracy_job_args(run, dataset, tokenizer_dir, tmp_path)
+    job = _one_right_sum_run(tmp_path, dataset, tokenizer, tokenizer_dir)
     named = {**rules["livecodebench_release"], "folder": str(acquired)}
     done = accuracy_job(**job, accuracy_rules={**rules, "livecodebench_release": named})
     assert done["metrics"]["per_dataset"]["livecodebench_v6"] == {"correct": 1, "total": 1, "repeats": 3}

@@ -311,7 +311,7 @@ def run_config_reference(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from .estimate import estimate_file
+    from .estimate import bundle_note, estimate_file
 
     if not Path(args.schema).is_file():
         raise UserError(
@@ -324,7 +324,7 @@ def run_plan(args: argparse.Namespace) -> int:
         from .config import load_yaml
 
         size = estimate_bundle(load_yaml(args.configfile))
-        estimate.notes.append(size.line())
+        estimate.notes.append(bundle_note(size))
     sys.stdout.write(estimate.to_json() if args.json else estimate.render())
     return 0
 

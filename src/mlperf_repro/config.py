@@ -510,6 +510,33 @@ def _scaling_problems(config: dict) -> list[str]:
 # digest): validation lets it through, preflight refuses to run until it is replaced.
 PLACEHOLDER = "TODO:"
 
+# A content address in a value: a sha256 digest (a container's, "sha256:<64 hex>") or a commit
+# ("@<40 hex>" after a model or dataset repository, or a value of exactly 40 or 64 hex digits).
+CONTENT_ADDRESS = re.compile(
+    r"(?:sha256:|@)([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)(?![0-9a-fA-F])|^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$"
+)
+
+
+def made_up_hex(digits: str) -> bool:
+    """Whether a 40- or 64-digit hex address was typed, not computed: fewer than 8 distinct
+    digits, or a pattern of at most 16 digits repeated (all zeros with a few digits at the end,
+    "deadbeef" x 8, "0123456789abcdef" x 4). A real sha256 or commit is one of the first kind
+    with probability below 1e-10 and of the second below 1e-20."""
+    digits = digits.lower()
+    if len(set(digits)) < 8:
+        return True
+    return any(digits == (digits[:period] * (len(digits) // period + 1))[: len(digits)] for period in range(1, 17))
+
+
+def is_placeholder(value: str) -> bool:
+    """``value`` is still a placeholder: it holds ``TODO:`` or a made-up digest or commit
+    (:func:`made_up_hex`). Preflight refuses such a value (check/preflight.py ``placeholders``);
+    an offline bundle leaves its artifact out, listed as missing."""
+    if PLACEHOLDER in value:
+        return True
+    return any(made_up_hex(m.group(1) or m.group(2)) for m in CONTENT_ADDRESS.finditer(value))
+
+
 # A container reference Snakemake's apptainer support can pull, pinned by content digest: a tag
 # (":latest", ":v0.10") can be moved to other bytes, which would silently change the software.
 CONTAINER_SCHEMES = ("docker://", "oras://", "library://")

@@ -224,6 +224,16 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def bundle_note(size: Any) -> str:
+    """The plan view's line for an offline bundle's size (a :class:`mlperf_repro.bundle.size.BundleSize`)."""
+    shown = ", ".join(size.unknown[:6]) + (f" and {len(size.unknown) - 6} more" if len(size.unknown) > 6 else "")
+    return (
+        f"offline bundle (mlperf-repro bundle, docs/offline.md): about {format_bytes(size.total)}: wheels "
+        f"{format_bytes(size.wheels)} ({size.packages} packages), artifacts {format_bytes(size.artifacts)}"
+        + (f"; not counted (fetched from a remote source): {shown}" if size.unknown else "")
+    )
+
+
 class Estimator:
     def __init__(self, config: dict[str, Any], set_keys: set[str] | None = None) -> None:
         """``config`` is validated (schema defaults filled); ``set_keys`` are the ``estimate``
@@ -664,7 +674,7 @@ class Estimator:
             row.add("acquire_dataset", wall, disk_bytes=size, dataset=dataset, samples=samples)
         # A set the evaluation reads besides the benchmark's (gpt-oss: its LiveCodeBench release).
         benchmark_datasets = {plan.benchmark_cfg(b)["dataset"] for b in plan.benchmarks}
-        extra = {plan.benchmark_cfg(b).get("livecodebench_release") for b in plan.benchmarks} - {None}
+        extra = {entry for b in plan.benchmarks for entry in plan.accuracy_dataset_entries(b)}
         for dataset in sorted(extra - benchmark_datasets):
             benchmark_datasets.add(dataset)
             row.add(

@@ -167,6 +167,18 @@ def vbench_env_root(config: dict[str, Any]) -> Path:
     return Path(python).parent.parent
 
 
+def environment_packages(
+    config: dict[str, Any], quark_env: Path | None = None, vbench_env: Path | None = None
+) -> dict[str, dict[str, str] | str]:
+    """The package set of each environment a run of ``config`` may use: the workflow's own
+    (this process's), Quark's and VBench's (:func:`env_packages`: a reason where not built)."""
+    return {
+        "workflow": installed_packages(),
+        "quark": env_packages(quark_env or quark_env_root()),
+        "vbench": env_packages(vbench_env or vbench_env_root(config)),
+    }
+
+
 def resolve(
     config: dict[str, Any],
     *,
@@ -179,9 +191,8 @@ def resolve(
     ``resolve_image``: asks a registry for a container's digest (None: nothing is asked)."""
     workdir = Path(workdir)
     rules = load_round(config["round"])
-    quark = env_packages(quark_env or quark_env_root())
-    vbench = env_packages(vbench_env or vbench_env_root(config))
-    workflow = installed_packages()
+    packages = environment_packages(config, quark_env, vbench_env)
+    quark, workflow = packages["quark"], packages["workflow"]
     artifacts = {
         kind: {name: artifact_identity(entry, workdir) for name, entry in (config.get(kind) or {}).items()}
         for kind in ("models", "datasets")
@@ -203,7 +214,7 @@ def resolve(
             },
         },
         "loadgen": {"installed": _version("mlcommons-loadgen"), "seeds": rules.seeds},
-        "packages": {"workflow": workflow, "quark": quark, "vbench": vbench},
+        "packages": packages,
     }
 
 

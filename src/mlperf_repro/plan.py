@@ -562,9 +562,9 @@ class Plan:
             rules["allow_unsandboxed_code"] = True
         release = self.facts(benchmark).facts.get("dataset", {}).get("livecodebench_release")
         if release:
-            entry = self.benchmark_cfg(benchmark).get("livecodebench_release")
-            if entry:  # its own acquired datasets entry (an input of the accuracy jobs): required
-                folder, required = self.dataset_dir(entry), True
+            own = self.accuracy_datasets(benchmark)
+            if own:  # its own acquired datasets entry (an input of the accuracy jobs): required
+                folder, required = own[0], True
             else:  # inside the dataset folder, where the download carries it
                 folder = f"{self.dataset_dir(self.benchmark_cfg(benchmark)['dataset'])}/{release['folder']}"
                 required = False
@@ -581,11 +581,15 @@ class Plan:
         bundle = self.config.get("bundle") or os.environ.get(BUNDLE_ENV)
         return bundled_entry(kind, name, self.config[kind][name], bundle)
 
-    def accuracy_datasets(self, benchmark: str) -> list[str]:
-        """Acquired folders the accuracy jobs read besides the benchmark's dataset: the
+    def accuracy_dataset_entries(self, benchmark: str) -> list[str]:
+        """The datasets entries the accuracy jobs read besides the benchmark's dataset: the
         LiveCodeBench release of ``benchmarks.<b>.livecodebench_release``."""
         entry = self.benchmark_cfg(benchmark).get("livecodebench_release")
-        return [self.dataset_dir(entry)] if entry else []
+        return [entry] if entry else []
+
+    def accuracy_datasets(self, benchmark: str) -> list[str]:
+        """The acquired folders of :meth:`accuracy_dataset_entries` (the accuracy jobs' inputs)."""
+        return [self.dataset_dir(entry) for entry in self.accuracy_dataset_entries(benchmark)]
 
     def generation_params(self, benchmark: str, mode: str = "performance") -> dict[str, Any]:
         """What a run's backend generates with: the LLMs' decoding settings (:meth:`generation`),

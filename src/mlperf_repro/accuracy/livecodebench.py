@@ -455,9 +455,7 @@ if fn_name:
 
 try:
     source = as_function(code, prelude)
-except SyntaxError as exc:
-    finish(0, total, "Compilation Error", message=short(repr(exc)))
-except BaseException as exc:
+except BaseException as exc:  # ast.parse: SyntaxError, and ValueError for a null byte
     finish(0, total, "Compilation Error", message=short(repr(exc)))
 from unittest.mock import mock_open
 

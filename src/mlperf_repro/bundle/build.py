@@ -61,17 +61,16 @@ def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     os.replace(tmp, root / MANIFEST)
 
 
-def _record_files(root: Path, folder: Path, manifest: dict[str, Any], part: str) -> int:
-    """Hash every file under ``folder`` into the manifest (kept where size and hash are known)."""
-    total = 0
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+def _record_files(root: Path, where: Path, manifest: dict[str, Any], part: str) -> None:
+    """Hash ``where`` (a file, or every file under a folder) into the manifest as ``part``'s
+    (kept where size and part are known)."""
+    paths = [where] if where.is_file() else sorted(p for p in where.rglob("*") if p.is_file())
+    for path in paths:
         rel = path.relative_to(root).as_posix()
         known = manifest["files"].get(rel)
         size = path.stat().st_size
         if not (known and known["bytes"] == size and known["part"] == part):
             manifest["files"][rel] = {"sha256": sha256_file(path), "bytes": size, "part": part}
-        total += size
-    return total
 
 
 def _part_done(root: Path, manifest: dict[str, Any], part: str) -> bool:
@@ -83,16 +82,20 @@ def _part_done(root: Path, manifest: dict[str, Any], part: str) -> bool:
 
 
 def _needs_env(config: dict[str, Any], env: str) -> bool:
-    recipes = (config.get("quantization") or {}).values()
+    """Whether a run of ``config`` uses the environment: Quark's for a tool: quark recipe,
+    VBench's for a benchmark scored on VBench dimensions (its rules table's accuracy)."""
     if env == "quark":
-        return any(r.get("tool") == "quark" for r in recipes)
+        return any(r.get("tool") == "quark" for r in (config.get("quantization") or {}).values())
     if env == "vbench":
-        return any(b.get("mlperf_benchmark", "").startswith("wan") for b in config["benchmarks"].values())
+        from ..benchmarks import load_round
+
+        rules = load_round(config["round"])
+        return any(
+            "vbench_dimensions" in rules.benchmark(b["mlperf_benchmark"]).accuracy
+            for b in config["benchmarks"].values()
+            if b.get("mlperf_benchmark") in rules.benchmark_names
+        )
     return True
-
-
-def _placeholder(value: str) -> bool:
-    return "TODO:" in value
 
 
 def lock_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -107,8 +110,11 @@ def lock_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _unpinned(entry: dict[str, Any]) -> list[str]:
-    """The keys of a models/datasets entry that are still TODO: values."""
-    return [k for k in ("source", "sha256_manifest", "file") if _placeholder(str(entry.get(k) or ""))]
+    """The keys of a models/datasets entry that are still placeholders (config.is_placeholder:
+    ``TODO:`` or a made-up commit), which preflight would refuse."""
+    from ..config import is_placeholder  # not at the top: `python -m mlperf_repro.bundle` needs none of it
+
+    return [k for k in ("source", "sha256_manifest", "file") if is_placeholder(str(entry.get(k) or ""))]
 
 
 def build_bundle(
@@ -147,11 +153,7 @@ def build_bundle(
     else:
         (root / "lock.json").write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
     _record_files(root, root / "config", manifest, "config")
-    manifest["files"]["lock.json"] = {
-        "sha256": sha256_file(root / "lock.json"),
-        "bytes": (root / "lock.json").stat().st_size,
-        "part": "config",
-    }
+    _record_files(root, root / "lock.json", manifest, "config")
     manifest["parts"]["config"] = {"status": "done"}
     _write_manifest(root, manifest)
 
@@ -184,7 +186,7 @@ def build_bundle(
     _project_wheel(root, manifest, progress)
     _artifacts(config, root, manifest, progress, Path(workdir))
     _images(config, root, manifest, progress)
-    manifest["site_needs"] = site_needs(config)
+    manifest["site_needs"] = site_needs(config, target)
     manifest["bytes"] = sum(f["bytes"] for f in manifest["files"].values())
     _write_manifest(root, manifest)
     return manifest
@@ -240,7 +242,7 @@ def _artifacts(
             if unpinned:
                 manifest["parts"][part] = {
                     "status": "missing",
-                    "what": f"{kind}.{name}.{unpinned[0]} is a TODO: value",
+                    "what": f"{kind}.{name}.{unpinned[0]} is a placeholder (TODO: or a made-up digest)",
                     "command": f"fill in {kind}.{name}, then run mlperf-repro bundle again with -o {root}",
                 }
                 continue
@@ -273,10 +275,13 @@ def _images(config: dict[str, Any], root: Path, manifest: dict[str, Any], progre
         if not image:
             continue
         part = f"images/{system}"
-        reference = image.split("://", 1)[-1]
-        command = f"skopeo copy docker://{reference} oci-archive:{root}/images/{system}.oci.tar"
-        if _placeholder(image):
-            manifest["parts"][part] = {"status": "missing", "what": f"systems.{system} image is a TODO: value"}
+        archive = root / "images" / f"{system}.oci.tar"
+        command = f"skopeo copy docker://{image.split('://', 1)[-1]} oci-archive:{archive}"
+        if _unpinned({"source": image}):
+            manifest["parts"][part] = {
+                "status": "missing",
+                "what": f"systems.{system} image is a placeholder (TODO: or a made-up digest)",
+            }
             continue
         if skopeo is None:
             manifest["parts"][part] = {
@@ -293,14 +298,14 @@ def _images(config: dict[str, Any], root: Path, manifest: dict[str, Any], progre
         if done.returncode != 0:
             manifest["parts"][part] = {"status": "missing", "what": done.stderr.strip()[-300:], "command": command}
             continue
-        _record_files(root, root / "images", manifest, part)
+        _record_files(root, archive, manifest, part)
         manifest["parts"][part] = {"status": "done", "image": image}
         _write_manifest(root, manifest)
 
 
-def site_needs(config: dict[str, Any]) -> list[str]:
-    """What a site needs besides the bundle to run ``config``."""
-    needs = ["Linux with Python " + local_target().python + " (the bundle's target) and bash"]
+def site_needs(config: dict[str, Any], target: Target) -> list[str]:
+    """What a site needs besides the bundle (built for ``target``) to run ``config``."""
+    needs = [f"Linux with Python {target.python} (the bundle's target) and bash"]
     systems = (config.get("systems") or {}).values()
     if any(
         "accelerator_model_name" in (s.get("description") or {})

@@ -13,25 +13,26 @@ fetched.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+from packaging.utils import canonicalize_name
 
 from .wheels import Target, local_target
 
 __all__ = ["BundleSize", "estimate_bundle"]
 
 _HREF = re.compile(r'href="([^"#]+)')
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass
@@ -44,21 +45,6 @@ class BundleSize:
     @property
     def total(self) -> int:
         return self.wheels + self.artifacts
-
-    def line(self) -> str:
-        def format_bytes(n: int) -> str:  # estimate's format; not imported: estimate -> plan -> bundle
-            for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-                if n >= size:
-                    return f"{n / size:.2f} {unit}"
-            return f"{n} B"
-
-        unknown = f"; not counted (fetched from a remote source): {', '.join(self.unknown[:6])}" if self.unknown else ""
-        more = f" and {len(self.unknown) - 6} more" if len(self.unknown) > 6 else ""
-        return (
-            f"offline bundle (mlperf-repro bundle, docs/offline.md): about {format_bytes(self.total)}: wheels "
-            f"{format_bytes(self.wheels)} ({self.packages} packages), artifacts {format_bytes(self.artifacts)}"
-            f"{unknown}{more}"
-        )
 
 
 def _pip_sources() -> tuple[list[Path], list[Path]]:
@@ -98,14 +84,14 @@ class _Sources:
         self.files: dict[str, list[Path]] = {}
         for folder in links:
             for path in folder.iterdir():
-                self.files.setdefault(_norm(re.split(r"-\d", path.name, maxsplit=1)[0]), []).append(path)
+                self.files.setdefault(canonicalize_name(re.split(r"-\d", path.name, maxsplit=1)[0]), []).append(path)
         self.indexes = indexes
         self.ranks = _ranked_tags(target)
 
     def candidates(self, name: str) -> list[Path]:
-        out = list(self.files.get(_norm(name), []))
+        out = list(self.files.get(canonicalize_name(name), []))
         for index in self.indexes:
-            page = index / _norm(name)
+            page = index / canonicalize_name(name)
             html = page / "index.html" if (page / "index.html").is_file() else page
             if html.is_file():
                 for href in _HREF.findall(html.read_text(errors="replace")):
@@ -155,11 +141,10 @@ REMOTE_INDEX = "https://pypi.org/simple"
 def _remote_files(name: str, index: str = REMOTE_INDEX, timeout: float = 15) -> list[tuple[str, int]] | None:
     """``(filename, size)`` of every file the remote simple index lists for ``name``; None when
     it cannot be asked."""
-    import json
     import urllib.request
 
     request = urllib.request.Request(
-        f"{index.rstrip('/')}/{_norm(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+        f"{index.rstrip('/')}/{canonicalize_name(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -173,8 +158,6 @@ def _remote_files(name: str, index: str = REMOTE_INDEX, timeout: float = 15) -> 
 
 
 def _read_cache(path: Path) -> dict[str, int]:
-    import json
-
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -183,8 +166,6 @@ def _read_cache(path: Path) -> dict[str, int]:
 
 
 def _write_cache(path: Path, cache: dict[str, int]) -> None:
-    import json
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -213,15 +194,9 @@ def estimate_bundle(
     from .build import _needs_env
 
     if environments is None:
-        from ..lock import env_packages, installed_packages, quark_env_root, vbench_env_root
+        from ..lock import environment_packages
 
-        environments = {
-            "workflow": installed_packages(),
-            "quark": env_packages(quark_env_root()),
-            "vbench": env_packages(vbench_env_root(config)),
-        }
-    from concurrent.futures import ThreadPoolExecutor
-
+        environments = environment_packages(config)
     target = target or local_target()
     lookup = _Sources(*(sources or _pip_sources()), target)
     size = BundleSize()
@@ -240,7 +215,7 @@ def estimate_bundle(
                 size.wheels += found
     cache_path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlperf-repro/wheel-sizes.json"
     cache = _read_cache(cache_path)
-    key = f"{target.python}|{','.join(target.platforms)}"
+    key = hashlib.sha256(json.dumps(target.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
     asked = [pin for pin in remote if f"{pin[0]}=={pin[1]}|{key}" not in cache]
     if asked and remote_index:
         with ThreadPoolExecutor(max_workers=16) as pool:

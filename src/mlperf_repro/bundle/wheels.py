@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,6 @@ from pathlib import Path
 __all__ = ["Target", "WheelResult", "download_wheels", "local_target"]
 
 NOT_FOUND = re.compile(r"No matching distribution found for ([A-Za-z0-9_.\-]+)==")
-# A version pip installed from a local build (torch's "+cpu") keeps its local label: the wheel's.
 _PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 
@@ -42,24 +40,11 @@ class Target:
 
 
 def local_target() -> Target:
-    """This machine's Python and platform: every platform tag it installs (packaging's, e.g.
-    manylinux_2_36 down to manylinux_2_5 on glibc 2.36), else manylinux tags up to glibc 2.28."""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    try:
-        from packaging import tags
+    """This machine's Python and every platform tag it installs (packaging's: manylinux_2_36
+    down to manylinux_2_5 on glibc 2.36)."""
+    from packaging import tags  # not at the top: `python -m mlperf_repro.bundle` runs on the standard library
 
-        return Target(python, tuple(dict.fromkeys(tags.platform_tags())))
-    except ImportError:  # the standard library alone (python -m mlperf_repro.bundle)
-        pass
-    machine = sysconfig.get_platform().split("-")[-1]
-    if sysconfig.get_platform().startswith("linux"):
-        tags = tuple(f"manylinux_2_{minor}_{machine}" for minor in (28, 27, 26, 17)) + (
-            f"manylinux2014_{machine}",
-            f"linux_{machine}",
-        )
-    else:
-        tags = (sysconfig.get_platform().replace("-", "_").replace(".", "_"),)
-    return Target(python, tags)
+    return Target(f"{sys.version_info.major}.{sys.version_info.minor}", tuple(dict.fromkeys(tags.platform_tags())))
 
 
 @dataclass
@@ -95,6 +80,8 @@ def download_wheels(
     are built from their source archive here."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from packaging.utils import canonicalize_name
+
     dest.mkdir(parents=True, exist_ok=True)
     pending = sorted(set(pins))
     result = WheelResult()
@@ -111,8 +98,8 @@ def download_wheels(
         found = NOT_FOUND.search(done.stderr)
         pin = None
         if found:
-            name = _name(found.group(1))
-            pin = next((p for p in pending if _name(p.split("==")[0]) == name), None)
+            name = canonicalize_name(found.group(1))
+            pin = next((p for p in pending if canonicalize_name(p.split("==")[0]) == name), None)
         if pin is None:
             break  # not one missing wheel: pin by pin below
         pending.remove(pin)
@@ -137,7 +124,3 @@ def download_wheels(
     if from_source:
         progress(f"{len(result.built)} built from source, {len(result.missing)} missing")
     return result
-
-
-def _name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()

@@ -12,13 +12,12 @@ could not know, such as a checkpoint commit or a container digest).
 
 from __future__ import annotations
 
-import re
 import shutil
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..config import PLACEHOLDER
+from ..config import CONTENT_ADDRESS, PLACEHOLDER, made_up_hex
 from ..errors import UserError
 from ..plan import Plan
 from ..quant.formats import format_for
@@ -340,24 +339,6 @@ def _quark_env(plan: Plan, workdir: Path) -> list[Finding]:
     return findings
 
 
-# A content address in a value: a sha256 digest (a container's, "sha256:<64 hex>") or a commit
-# ("@<40 hex>" after a model or dataset repository, or a value of exactly 40 or 64 hex digits).
-_CONTENT_ADDRESS = re.compile(
-    r"(?:sha256:|@)([0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?)(?![0-9a-fA-F])|^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$"
-)
-
-
-def made_up_hex(digits: str) -> bool:
-    """Whether a 40- or 64-digit hex address was typed, not computed: fewer than 8 distinct
-    digits, or a pattern of at most 16 digits repeated (all zeros with a few digits at the end,
-    "deadbeef" x 8, "0123456789abcdef" x 4). A real sha256 or commit is one of the first kind
-    with probability below 1e-10 and of the second below 1e-20."""
-    digits = digits.lower()
-    if len(set(digits)) < 8:
-        return True
-    return any(digits == (digits[:period] * (len(digits) // period + 1))[: len(digits)] for period in range(1, 17))
-
-
 def placeholders(config: Any, where: str = "") -> list[Finding]:
     """Every string value that holds a ``TODO:`` placeholder, named by its key path; the text
     after ``TODO:`` says what to put there (hyphens read as spaces); and every digest or commit
@@ -374,7 +355,7 @@ def placeholders(config: Any, where: str = "") -> list[Finding]:
         what = what if " " in what else what.replace("-", " ")
         return [Finding("placeholder", where, f"{config!r} is a placeholder; put {what} there")]
     if isinstance(config, str):
-        for match in _CONTENT_ADDRESS.finditer(config):
+        for match in CONTENT_ADDRESS.finditer(config):
             digits = match.group(1) or match.group(2)
             if made_up_hex(digits):
                 kind, what = (
