@@ -214,3 +214,41 @@ def test_an_imported_example_with_todo_values_is_locked_without_them(tmp_path):
     assert not any("TODO:" in json.dumps(e) for kind in ("models", "datasets") for e in kept[kind].values())
     locked = resolve(kept, workdir=REPO)
     assert set(locked["artifacts"]["models"]) == set(kept["models"])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(
+        st.tuples(
+            st.one_of(
+                st.text(max_size=30),
+                st.builds(
+                    lambda v, tag: f"alpha-{v}-{tag}.whl",
+                    st.sampled_from(["1.0", "1.0.0", "1!1.0", "x", ""]),
+                    st.sampled_from(["py3-none-any", "cp311-cp311-manylinux_2_28_x86_64", "cp312-abi3-win32", "?"]),
+                ),
+                st.builds(
+                    lambda v, ext: f"alpha-{v}{ext}",
+                    st.sampled_from(["1.0", "bad"]),
+                    st.sampled_from([".tar.gz", ".zip", ""]),
+                ),
+            ),
+            st.integers(0, 10**9),
+        ),
+        max_size=8,
+    ),
+    html=st.text(max_size=200),
+)
+def test_any_index_listing_gives_a_listed_size_or_none(tmp_path_factory, files, html):
+    """What an index lists (any file names, a page with any hrefs) gives the size of one of the
+    listed files or no size, never an exception."""
+    from mlperf_repro.bundle.size import _Sources
+    from mlperf_repro.bundle.wheels import Target
+
+    index = tmp_path_factory.mktemp("simple")
+    (index / "alpha").mkdir()
+    (index / "alpha/index.html").write_text(html)
+    sources = _Sources([], [index], Target("3.11", ("manylinux_2_28_x86_64",)))
+    assert sources.candidates("alpha") is not None
+    found = sources.pick("alpha", "1.0", files)
+    assert found is None or found in {size for _, size in files}
