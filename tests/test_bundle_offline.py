@@ -102,7 +102,10 @@ def offline_bundle(tmp_path_factory):
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
     assert "not in the bundle" not in built.stdout, built.stdout
-    return root, configfile
+    yield root, configfile
+    # A bundle holds a gigabyte of wheels: not left for pytest's kept temporary folders, where
+    # it took the disk space the other tests' preflight checks count on.
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_fresh_clone_installs_and_runs_from_the_bundle_with_no_network(offline_bundle, tmp_path):
@@ -125,6 +128,7 @@ def test_a_fresh_clone_installs_and_runs_from_the_bundle_with_no_network(offline
     assert "Result is : VALID" in summary
     record = yaml.safe_load((clone / "results/acquire/models/tiny-llama.json").read_text())
     assert record["source"] == "file://artifacts/models/tiny-llama" and str(root / "bundle") in record["bundle"]
+    shutil.rmtree(clone / ".venv")  # its installed environment, several gigabytes; the trace and logs stay
 
 
 def test_a_damaged_bundle_is_refused_before_anything_is_installed(offline_bundle, tmp_path):
