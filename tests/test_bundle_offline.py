@@ -146,3 +146,4 @@ def test_a_damaged_bundle_is_refused_before_anything_is_installed(offline_bundle
     assert done.returncode == 1
     assert f"wheels/workflow/{wheel.name}: its sha256 differs" in done.stderr
     assert "nothing was installed" in done.stderr and not (clone / ".venv").exists()
+    shutil.rmtree(damaged)  # hard links to the bundle's wheels: they would keep its gigabyte alive
