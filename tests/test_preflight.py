@@ -135,6 +135,29 @@ def test_disk_estimate_counts_a_prequantized_checkpoint(tmp_path, default_config
     assert estimated_bytes(plan, tmp_path) == model_bytes + int(model_bytes * (1 + 0.53125 / 2)) + checkpoint
 
 
+def test_disk_estimate_of_local_sources_is_their_own_size(tmp_path, default_config):
+    """file:// sources, the base model and a published quantized checkpoint alike, count what
+    their folders hold, not the benchmark's 70B at the format's size (a prequantized recipe on two
+    small local folders was once priced at 37 GB)."""
+    sizes = {"base": 3000, "published": 800}
+    for name, size in sizes.items():
+        (tmp_path / "hub" / name).mkdir(parents=True)
+        (tmp_path / "hub" / name / "model.safetensors").write_bytes(b"\0" * size)
+    default_config["models"]["tiny-llama"] = {"source": f"file://{tmp_path / 'hub' / 'base'}", "allow_unverified": True}
+    default_config["models"]["published"] = {
+        "source": f"file://{tmp_path / 'hub' / 'published'}",
+        "sha256": {"model.safetensors": "0" * 64},
+    }
+    default_config["quantization"]["pub"] = {"tool": "prequantized", "checkpoint": "published", "scheme": "mxfp4"}
+    default_config["benchmarks"][BENCH]["quantization"] = "pub"
+    default_config["datasets"]["openorca-synthetic"]["builtin"]["model"] = "tiny-llama"
+    plan = Plan(validate_config(default_config, SCHEMA))
+    work = tmp_path / "work"
+    work.mkdir()
+    # base + published + (the served checkpoint + the emulated bf16 copy, priced from the base)
+    assert estimated_bytes(plan, work) == 3000 + 800 + int(3000 * (1 + 0.53125 / 2))
+
+
 def test_placeholders_pass_validation_but_preflight_names_each(tmp_path):
     """The imported vendor gpt-oss example carries the facts its published tree does not state as
     TODO placeholders: it validates (the plan view prices it), and preflight refuses to run it,

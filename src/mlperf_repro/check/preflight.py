@@ -250,23 +250,26 @@ def estimated_bytes(plan: Plan, workdir: Path) -> int:
         entry = plan.config["models"][model]
         if (workdir / plan.model_dir(model) / "ACQUIRED.json").is_file() or entry["source"].startswith("builtin:"):
             continue
-        sizes = [
-            plan.facts(b).facts.get("model_bytes", 0)
-            for b in plan.benchmarks
-            if plan.benchmark_cfg(b)["model"] == model
-        ]
-        # A published quantized checkpoint (a tool: prequantized recipe's models entry): the
-        # benchmark model's bytes at the recipe format's size per parameter.
-        for b in plan.benchmarks:
-            recipe = (plan.config.get("quantization") or {}).get(plan.benchmark_cfg(b).get("quantization") or "")
-            if recipe and recipe.get("tool") == "prequantized" and recipe.get("checkpoint") == model:
-                fraction = format_for(recipe["scheme"]).bytes_per_param / BF16_BYTES_PER_PARAM
-                total += int(plan.facts(b).facts.get("model_bytes", 0) * fraction)
-                break
         local = plan.local_checkpoint(model, workdir)
         if local is not None:  # a file:// source: its own size, not the benchmark's
-            sizes = [sum(p.stat().st_size for p in local.rglob("*") if p.is_file())]
-        model_bytes = max(sizes, default=0)
+            model_bytes = sum(p.stat().st_size for p in local.rglob("*") if p.is_file())
+        else:
+            model_bytes = max(
+                (
+                    plan.facts(b).facts.get("model_bytes", 0)
+                    for b in plan.benchmarks
+                    if plan.benchmark_cfg(b)["model"] == model
+                ),
+                default=0,
+            )
+            # A published quantized checkpoint (a tool: prequantized recipe's models entry): the
+            # benchmark model's bytes at the recipe format's size per parameter.
+            for b in plan.benchmarks:
+                recipe = (plan.config.get("quantization") or {}).get(plan.benchmark_cfg(b).get("quantization") or "")
+                if recipe and recipe.get("tool") == "prequantized" and recipe.get("checkpoint") == model:
+                    fraction = format_for(recipe["scheme"]).bytes_per_param / BF16_BYTES_PER_PARAM
+                    model_bytes = max(model_bytes, int(plan.facts(b).facts.get("model_bytes", 0) * fraction))
+                    break
         total += model_bytes
         for m, recipe in plan.quantized_models:
             if m == model and not (workdir / plan.quantized_dir(m, recipe)).exists():
