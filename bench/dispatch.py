@@ -27,6 +27,12 @@ Experiments (each for the capacity policy and for plain round robin):
                 ceiling runs: completed queries/s, validity, CPU per query and LoadGen's
                 TTFT p99. The head's ceiling is reported as a fraction of the highest
                 VALID null load (no endpoints, no dispatcher: what Python + LoadGen cost).
+  split         Not run by default. The single-process head against a split head (LoadGen's
+                process + --workers dispatch worker processes) at --qps, same run: LoadGen
+                process CPU per query, the workers' CPU per query, TTFT added p50/p99. Then kill
+                runs with the most workers (Server at --kill-qps, and Offline): worker 0
+                SIGKILLed half way, endpoint 1 dying half way; queries lost and answered twice.
+                --placement pins the head and the endpoints apart (a machine with 16 cores).
   router        Not run by default (needs vllm-router, from PyPI, in its own venv: --router-bin).
                 Our head driving 3 endpoints itself against our head driving one vllm-router
                 in front of them, per --router-policy: Server load (q/s, TTFT added p50/p99),
@@ -37,6 +43,7 @@ Experiments (each for the capacity policy and for plain round robin):
     .venv/bin/python bench/dispatch.py [--qps 3600] [--seconds 20] [--repeat 3]
         [--only ceiling,sweep,scaling,heterogeneous,null,router] [--null-loads 5000,10000,20000] [--keep DIR]
         [--router-bin vllm-router] [--router-policy round_robin,power_of_two] [--router-qps 40]
+        [--only split --workers 1,2 [--kill-qps 1000] [--placement head=0-7,endpoints=8-15]]
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -77,6 +85,7 @@ def child(cfg_path: str) -> None:
     from mlperf_repro.backends import GenerationSettings
     from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointSpec
     from mlperf_repro.backends.endpoints import EndpointBackend
+    from mlperf_repro.backends.split_head import SplitEndpointBackend
     from mlperf_repro.harness.dataset import TokenDataset
     from mlperf_repro.harness.run import LoadgenTest, run_loadgen_test
     from mlperf_repro.loadgen_logs import read_detail
@@ -98,6 +107,8 @@ def child(cfg_path: str) -> None:
     issued: list[tuple[int, float]] = []
     first: list[tuple[int, float]] = []
     cpu_at_start: list[float] = []
+    killed: list[dict] = []
+    answered: list[int] = []  # every id the backend passed to the SUT, repeats included
 
     def factory(sut):
         cpu_at_start.append(process_cpu_seconds())
@@ -107,7 +118,12 @@ def child(cfg_path: str) -> None:
             first.extend((qid, now) for qid, _ in firsts)
             sut.first_tokens(firsts)
 
-        backend = EndpointBackend(
+        def on_completions(answers) -> None:
+            answered.extend([qid for qid, _ in answers])
+            sut.completions(answers)
+
+        workers = cfg.get("workers", 0)
+        head = dict(
             endpoints=[
                 EndpointSpec(
                     f"ep{i}", "127.0.0.1", e["port"], capacity=e.get("capacity"), max_concurrency=e["max_concurrency"]
@@ -121,16 +137,26 @@ def child(cfg_path: str) -> None:
                 policy=cfg["policy"],
                 warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16,
                 max_prompts_per_request=cfg.get("max_prompts_per_request", 16),
+                head_workers=workers,
             ),
             generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
             stream=scenario == "Server",
             on_first_tokens=on_first,
-            on_completions=sut.completions,
+            on_completions=on_completions,
         )
+        backend = SplitEndpointBackend(workers=workers, **head) if workers else EndpointBackend(**head)
         submit = backend.submit
+        kill_at = cfg.get("kill_worker_at_s")
+
+        def kill_worker() -> None:
+            worker = backend.workers[0]
+            killed.append({"pid": worker.proc.pid, "at_s": round(time.monotonic() - issued[0][1], 2)})
+            worker.proc.kill()
 
         def timed_submit(requests) -> None:
             now = time.monotonic()
+            if kill_at and not issued:
+                threading.Timer(kill_at, kill_worker).start()
             for r in requests:
                 issued.append((r.request_id, now))
             submit(requests)
@@ -171,10 +197,27 @@ def child(cfg_path: str) -> None:
         "resent": record["backend_stats"]["resent_queries"],
         "failures": {k: v["failures"][:3] for k, v in record["backend_stats"]["endpoints"].items() if v["failures"]},
         "down_events": sum(v["down_events"] for v in record["backend_stats"]["endpoints"].values()),
-        # All threads of the head (LoadGen's included), from backend creation to the end.
+        # All threads of LoadGen's process (LoadGen's included, a split head's workers not),
+        # from backend creation to the end.
         "head_cpu_s": round(head_cpu_s, 2),
         "head_cpu_us_per_query": round(1e6 * head_cpu_s / max(record["completed_samples"], 1), 1),
     }
+    split = record["backend_stats"].get("head")
+    if split:
+        workers_cpu = sum(w["cpu_s"] for w in split["per_worker"])
+        result["workers"] = split["workers"]
+        result["per_worker_cpu_us_per_query"] = [
+            round(1e6 * w["cpu_s"] / max(w["answered"], 1), 1) for w in split["per_worker"]
+        ]
+        result["workers_cpu_us_per_query"] = round(1e6 * workers_cpu / max(record["completed_samples"], 1), 1)
+        result["worker_restarts"] = split["worker_restarts"]
+        result["resent_after_worker_loss"] = split["queries_resent_after_worker_loss"]
+    if killed:
+        result["worker_killed"] = killed[0]
+    # Each query answered once: LoadGen counted every issued query, the head passed none twice.
+    result["lost"] = len(issued) - record["completed_samples"]
+    result["answered_twice"] = len(answered) - len(set(answered))
+    result["loadgen_errors"] = len(record["loadgen_errors"])
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -276,9 +319,16 @@ def measure(
     router: dict | None = None,
     allow_failure: bool = False,
     max_prompts_per_request: int = 16,
+    workers: int = 0,
+    kill_worker_at_s: float | None = None,
+    placement: dict | None = None,
 ) -> dict:
     """One LoadGen run against simulated endpoints; with ``router`` (bin, policy, args) the
-    head sees one endpoint, a vllm-router in front of them, with their summed concurrency."""
+    head sees one endpoint, a vllm-router in front of them, with their summed concurrency.
+    ``workers``: a split head with that many dispatch workers (0: the single-process head);
+    ``kill_worker_at_s``: SIGKILL its worker 0 that long after the first issue. ``placement``
+    (a machine with cores to spare): ``{"head": [cpus], "endpoints": [cpus]}``, the head (LoadGen's
+    process and its workers) and the simulators pinned apart, one simulator process per endpoint."""
     from sim_endpoints import SimProcess, free_ports
     from simulated_endpoint import SimulatedEndpointSpec
 
@@ -287,10 +337,20 @@ def measure(
     ports = free_ports(len(sims))
     stamps = workdir / f"{name}.sim_timestamps.json"
     sim_stats = workdir / f"{name}.sim_stats.json"
-    sim = SimProcess([SimulatedEndpointSpec(port=p, **s) for p, s in zip(ports, sims)], str(stamps), str(sim_stats))
-    # The simulated endpoints stand in for other machines: on this shared CPU they yield
-    # to the head (nice), as remote servers would not compete with it at all.
-    os.setpriority(os.PRIO_PROCESS, sim.proc.pid, endpoint_nice())
+    specs = [SimulatedEndpointSpec(port=p, **s) for p, s in zip(ports, sims)]
+    groups = [[spec] for spec in specs] if placement else [specs]
+    procs = [
+        SimProcess(group, str(stamps.with_suffix(f".{i}.json")), str(sim_stats.with_suffix(f".{i}.json")))
+        for i, group in enumerate(groups)
+    ]
+    for i, proc in enumerate(procs):
+        if placement:
+            cpus = placement["endpoints"]
+            os.sched_setaffinity(proc.proc.pid, {cpus[i % len(cpus)]})
+        else:
+            # The simulated endpoints stand in for other machines: on this shared CPU they yield
+            # to the head (nice), as remote servers would not compete with it at all.
+            os.setpriority(os.PRIO_PROCESS, proc.proc.pid, endpoint_nice())
     if router:
         router_proc, router_port = start_router(workdir / f"{name}.router.log", ports, **router)
         head_endpoints = [{"port": router_port, "max_concurrency": sum(max_concurrency), "capacity": None}]
@@ -308,22 +368,36 @@ def measure(
         "policy": policy,
         "endpoints": head_endpoints,
         "max_prompts_per_request": max_prompts_per_request,
+        "workers": workers,
+        "kill_worker_at_s": kill_worker_at_s,
     }
     cfg_path = workdir / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg))
+    head_cpus = set(placement["head"]) if placement else None
     try:
-        sim_cpu_before = process_cpu_seconds(sim.proc.pid)
+        sim_cpu_before = sum(process_cpu_seconds(p.proc.pid) for p in procs)
         router_cpu_before = process_cpu_seconds(router_proc.pid) if router_proc else 0.0
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(cfg_path)], capture_output=True, text=True, timeout=600
+            [sys.executable, __file__, "--child", str(cfg_path)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            preexec_fn=(lambda: os.sched_setaffinity(0, head_cpus)) if head_cpus else None,
         )
-        sim_cpu_s = process_cpu_seconds(sim.proc.pid) - sim_cpu_before
+        sim_cpu_s = sum(process_cpu_seconds(p.proc.pid) for p in procs) - sim_cpu_before
         router_cpu_s = process_cpu_seconds(router_proc.pid) - router_cpu_before if router_proc else None
     finally:
         if router_proc:
             stop_router(router_proc)
-        sim.stop()
-    per_port = json.loads(sim_stats.read_text()) if sim_stats.exists() else {}
+        for p in procs:
+            p.stop()
+    per_port: dict = {}
+    server: dict = {}
+    for i in range(len(procs)):
+        if sim_stats.with_suffix(f".{i}.json").exists():
+            per_port.update(json.loads(sim_stats.with_suffix(f".{i}.json").read_text()))
+        if stamps.with_suffix(f".{i}.json").exists():
+            server.update(json.loads(stamps.with_suffix(f".{i}.json").read_text()))
     backends = [per_port.get(str(p), {}) for p in ports]
     if proc.returncode != 0:
         if not allow_failure:
@@ -340,7 +414,6 @@ def measure(
         result["router_cpu_us_per_query"] = round(1e6 * router_cpu_s / max(result["completed"], 1), 1)
     if scenario == "Server":
         head = json.loads((workdir / name / "head_timestamps.json").read_text())
-        server = json.loads(stamps.read_text())
         added = sorted((h[1] - h[0]) - (server[k][1] - server[k][0]) for k, h in head.items() if k in server)
         result["ttft_added_ms"] = {
             "p50": round(1000 * added[len(added) // 2], 3),
@@ -569,6 +642,126 @@ def router_experiment(
     return report
 
 
+SPLIT_KEYS = (
+    "valid",
+    "completed_per_s",
+    "tokens_per_s",
+    "head_cpu_us_per_query",
+    "workers_cpu_us_per_query",
+    "per_worker_cpu_us_per_query",
+    "simulated_endpoints_cpu_us_per_query",
+    "ttft_added_ms",
+    "loadgen_ttft_ms",
+    "lost",
+    "answered_twice",
+)
+KILL_KEYS = (
+    "failed",
+    "valid",
+    "completed",
+    "issued",
+    "lost",
+    "answered_twice",
+    "loadgen_errors",
+    "worker_killed",
+    "worker_restarts",
+    "resent_after_worker_loss",
+    "resent",
+    "down_events",
+)
+
+
+def parse_placement(text: str | None) -> dict | None:
+    """``head=0-7,endpoints=8-15`` -> {"head": [0..7], "endpoints": [8..15]}."""
+    if not text:
+        return None
+    placement = {}
+    for part in text.split(","):
+        role, cpus = part.split("=")
+        first, _, last = cpus.partition("-")
+        placement[role] = list(range(int(first), int(last or first) + 1))
+    return placement
+
+
+def split_experiment(
+    workdir: Path,
+    qps: float,
+    seconds: float,
+    workers: list[int],
+    repeat: int,
+    kill_qps: float,
+    placement: dict | None,
+) -> dict:
+    """The single-process head (0 workers) against the split head with each of ``workers``, in
+    the same run: Server at ``qps`` across 8 simulated endpoints (as ``ceiling``), the median of
+    ``repeat`` runs by p99 TTFT added. Then (unless ``kill_qps`` is 0), with the most workers,
+    under Server at ``kill_qps`` and under Offline: dispatch worker 0 SIGKILLed half way, and
+    endpoint 1 dying half way: queries lost, answered twice, LoadGen's validity and errors."""
+    sims = [dict(slots=1024, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
+    report: dict = {"qps": qps, "placement": placement, "load": {}, "kills": {}}
+    for n in [0, *workers]:
+        runs = [
+            measure(
+                workdir,
+                f"split-{n}-{qps:g}-{i}",
+                "Server",
+                qps,
+                seconds,
+                "capacity",
+                sims,
+                [1024] * 8,
+                workers=n,
+                placement=placement,
+                allow_failure=True,
+            )
+            for i in range(repeat)
+        ]
+        good = sorted((r for r in runs if "failed" not in r), key=lambda r: r["ttft_added_ms"]["p99"])
+        median = good[len(good) // 2] if good else runs[0]
+        summary = {k: median[k] for k in (*SPLIT_KEYS, "failed") if k in median}
+        if repeat > 1:
+            summary["p99_added_of_each_run_ms"] = [r["ttft_added_ms"]["p99"] for r in good]
+            summary["head_cpu_us_per_query_of_each_run"] = [r["head_cpu_us_per_query"] for r in good]
+        report["load"][f"workers={n}"] = summary
+        print("split load", n, json.dumps(summary), flush=True)
+    most = max(workers)
+    if not kill_qps:
+        return report
+    offline_sims = [dict(slots=100, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
+    offline_qps = SLOT_TOKENS_PER_S / 288 * 800
+    for scenario, scenario_sims, load, mc in (
+        ("Server", sims, kill_qps, [1024] * 8),
+        ("Offline", offline_sims, offline_qps, [200] * 8),
+    ):
+        for fault in ("worker", "endpoint"):
+            faulty = [dict(e) for e in scenario_sims]
+            if fault == "endpoint":
+                faulty[1].update(fault="die", fault_after_s=3 + seconds / 2)  # ~3 s of start-up first
+            run = measure(
+                workdir,
+                f"split-kill-{fault}-{scenario}",
+                scenario,
+                load,
+                seconds,
+                "capacity",
+                faulty,
+                mc,
+                workers=most,
+                placement=placement,
+                allow_failure=True,
+                kill_worker_at_s=seconds / 2 if fault == "worker" else None,
+            )
+            summary = {k: run[k] for k in KILL_KEYS if k in run}
+            summary.update(workers=most, offered_qps=round(load, 1))
+            if fault == "endpoint" and run.get("backends"):
+                died_at = run["backends"][1].get("died_at")
+                if died_at and run.get("first_issue_at"):
+                    summary["endpoint_1_died_s_into_run"] = round(died_at - run["first_issue_at"], 2)
+            report["kills"][f"{fault}-{scenario}"] = summary
+            print("split kill", fault, scenario, json.dumps(summary), flush=True)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child")
@@ -585,6 +778,17 @@ def main() -> None:
     )
     parser.add_argument("--policies", default="capacity,round_robin")
     parser.add_argument("--keep", help="keep every run's logs and timestamps in this folder")
+    parser.add_argument(
+        "--workers", default="1,2", help="split experiment: dispatch worker counts to set against the single head"
+    )
+    parser.add_argument(
+        "--kill-qps", type=float, default=1000, help="split experiment: Server load of the kill runs (0: no kill runs)"
+    )
+    parser.add_argument(
+        "--placement",
+        help="split experiment on a machine with cores to spare: head=0-7,endpoints=8-15 pins LoadGen's process "
+        "and its workers apart from the simulated endpoints (one process per endpoint)",
+    )
     parser.add_argument(
         "--router-bin", default=os.environ.get("VLLM_ROUTER", "vllm-router"), help="the vllm-router executable"
     )
@@ -665,6 +869,16 @@ def main() -> None:
                     "per_endpoint": mixed["endpoints"],
                 }
                 print(policy, "heterogeneous", json.dumps(rep["heterogeneous"]), flush=True)
+        if "split" in only:
+            report["split"] = split_experiment(
+                workdir,
+                args.qps,
+                args.seconds,
+                [int(n) for n in args.workers.split(",") if n],
+                args.repeat,
+                args.kill_qps,
+                parse_placement(args.placement),
+            )
         if "router" in only:
             import shlex
 

@@ -62,13 +62,15 @@ def make_backend(
         return VllmEngineBackend(model_path=model_path, engine_args=engine.get("engine_args", {}), **common)
     if kind == "endpoints":
         from .endpoints import EndpointBackend, dispatch_settings, endpoint_specs
+        from .split_head import SplitEndpointBackend, head_workers
 
-        return EndpointBackend(
-            endpoints=endpoint_specs(engine),
-            dispatch=dispatch_settings(engine),
-            servers=engine.get("servers"),
-            **common,
-        )
+        endpoints, dispatch = endpoint_specs(engine), dispatch_settings(engine)
+        workers = head_workers(dispatch, endpoints)
+        if workers:
+            return SplitEndpointBackend(
+                endpoints=endpoints, dispatch=dispatch, servers=engine.get("servers"), workers=workers, **common
+            )
+        return EndpointBackend(endpoints=endpoints, dispatch=dispatch, servers=engine.get("servers"), **common)
     from ..errors import UserError
 
     raise UserError(f"unknown backend '{kind}' (systems.<name>.engine.backend); allowed: vllm, endpoints")

@@ -88,6 +88,9 @@ class DispatchSettings:
     max_prompts_per_request: int = 16  # queries that are waiting go out together, up to this many
     max_idle_connection_s: float = 4.0  # below the servers' keep-alive timeout (vLLM/uvicorn: 5 s)
     offline_stream: bool = False  # True: Offline requests stream too (see the module doc)
+    # Dispatch worker processes of a split head (backends.split_head): 0 = everything in
+    # LoadGen's process; "auto" = split_head.head_workers decides from the system and the host.
+    head_workers: int | str = "auto"
 
 
 class EndpointsLost(RuntimeError):
@@ -450,6 +453,10 @@ class Dispatcher:
         with self._incoming_lock:
             batch, self._incoming = self._incoming, []
             self._wake_scheduled = False
+        self.accept(batch)
+
+    def accept(self, batch: Sequence[Request]) -> None:
+        """Take requests on the loop's own thread (a split head's worker reads them there)."""
         if self.first_issue is None and batch:
             self.first_issue = time.monotonic()
         for req in batch:
