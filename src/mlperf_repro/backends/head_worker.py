@@ -40,19 +40,29 @@ def _read_init(fd_in: int, reader: wire.FrameReader) -> tuple[dict, list]:
 def serve(fd_in: int, fd_out: int) -> None:
     reader = wire.FrameReader()
     init, early = _read_init(fd_in, reader)
-    out_lock = threading.Lock()
+    outbox: list[bytes] = []
 
     def send(data: bytes) -> None:
-        with out_lock:
-            wire.write_all(fd_out, data)
+        wire.write_all(fd_out, data)
+
+    def flush() -> None:
+        data = b"".join(outbox)
+        outbox.clear()
+        send(data)
+
+    def post(data: bytes) -> None:
+        """First tokens and answers of one loop iteration leave in one write."""
+        if not outbox:
+            backend.loop.call_soon(flush)
+        outbox.append(data)
 
     backend = EndpointBackend(
         endpoints=[EndpointSpec(**spec) for spec in init["endpoints"]],
         dispatch=DispatchSettings(**init["dispatch"]),
         generation=GenerationSettings(**init["generation"]),
         stream=init["stream"],
-        on_first_tokens=(lambda firsts: send(wire.firsts_frame(firsts))) if init["stream"] else None,
-        on_completions=lambda answers: send(wire.answers_frame(answers)),
+        on_first_tokens=(lambda firsts: post(wire.firsts_frame(firsts))) if init["stream"] else None,
+        on_completions=lambda answers: post(wire.answers_frame(answers)),
     )
     dispatcher = backend.dispatcher
     try:
@@ -91,6 +101,8 @@ def serve(fd_in: int, fd_out: int) -> None:
     except EndpointsLost as exc:
         send(wire.frame(wire.FATAL, str(exc).encode()))
         raise SystemExit(1) from None
+    if outbox:
+        flush()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     stats = backend.stats
     stats["worker"] = {

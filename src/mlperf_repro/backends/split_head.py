@@ -47,6 +47,10 @@ AUTO_MIN_CORES = 4
 AUTO_MIN_SLOTS = 2048  # summed max_concurrency: ~2,000 queries/s at ~1 s per answer
 AUTO_MAX_WORKERS = 8
 STATS_TIMEOUT_S = 30.0
+# Under load the head looks at its pipes once per tick, not once per frame: waking a sleeping
+# thread costs this VM ~38 us of CPU (bench/README.md, split head), more than everything else a
+# query costs the head. A query or an answer then waits at most one tick (TTFT: +0.5 ms mean).
+HEAD_TICK_S = 0.001
 
 
 def usable_cores() -> int:
@@ -153,6 +157,10 @@ class SplitEndpointBackend:
         # LoadGen id -> [worker or None, prompt key, first token reported]
         self.ledger: dict[int, list] = {}
         self.waiting: list[int] = []  # queries no ready worker holds
+        # Under load (``_ticking``) queries wait here for the main thread's next tick; else they go at once.
+        self._pending: dict[_Worker, tuple[list[bytes], list[bytes]]] = {}
+        self._ticking = False
+        self.ticks = 0
         self._prompt_keys: dict[int, tuple] = {}  # id(prompt list) -> (list, key)
         self._prompt_bytes: list[bytes] = []  # key -> its PROMPT frame
         self._selector = selectors.DefaultSelector()
@@ -207,7 +215,7 @@ class SplitEndpointBackend:
 
     def _assign(self, queries: list[tuple[int, int]]) -> None:
         """Give (id, prompt key) pairs to ready workers (call with the lock held)."""
-        out: dict[_Worker, tuple[list[bytes], list[bytes]]] = {}  # worker -> (new prompts, query records)
+        pending = self._pending
         for qid, key in queries:
             worker = self._choose()
             entry = self.ledger[qid]
@@ -217,14 +225,20 @@ class SplitEndpointBackend:
                 continue
             entry[0] = worker
             worker.sent += 1
-            parts = out.get(worker)
+            parts = pending.get(worker)
             if parts is None:
-                parts = out[worker] = ([], [])
+                parts = pending[worker] = ([], [])  # (new prompts, query records)
             if key not in worker.prompts:
                 worker.prompts.add(key)
                 parts[0].append(self._prompt_bytes[key])
             parts[1].append(wire.QUERY.pack(qid, key))
-        for worker, (prompts, records) in out.items():
+        if not self._ticking:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Send what waits for each worker, one write each (call with the lock held)."""
+        pending, self._pending = self._pending, {}
+        for worker, (prompts, records) in pending.items():
             self._send(worker, b"".join(prompts) + wire.frame(wire.QUERIES, b"".join(records)))
 
     def _lost(self, worker: _Worker, reason: str) -> None:
@@ -283,13 +297,26 @@ class SplitEndpointBackend:
         gc.disable()  # as the single head: nothing here makes reference cycles
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(0.0005)
+        timeout = 0.01
         try:
             while True:
                 if self._fatal is not None:
                     raise self._fatal
                 if done.is_set() and not self.ledger:
                     break
-                self._read(0.01)
+                tick_start = time.monotonic()
+                busy = self._read(timeout)
+                with self._lock:
+                    self._flush()
+                    self._ticking = busy
+                if busy:  # under load: the next look one tick after this one
+                    self.ticks += 1
+                    rest = HEAD_TICK_S - (time.monotonic() - tick_start)
+                    if rest > 0:
+                        time.sleep(rest)
+                    timeout = 0.0
+                else:
+                    timeout = 0.01
         finally:
             sys.setswitchinterval(switch_interval)
             gc.unfreeze()
@@ -297,10 +324,12 @@ class SplitEndpointBackend:
                 gc.enable()
             self._finish()
 
-    def _read(self, timeout: float) -> None:
+    def _read(self, timeout: float) -> bool:
+        """Read every worker's pipe that has data (waiting up to ``timeout``); True if any had."""
         firsts: list[tuple[int, int]] = []
         answers: list[tuple[int, object]] = []
-        for key, _ in self._selector.select(timeout):
+        events = self._selector.select(timeout)
+        for key, _ in events:
             worker: _Worker = key.data
             try:
                 data = os.read(worker.from_worker, 1 << 20)
@@ -319,6 +348,7 @@ class SplitEndpointBackend:
                 if self._choose() is not None:
                     waiting, self.waiting = self.waiting, []
                     self._assign([(qid, self.ledger[qid][1]) for qid in waiting if qid in self.ledger])
+        return bool(events)
 
     def _frame(self, worker: _Worker, kind: bytes, payload, firsts: list, answers: list) -> None:
         ledger = self.ledger
@@ -452,6 +482,7 @@ def merged_stats(backend: SplitEndpointBackend) -> dict:
             "mode": "split",
             "workers": backend.workers_wanted,
             "worker_restarts": backend.restarts,
+            "ticks": backend.ticks,
             "workers_lost": len(backend.workers) - len(reported),
             "queries_resent_after_worker_loss": backend.resent_after_worker_loss,
             "per_worker": [s["worker"] for s in reported],
