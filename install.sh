@@ -160,6 +160,30 @@ if [ "$want_tests" = 1 ]; then
             || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq strace >/dev/null 2>&1; } \
             || echo "install.sh: apt could not install strace; the offline bundle test will skip" >&2
     fi
+    # skopeo and the distribution registry (Debian's docker-registry) for tests/test_bundle_images.py:
+    # images copied from a real registry into a bundle's OCI archives. The test runs its own
+    # registry on a free loopback port and stops it, so the service the package installs (and
+    # starts on :5000 where systemd runs) is stopped and disabled right away.
+    if ! command -v skopeo >/dev/null 2>&1 || ! command -v docker-registry >/dev/null 2>&1; then
+        if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+            had_registry=$(command -v docker-registry || true)
+            if { apt-get install -y -qq skopeo docker-registry >/dev/null 2>&1 \
+                || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq skopeo docker-registry >/dev/null 2>&1; }; }; then
+                if [ -z "$had_registry" ]; then
+                    if [ -d /run/systemd/system ]; then
+                        systemctl disable --now docker-registry >/dev/null 2>&1 || true
+                    else
+                        invoke-rc.d docker-registry stop >/dev/null 2>&1 || true
+                        update-rc.d docker-registry disable >/dev/null 2>&1 || true
+                    fi
+                fi
+            else
+                echo "install.sh: apt could not install skopeo docker-registry; the bundle's image tests will skip" >&2
+            fi
+        else
+            echo "install.sh: no apt-get (or not root) to install skopeo docker-registry; the bundle's image tests will skip" >&2
+        fi
+    fi
     # A real browser for tests/test_report_html.py (renders snakemake --report headless):
     # Debian's chromium through apt, once. Without apt (or as non-root) the browser test skips.
     if ! command -v chromium >/dev/null 2>&1; then

@@ -574,12 +574,18 @@ class Plan:
     def acquire_entry(self, kind: str, name: str) -> dict[str, Any]:
         """``config[kind][name]`` as the acquire job fetches it: from the offline bundle (config key
         ``bundle``, else ``MLPERF_REPRO_BUNDLE``) where one is given."""
+        from .bundle import bundled_entry
+
+        return bundled_entry(kind, name, self.config[kind][name], self.bundle())
+
+    def bundle(self) -> str | None:
+        """The offline bundle the run takes its artifacts and images from: the config key
+        ``bundle``, else ``MLPERF_REPRO_BUNDLE``; None: none."""
         import os
 
-        from .bundle import BUNDLE_ENV, bundled_entry
+        from .bundle import BUNDLE_ENV
 
-        bundle = self.config.get("bundle") or os.environ.get(BUNDLE_ENV)
-        return bundled_entry(kind, name, self.config[kind][name], bundle)
+        return self.config.get("bundle") or os.environ.get(BUNDLE_ENV) or None
 
     def accuracy_dataset_entries(self, benchmark: str) -> list[str]:
         """The datasets entries the accuracy jobs read besides the benchmark's dataset: the
@@ -774,10 +780,18 @@ class Plan:
 
     # -- software per stage ----------------------------------------------------------------
     def container(self, system: str) -> str | None:
-        """The digest-pinned image this system's heavy jobs run in under apptainer; None means
-        the pip environments of envs/ (CPU hosts), and the workflow's own pod image for the head
-        of a launch kubernetes system (it needs the Kubernetes client and no GPU; its server
-        pods run the image, see :meth:`server_image`)."""
+        """What apptainer runs this system's heavy jobs in (Snakemake's ``container:``): the
+        image of :meth:`container_image`, taken from the offline bundle's archive
+        (``oci-archive:/.../images/<system>.oci.tar``, :func:`bundle.bundled_image`) where a
+        bundle is given, else the configured reference, which apptainer pulls."""
+        return self._runnable(system, self.container_image(system))
+
+    def container_image(self, system: str) -> str | None:
+        """The digest-pinned image this system's heavy jobs run in under apptainer, as the
+        config names it (what provenance records, with or without a bundle); None means the pip
+        environments of envs/ (CPU hosts), and the workflow's own pod image for the head of a
+        launch kubernetes system (it needs the Kubernetes client and no GPU; its server pods run
+        the image, see :meth:`server_image`)."""
         if self.launches_on_kubernetes(system):
             return None
         return self.server_image(system)
@@ -787,12 +801,28 @@ class Plan:
         return (self.system_cfg(system).get("software") or {}).get("container")
 
     def quantize_container(self, model: str, recipe: str) -> str | None:
+        """What apptainer runs the quantize job in: :meth:`quantize_image`, from the bundle's
+        archive of that system's image where a bundle is given (as :meth:`container`)."""
+        for system in self.systems_serving(model, recipe):
+            if self.server_image(system):
+                return self._runnable(system, self.server_image(system))
+        return None
+
+    def quantize_image(self, model: str, recipe: str) -> str | None:
         """Quantization runs in the image of the first system (config order) that serves its
         output, so the FP4 checkpoint is written by the torch the servers load it with."""
         for system in self.systems_serving(model, recipe):
             if self.server_image(system):
                 return self.server_image(system)
         return None
+
+    def _runnable(self, system: str, image: str | None) -> str | None:
+        bundle = self.bundle() if image else None
+        if not bundle:
+            return image
+        from .bundle import bundled_image
+
+        return bundled_image(system, image, bundle)
 
     def systems_serving(self, model: str, recipe: str) -> list[str]:
         """The systems (config order) running a benchmark of ``model`` quantized by ``recipe``."""

@@ -112,13 +112,22 @@ def never(wildcards):
 
 # Software per stage: heavy jobs run in the system's digest-pinned image when Snakemake is
 # started with --software-deployment-method apptainer; None (CPU hosts) leaves them in the
-# pip environments of envs/.
+# pip environments of envs/. *_container is what apptainer runs (with an offline bundle, the
+# bundle's oci-archive: of the image); *_image the configured reference the job records.
 def system_container(wildcards):
     return PLAN.container(wildcards.system)
 
 
+def system_image(wildcards):
+    return PLAN.container_image(wildcards.system)
+
+
 def quantize_container(wildcards):
     return PLAN.quantize_container(wildcards.model, wildcards.recipe)
+
+
+def quantize_image(wildcards):
+    return PLAN.quantize_image(wildcards.model, wildcards.recipe)
 
 
 def quantize_mem_mb(wildcards, input):

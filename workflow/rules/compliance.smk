@@ -36,7 +36,7 @@ rule compliance_run:
         # The rules table's task: its dataset reader and system under test.
         task=lambda wc: PLAN.task(wc.benchmark),
         # The image (provenance) and the GPU screen the job applies.
-        container_image=system_container,
+        container_image=system_image,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, wc.test),
         # gpt-oss: the harmony reasoning effort the file's prompts must ask for.
@@ -89,7 +89,7 @@ rule measurement_pair:
         # The rules table's task: its dataset reader and system under test.
         task=lambda wc: PLAN.task(wc.benchmark),
         # The image (provenance) and the GPU screen the job applies.
-        container_image=system_container,
+        container_image=system_image,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         loadgen_model=lambda wc: PLAN.loadgen_model(wc.benchmark, wc.scenario),
         loadgen_scenario=lambda wc: PLAN.loadgen_scenario(wc.scenario),

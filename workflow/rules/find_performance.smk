@@ -42,7 +42,7 @@ rule find_performance:
         search=lambda wc: PLAN.find_performance_request(wc.system, wc.benchmark, wc.scenario),
         # As the scenario's performance runs (rule loadgen_run).
         task=lambda wc: PLAN.task(wc.benchmark),
-        container_image=system_container,
+        container_image=system_image,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "performance"),
         prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark, "performance"),

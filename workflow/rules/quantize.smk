@@ -34,7 +34,7 @@ rule quantize:
         gpu=lambda wc: PLAN.quantize_device(wc.recipe)["gpus"] or None,
         gpu_model=lambda wc: PLAN.quantize_device(wc.recipe)["gpu_model"],
     params:
-        container_image=quantize_container,
+        container_image=quantize_image,
         recipe=lambda wc: config["quantization"][wc.recipe],
         calibration_file=calibration_file,
     script:

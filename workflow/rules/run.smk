@@ -54,7 +54,7 @@ rule loadgen_run:
         # The rules table's task: its dataset reader and system under test.
         task=lambda wc: PLAN.task(wc.benchmark),
         # The image (provenance) and the GPU screen the job applies.
-        container_image=system_container,
+        container_image=system_image,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, run_mode(wc)),
         # gpt-oss: the harmony reasoning effort the file's prompts must ask for.
@@ -104,7 +104,7 @@ rule reference_accuracy:
         gpu=lambda wc: PLAN.accelerators(wc.system) or None,
     params:
         # The image (provenance) and the GPU screen the job applies.
-        container_image=system_container,
+        container_image=system_image,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark, "accuracy"),
         prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark, "accuracy"),

@@ -49,7 +49,7 @@ rule scaling_run:
         # The rules table's task: its dataset reader and system under test.
         task=lambda wc: PLAN.task(wc.benchmark),
         # The image (provenance) and the GPU screen the job applies.
-        container_image=system_container,
+        container_image=system_image,
         gpu_screening=lambda wc: PLAN.job_screening(wc.system),
         dataset_file=lambda wc: PLAN.dataset_file(wc.benchmark),
         prompt_check=lambda wc: PLAN.prompt_check(wc.benchmark),

@@ -268,19 +268,70 @@ def _artifacts(
             _write_manifest(root, manifest)
 
 
+def skopeo_copy(image: str, archive: str | Path) -> list[str]:
+    """The command that copies ``image`` (``docker://repo@sha256:...``) into the OCI archive
+    ``archive`` keeping its digest: ``--preserve-digests`` stores the manifest the reference pins
+    as it is (a Docker schema 2 image is not converted to OCI, which would change its digest),
+    ``--all`` keeps a multi-platform index and every image it lists (skopeo would otherwise
+    pick this machine's platform and the index digest would be lost). skopeo reads the usual
+    containers configuration (registries.conf: a registry served over plain http is marked
+    ``insecure = true`` there; auth.json for credentials); a ``CONTAINERS_REGISTRIES_CONF``
+    file is passed as ``--registries-conf``, as skopeo 1.9 (Debian 12) does not read that
+    variable itself."""
+    conf = os.environ.get("CONTAINERS_REGISTRIES_CONF")
+    return [
+        "skopeo",
+        *(["--registries-conf", conf] if conf else []),
+        "copy",
+        "--all",
+        "--preserve-digests",
+        f"docker://{image.split('://', 1)[-1]}",
+        f"oci-archive:{archive}",
+    ]
+
+
+def oci_archive_digest(archive: str | Path) -> str:
+    """The digest of the manifest (or index) an OCI archive holds: its ``index.json``'s one
+    entry, read with tarfile (headers only: an image of many gigabytes is not extracted)."""
+    import tarfile
+
+    try:
+        with tarfile.open(archive, "r:") as tar:
+            member = tar.getmember("index.json")
+            handle = tar.extractfile(member)
+            index = json.loads(handle.read()) if handle else None
+    except (OSError, KeyError, ValueError, tarfile.TarError) as exc:
+        raise UserError(f"{archive} is not an OCI archive: {exc}") from None
+    manifests = index.get("manifests") if isinstance(index, dict) else None
+    if not isinstance(manifests, list) or len(manifests) != 1 or not isinstance(manifests[0], dict):
+        raise UserError(f"{archive}: index.json does not list exactly one image")
+    return str(manifests[0].get("digest"))
+
+
 def _images(config: dict[str, Any], root: Path, manifest: dict[str, Any], progress: Callable[[str], None]) -> None:
+    import shlex
+
+    from . import image_archive
+
     skopeo = shutil.which("skopeo")
     for system, entry in sorted((config.get("systems") or {}).items()):
         image = (entry.get("software") or {}).get("container")
         if not image:
             continue
         part = f"images/{system}"
-        archive = root / "images" / f"{system}.oci.tar"
-        command = f"skopeo copy docker://{image.split('://', 1)[-1]} oci-archive:{archive}"
+        archive = root / image_archive(system)
+        command = shlex.join(skopeo_copy(image, archive))
         if _unpinned({"source": image}):
             manifest["parts"][part] = {
                 "status": "missing",
                 "what": f"systems.{system} image is a placeholder (TODO: or a made-up digest)",
+            }
+            continue
+        if not image.startswith("docker://"):
+            manifest["parts"][part] = {
+                "status": "missing",
+                "what": f"{image}: skopeo copies docker:// images only; pull this one into the site's own "
+                "apptainer cache or library",
             }
             continue
         if skopeo is None:
@@ -290,16 +341,30 @@ def _images(config: dict[str, Any], root: Path, manifest: dict[str, Any], progre
                 "command": command,
             }
             continue
-        if _part_done(root, manifest, part):
+        if _part_done(root, manifest, part) and manifest["parts"][part].get("image") == image:
+            progress(f"bundle: {part}: complete, kept")
             continue
-        (root / "images").mkdir(exist_ok=True)
+        manifest["files"] = {k: v for k, v in manifest["files"].items() if v["part"] != part}
+        archive.parent.mkdir(exist_ok=True)
+        partial = archive.with_name(archive.name + ".partial")
+        partial.unlink(missing_ok=True)
         progress(f"bundle: {part}: {image}")
-        done = subprocess.run(command.split(), capture_output=True, text=True)
-        if done.returncode != 0:
-            manifest["parts"][part] = {"status": "missing", "what": done.stderr.strip()[-300:], "command": command}
+        done = subprocess.run([skopeo, *skopeo_copy(image, partial)[1:]], capture_output=True, text=True)
+        digest = pinned = image.rsplit("@", 1)[1]
+        if done.returncode == 0:
+            try:
+                digest = oci_archive_digest(partial)
+            except UserError as exc:
+                digest = str(exc)
+        if done.returncode != 0 or digest != pinned:
+            partial.unlink(missing_ok=True)
+            what = done.stderr.strip()[-300:] if done.returncode != 0 else f"the archive holds {digest}, not {pinned}"
+            manifest["parts"][part] = {"status": "missing", "what": what, "command": command}
+            _write_manifest(root, manifest)
             continue
+        os.replace(partial, archive)
         _record_files(root, archive, manifest, part)
-        manifest["parts"][part] = {"status": "done", "image": image}
+        manifest["parts"][part] = {"status": "done", "image": image, "digest": digest}
         _write_manifest(root, manifest)
 
 
@@ -320,7 +385,32 @@ def site_needs(config: dict[str, Any], target: Target) -> list[str]:
         needs.append("SLURM (sbatch, srun) for the servers' allocation")
     if "kubernetes" in launches:
         needs.append("a Kubernetes API server and the cluster's image pull access")
+    needs.extend(kubernetes_image_needs(config))
     needs.append("bubblewrap and libseccomp for the code sandbox (Debian packages; docs/sandbox.md)")
+    return needs
+
+
+def kubernetes_image_needs(config: dict[str, Any]) -> list[str]:
+    """For each ``launch: kubernetes`` system with an image: the kubelet pulls the server pods'
+    image from a registry and cannot read the bundle's archive, so the site loads it into its
+    own registry (the digest is kept: ``--preserve-digests``) and names it there."""
+    from . import image_archive
+
+    needs = []
+    for system, entry in sorted((config.get("systems") or {}).items()):
+        endpoints = (entry.get("engine") or {}).get("endpoints") or {}
+        image = (entry.get("software") or {}).get("container")
+        if endpoints.get("launch") != "kubernetes" or not image or "@" not in image:
+            continue
+        repo, digest = image.split("://", 1)[-1].rsplit("@", 1)
+        path = repo.split("/", 1)[1] if "." in repo.split("/", 1)[0] or ":" in repo.split("/", 1)[0] else repo
+        path = path.split(":", 1)[0]  # a tag beside the digest is not kept
+        needs.append(
+            f"systems.{system} (launch: kubernetes): its server pods pull from a registry, not the bundle: in the "
+            f"bundle's folder run `skopeo copy --all --preserve-digests oci-archive:{image_archive(system)} "
+            f"docker://SITE_REGISTRY/{path}:bundle` (SITE_REGISTRY: the cluster's registry) and set "
+            f"systems.{system}.engine.endpoints.kubernetes.image: docker://SITE_REGISTRY/{path}@{digest}"
+        )
     return needs
 
 

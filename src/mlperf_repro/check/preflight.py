@@ -329,7 +329,7 @@ def _quark_env(plan: Plan, workdir: Path) -> list[Finding]:
     findings = []
     for model, recipe in plan.quantized_models:
         entry = (plan.config.get("quantization") or {}).get(recipe) or {}
-        if entry.get("tool") != "quark" or plan.quantize_container(model, recipe):
+        if entry.get("tool") != "quark" or plan.quantize_image(model, recipe):
             continue
         if quark_python() is None and not (workdir / plan.quantized_dir(model, recipe)).is_dir():
             findings.append(
