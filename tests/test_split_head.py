@@ -75,8 +75,11 @@ token_lists = st.lists(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=40), 
 
 
 @settings(max_examples=80, deadline=None)
-@given(answers=token_lists, firsts=st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(-(2**31), 2**31 - 1))),
-       cuts=st.lists(st.integers(0, 5000), max_size=8))
+@given(
+    answers=token_lists,
+    firsts=st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(-(2**31), 2**31 - 1))),
+    cuts=st.lists(st.integers(0, 5000), max_size=8),
+)
 def test_frames_survive_any_split_of_the_stream(answers, firsts, cuts):
     """Pipes deliver bytes in pieces of any size: frames come out whole and unchanged."""
     sent = [(2**63 + i, tokens) for i, tokens in enumerate(answers)]
@@ -102,7 +105,9 @@ def sim(port, **kw) -> SimulatedEndpointSpec:
 def drive_split(ports, requests, *, workers=2, midway=None, stream=True, interval_s=0.0, max_concurrency=256):
     outcome = Outcome()
     backend = SplitEndpointBackend(
-        endpoints=[EndpointSpec(f"ep{i}", "127.0.0.1", p, max_concurrency=max_concurrency) for i, p in enumerate(ports)],
+        endpoints=[
+            EndpointSpec(f"ep{i}", "127.0.0.1", p, max_concurrency=max_concurrency) for i, p in enumerate(ports)
+        ],
         dispatch=DispatchSettings(model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=5),
         generation=GenerationSettings(max_new_tokens=MAX_NEW),
         stream=stream,
@@ -191,7 +196,9 @@ def test_a_worker_that_keeps_dying_stops_the_run_with_the_reason():
 
     done_killing = threading.Event()
     with simulated_endpoints([sim(p, tokens_per_s=20) for p in ports]):
-        with pytest.raises(WorkerLost, match=r"dispatch workers died 4 times \(the last: worker 3, its pipe ended, exit -9\)"):
+        with pytest.raises(
+            WorkerLost, match=r"dispatch workers died 4 times \(the last: worker 3, its pipe ended, exit -9\)"
+        ):
             drive_split(ports, make_requests(40), workers=1, midway=kill_all, interval_s=0.01)
     done_killing.set()
 

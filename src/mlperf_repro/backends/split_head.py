@@ -47,10 +47,6 @@ AUTO_MIN_CORES = 4
 AUTO_MIN_SLOTS = 2048  # summed max_concurrency: ~2,000 queries/s at ~1 s per answer
 AUTO_MAX_WORKERS = 8
 STATS_TIMEOUT_S = 30.0
-# Under load the head looks at its pipes once per tick, not once per frame: waking a sleeping
-# thread costs this VM ~38 us of CPU (bench/README.md, split head), more than everything else a
-# query costs the head. A query or an answer then waits at most one tick (TTFT: +0.5 ms mean).
-HEAD_TICK_S = 0.001
 
 
 def usable_cores() -> int:
@@ -157,9 +153,14 @@ class SplitEndpointBackend:
         # LoadGen id -> [worker or None, prompt key, first token reported]
         self.ledger: dict[int, list] = {}
         self.waiting: list[int] = []  # queries no ready worker holds
-        # Under load (``_ticking``) queries wait here for the main thread's next tick; else they go at once.
+        # Queries wait here until ``flush_s`` after the last write to the workers (see serve_until).
         self._pending: dict[_Worker, tuple[list[bytes], list[bytes]]] = {}
-        self._ticking = False
+        self._last_flush = 0.0
+        self.tick_s = dispatch.head_tick_ms / 1000
+        # LoadGen's thread sends and reads at most this often (measured: bench/README.md, split head).
+        self.flush_s = self.read_s = self.tick_s / 2
+        self._last_read = 0.0
+        self._read_lock = threading.Lock()  # one thread at a time reads the workers' pipes
         self.ticks = 0
         self._prompt_keys: dict[int, tuple] = {}  # id(prompt list) -> (list, key)
         self._prompt_bytes: list[bytes] = []  # key -> its PROMPT frame
@@ -232,11 +233,14 @@ class SplitEndpointBackend:
                 worker.prompts.add(key)
                 parts[0].append(self._prompt_bytes[key])
             parts[1].append(wire.QUERY.pack(qid, key))
-        if not self._ticking:
+        if time.monotonic() - self._last_flush >= self.flush_s:
             self._flush()
 
     def _flush(self) -> None:
         """Send what waits for each worker, one write each (call with the lock held)."""
+        if not self._pending:
+            return
+        self._last_flush = time.monotonic()
         pending, self._pending = self._pending, {}
         for worker, (prompts, records) in pending.items():
             self._send(worker, b"".join(prompts) + wire.frame(wire.QUERIES, b"".join(records)))
@@ -290,6 +294,14 @@ class SplitEndpointBackend:
                 self.ledger[request.request_id] = [None, key, False]
                 queries.append((request.request_id, key))
             self._assign(queries)
+        # LoadGen's thread is awake anyway: read what the workers sent (at most every ``read_s``,
+        # and not while the main thread reads).
+        if time.monotonic() - self._last_read >= self.read_s and self._read_lock.acquire(blocking=False):
+            try:
+                self._last_read = time.monotonic()
+                self._read(0)
+            finally:
+                self._read_lock.release()
 
     def serve_until(self, done: threading.Event) -> None:
         was_enabled = gc.isenabled()
@@ -297,26 +309,26 @@ class SplitEndpointBackend:
         gc.disable()  # as the single head: nothing here makes reference cycles
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(0.0005)
-        timeout = 0.01
+        # Waking a sleeping thread costs a VM ~38 us of CPU (bench/README.md, split head), more
+        # than all else a query costs here, so under load nothing here wakes per message: LoadGen's
+        # issue thread, awake for each query anyway, reads the workers' pipes and sends the queries
+        # of the last ``flush_s`` together; this thread only ticks (``head_tick_ms``) for what comes
+        # while LoadGen issues nothing. An idle head waits on the pipes themselves. A query and its
+        # first token each wait at most a tick, half of one while LoadGen issues.
+        busy = False
         try:
             while True:
                 if self._fatal is not None:
                     raise self._fatal
                 if done.is_set() and not self.ledger:
                     break
-                tick_start = time.monotonic()
-                busy = self._read(timeout)
+                if busy:
+                    time.sleep(self.tick_s)
+                    self.ticks += 1
+                with self._read_lock:
+                    busy = self._read(0.0 if busy else self.tick_s) or bool(self._pending)
                 with self._lock:
                     self._flush()
-                    self._ticking = busy
-                if busy:  # under load: the next look one tick after this one
-                    self.ticks += 1
-                    rest = HEAD_TICK_S - (time.monotonic() - tick_start)
-                    if rest > 0:
-                        time.sleep(rest)
-                    timeout = 0.0
-                else:
-                    timeout = 0.01
         finally:
             sys.setswitchinterval(switch_interval)
             gc.unfreeze()
@@ -464,11 +476,11 @@ def merged_stats(backend: SplitEndpointBackend) -> dict:
             for key in _SUMMED:
                 into[key] += e[key]
             if e["tokens_per_second_busy"] is not None:
-                into["tokens_per_second_busy"] = round((into["tokens_per_second_busy"] or 0) + e["tokens_per_second_busy"], 1)
+                into["tokens_per_second_busy"] = round(
+                    (into["tokens_per_second_busy"] or 0) + e["tokens_per_second_busy"], 1
+                )
             into["failures"] = (into["failures"] + e["failures"])[:20]
-    elapsed = (
-        backend.last_complete - backend.first_issue if backend.first_issue and backend.last_complete else None
-    )
+    elapsed = backend.last_complete - backend.first_issue if backend.first_issue and backend.last_complete else None
     return {
         "policy": backend.settings.policy,
         "resent_queries": sum(s["resent_queries"] for s in reported) + backend.resent_after_worker_loss,
