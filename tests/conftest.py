@@ -42,6 +42,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "test_harness",
         "test_endpoints_vllm",
         "test_dispatcher",
+        "test_split_head",
         "test_plan_userconf",
         "test_find_performance",
         "test_allocation_launch",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import slow_after
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_endpoints import SimProcess, free_ports, simulated_endpoints
@@ -22,7 +23,7 @@ from test_dispatcher import MAX_NEW, Outcome, make_requests
 
 from mlperf_repro.backends import GenerationSettings, make_backend
 from mlperf_repro.backends import head_wire as wire
-from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointSpec
+from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointsLost, EndpointSpec
 from mlperf_repro.backends.endpoints import EndpointBackend
 from mlperf_repro.backends.split_head import SplitEndpointBackend, WorkerLost, head_workers, worker_share
 
@@ -102,13 +103,15 @@ def sim(port, **kw) -> SimulatedEndpointSpec:
     return SimulatedEndpointSpec(port=port, **kw)
 
 
-def drive_split(ports, requests, *, workers=2, midway=None, stream=True, interval_s=0.0, max_concurrency=256):
+def drive_split(
+    ports, requests, *, workers=2, midway=None, stream=True, interval_s=0.0, max_concurrency=256, down_grace_s=5
+):
     outcome = Outcome()
     backend = SplitEndpointBackend(
         endpoints=[
             EndpointSpec(f"ep{i}", "127.0.0.1", p, max_concurrency=max_concurrency) for i, p in enumerate(ports)
         ],
-        dispatch=DispatchSettings(model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=5),
+        dispatch=DispatchSettings(model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=down_grace_s),
         generation=GenerationSettings(max_new_tokens=MAX_NEW),
         stream=stream,
         on_first_tokens=outcome.on_first_tokens,
@@ -218,9 +221,47 @@ def test_an_endpoint_killed_mid_run_loses_no_query():
     assert ep1["down_events"] >= 1 and ep1["resent_from"] > 0
 
 
+def test_when_every_endpoint_is_gone_the_run_stops_with_the_reason():
+    """A worker's dispatcher gives up (too few endpoints for down_grace_s): its reason, naming
+    the endpoints, is the run's error, not a worker restart."""
+    ports = free_ports(2)
+    with simulated_endpoints([sim(p, fault="die", fault_after_s=0.5) for p in ports]):
+        with pytest.raises(EndpointsLost) as caught:
+            drive_split(ports, make_requests(200), workers=2, interval_s=0.01, down_grace_s=1)
+    message = str(caught.value)
+    assert "only 0 of 2 endpoints answer" in message and "ep0" in message and "ep1" in message
+
+
+def test_endpoints_down_before_the_run_are_reported_and_all_down_stops_at_start():
+    ports = free_ports(2)
+    requests = make_requests(60)
+    with simulated_endpoints([sim(ports[0])]):  # nothing listens on ports[1]
+        outcome = drive_split(ports, requests, workers=2)
+        assert_once_and_right(outcome, requests)
+        (problem,) = outcome.stats["endpoints_down_before_run"]
+        assert problem.startswith(f"ep1 (127.0.0.1:{ports[1]})")
+    backend = SplitEndpointBackend(
+        endpoints=[EndpointSpec("gone", "127.0.0.1", ports[1])],
+        dispatch=DispatchSettings(model="sim", connect_timeout_s=1),
+        generation=GenerationSettings(max_new_tokens=MAX_NEW),
+        stream=True,
+        on_first_tokens=None,
+        on_completions=lambda _: None,
+        workers=1,
+    )
+    try:
+        with pytest.raises(EndpointsLost, match="only 0 of 1 endpoints answer before the run"):
+            backend.start()
+    finally:
+        backend.stop()
+
+
 # -- real LoadGen, both scenarios, both faults ---------------------------------------------------
-@pytest.mark.parametrize("scenario", ["Offline", "Server"])
-@pytest.mark.parametrize("fault", ["worker", "endpoint"])
+@pytest.mark.parametrize(
+    ("scenario", "fault"),
+    # The everyday loop runs one; the full suite all four.
+    slow_after([("Server", "worker"), ("Offline", "worker"), ("Server", "endpoint"), ("Offline", "endpoint")]),
+)
 def test_loadgen_run_loses_no_query_and_answers_none_twice(tmp_path, scenario, fault):
     """An accuracy run (every sample issued once, its answer logged) with dispatch worker 0
     SIGKILLed, or endpoint 1 dying, a third of the way in: every sample is answered once, with

@@ -47,6 +47,11 @@ AUTO_MIN_CORES = 4
 AUTO_MIN_SLOTS = 2048  # summed max_concurrency: ~2,000 queries/s at ~1 s per answer
 AUTO_MAX_WORKERS = 8
 STATS_TIMEOUT_S = 30.0
+# While LoadGen's thread reads the pipes, the main thread's fallback look comes this many ticks apart.
+IDLE_TICKS_WHILE_ISSUING = 4
+# Queries issued within one flush go to one worker, up to this many (one write per flush, not one
+# per worker; Offline's single issue of every query is dealt out in batches of this size).
+BATCH_PER_WORKER = 64
 
 
 def usable_cores() -> int:
@@ -156,6 +161,7 @@ class SplitEndpointBackend:
         # Queries wait here until ``flush_s`` after the last write to the workers (see serve_until).
         self._pending: dict[_Worker, tuple[list[bytes], list[bytes]]] = {}
         self._last_flush = 0.0
+        self._batch_worker: _Worker | None = None  # the worker this flush's queries go to
         self.tick_s = dispatch.head_tick_ms / 1000
         # LoadGen's thread sends and reads at most this often (measured: bench/README.md, split head).
         self.flush_s = self.read_s = self.tick_s / 2
@@ -183,6 +189,7 @@ class SplitEndpointBackend:
         )
         os.close(to_r)
         os.close(from_w)
+        os.set_blocking(from_r, False)  # polled from LoadGen's thread (_poll)
         worker = _Worker(len(self.workers), proc, to_w, from_r)
         self.workers.append(worker)
         wire.write_all(to_w, wire.json_frame(wire.INIT, self._init))
@@ -218,7 +225,9 @@ class SplitEndpointBackend:
         """Give (id, prompt key) pairs to ready workers (call with the lock held)."""
         pending = self._pending
         for qid, key in queries:
-            worker = self._choose()
+            worker = self._batch_worker
+            if worker is None or not worker.alive or len(pending[worker][1]) >= BATCH_PER_WORKER:
+                worker = self._batch_worker = self._choose()
             entry = self.ledger[qid]
             if worker is None:
                 entry[0] = None
@@ -241,6 +250,7 @@ class SplitEndpointBackend:
         if not self._pending:
             return
         self._last_flush = time.monotonic()
+        self._batch_worker = None
         pending, self._pending = self._pending, {}
         for worker, (prompts, records) in pending.items():
             self._send(worker, b"".join(prompts) + wire.frame(wire.QUERIES, b"".join(records)))
@@ -255,6 +265,8 @@ class SplitEndpointBackend:
         os.close(worker.to_worker)
         with self._lock:
             worker.alive = False
+            if self._fatal is not None:  # the run is over (a worker's own reason, read before its end)
+                return
             if not worker.ready and self.restarts == 0 and self.first_issue is None:
                 self._fatal = WorkerLost(f"dispatch worker {worker.index} failed to start ({reason}, exit {code})")
                 return
@@ -289,14 +301,20 @@ class SplitEndpointBackend:
             if self.first_issue is None:
                 self.first_issue = time.monotonic()
             queries = []
-            for request in requests:
-                key = self._prompt_key(request.prompt_token_ids)
-                self.ledger[request.request_id] = [None, key, False]
-                queries.append((request.request_id, key))
+            ledger, keys = self.ledger, self._prompt_keys
+            for qid, prompt in requests:
+                cached = keys.get(id(prompt))
+                key = cached[1] if cached is not None and cached[0] is prompt else self._prompt_key(prompt)
+                ledger[qid] = [None, key, False]
+                queries.append((qid, key))
             self._assign(queries)
         # LoadGen's thread is awake anyway: read what the workers sent (at most every ``read_s``,
         # and not while the main thread reads).
-        if time.monotonic() - self._last_read >= self.read_s and self._read_lock.acquire(blocking=False):
+        if (
+            time.monotonic() - self._last_read >= self.read_s
+            and self._fatal is None
+            and self._read_lock.acquire(blocking=False)
+        ):
             try:
                 self._last_read = time.monotonic()
                 self._read(0)
@@ -323,7 +341,9 @@ class SplitEndpointBackend:
                 if done.is_set() and not self.ledger:
                     break
                 if busy:
-                    time.sleep(self.tick_s)
+                    # While LoadGen's thread reads, this one is only the fallback: a longer sleep.
+                    issuing = time.monotonic() - self._last_read < self.tick_s
+                    time.sleep(self.tick_s * (IDLE_TICKS_WHILE_ISSUING if issuing else 1))
                     self.ticks += 1
                 with self._read_lock:
                     busy = self._read(0.0 if busy else self.tick_s) or bool(self._pending)
@@ -337,16 +357,30 @@ class SplitEndpointBackend:
             self._finish()
 
     def _read(self, timeout: float) -> bool:
-        """Read every worker's pipe that has data (waiting up to ``timeout``); True if any had."""
+        """Read every worker's pipe that has data (waiting up to ``timeout``); True if any had.
+        Call with the read lock held."""
+        if not timeout:
+            return self._poll()
+        events = self._selector.select(timeout)
+        self._take([key.data for key, _ in events])
+        return bool(events)
+
+    def _poll(self) -> bool:
+        """Read every worker's pipe without waiting (non-blocking reads: no selector call)."""
+        return self._take([w for w in self.workers if w.alive], polling=True)
+
+    def _take(self, workers: list[_Worker], polling: bool = False) -> bool:
         firsts: list[tuple[int, int]] = []
         answers: list[tuple[int, object]] = []
-        events = self._selector.select(timeout)
-        for key, _ in events:
-            worker: _Worker = key.data
+        took = False
+        for worker in workers:
             try:
                 data = os.read(worker.from_worker, 1 << 20)
+            except BlockingIOError:
+                continue  # polled, nothing there
             except OSError:
                 data = b""
+            took = True
             if not data:
                 self._report(firsts, answers)
                 firsts, answers = [], []
@@ -360,7 +394,7 @@ class SplitEndpointBackend:
                 if self._choose() is not None:
                     waiting, self.waiting = self.waiting, []
                     self._assign([(qid, self.ledger[qid][1]) for qid in waiting if qid in self.ledger])
-        return bool(events)
+        return took
 
     def _frame(self, worker: _Worker, kind: bytes, payload, firsts: list, answers: list) -> None:
         ledger = self.ledger
@@ -405,7 +439,10 @@ class SplitEndpointBackend:
         while any(w.stats is None and w.alive for w in live) and time.monotonic() < deadline:
             for key, _ in self._selector.select(0.05):
                 worker = key.data
-                data = os.read(worker.from_worker, 1 << 20)
+                try:
+                    data = os.read(worker.from_worker, 1 << 20)
+                except BlockingIOError:
+                    continue
                 if not data:
                     worker.alive = False
                     continue

@@ -56,7 +56,7 @@ class SutBase:
             if self._abandoned:
                 self._answer_empty([q.id for q in query_samples])
                 return
-            self._outstanding.update(q.id for q in query_samples)
+            self._outstanding.update([q.id for q in query_samples])
         self.backend.submit([self.request(q) for q in query_samples])
 
     def abandon(self) -> None:
