@@ -43,7 +43,7 @@ Experiments (each for the capacity policy and for plain round robin):
     .venv/bin/python bench/dispatch.py [--qps 3600] [--seconds 20] [--repeat 3]
         [--only ceiling,sweep,scaling,heterogeneous,null,router] [--null-loads 5000,10000,20000] [--keep DIR]
         [--router-bin vllm-router] [--router-policy round_robin,power_of_two] [--router-qps 40]
-        [--only split --workers 1,2 [--kill-qps 1000] [--placement head=0-7,endpoints=8-15]]
+        [--only split --workers 1,2 [--head-tick-ms 2] [--kill-qps 1000] [--placement head=0-7,endpoints=8-15]]
 """
 
 from __future__ import annotations
@@ -138,6 +138,7 @@ def child(cfg_path: str) -> None:
                 warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16,
                 max_prompts_per_request=cfg.get("max_prompts_per_request", 16),
                 head_workers=workers,
+                head_tick_ms=cfg.get("head_tick_ms", 2.0),
             ),
             generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
             stream=scenario == "Server",
@@ -322,6 +323,7 @@ def measure(
     workers: int = 0,
     kill_worker_at_s: float | None = None,
     placement: dict | None = None,
+    head_tick_ms: float = 2.0,
 ) -> dict:
     """One LoadGen run against simulated endpoints; with ``router`` (bin, policy, args) the
     head sees one endpoint, a vllm-router in front of them, with their summed concurrency.
@@ -370,6 +372,7 @@ def measure(
         "max_prompts_per_request": max_prompts_per_request,
         "workers": workers,
         "kill_worker_at_s": kill_worker_at_s,
+        "head_tick_ms": head_tick_ms,
     }
     cfg_path = workdir / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg))
@@ -691,6 +694,7 @@ def split_experiment(
     repeat: int,
     kill_qps: float,
     placement: dict | None,
+    head_ticks_ms: list[float] | None = None,
 ) -> dict:
     """The single-process head (0 workers) against the split head with each of ``workers``, in
     the same run: Server at ``qps`` across 8 simulated endpoints (as ``ceiling``), the median of
@@ -699,11 +703,13 @@ def split_experiment(
     endpoint 1 dying half way: queries lost, answered twice, LoadGen's validity and errors."""
     sims = [dict(slots=1024, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
     report: dict = {"qps": qps, "placement": placement, "load": {}, "kills": {}}
-    for n in [0, *workers]:
+    head_ticks_ms = head_ticks_ms or [2.0]
+    variants = [(0, 2.0)] + [(n, tick) for n in workers for tick in head_ticks_ms]
+    for n, tick in variants:
         runs = [
             measure(
                 workdir,
-                f"split-{n}-{qps:g}-{i}",
+                f"split-{n}-{tick:g}-{qps:g}-{i}",
                 "Server",
                 qps,
                 seconds,
@@ -713,6 +719,7 @@ def split_experiment(
                 workers=n,
                 placement=placement,
                 allow_failure=True,
+                head_tick_ms=tick,
             )
             for i in range(repeat)
         ]
@@ -722,8 +729,9 @@ def split_experiment(
         if repeat > 1:
             summary["p99_added_of_each_run_ms"] = [r["ttft_added_ms"]["p99"] for r in good]
             summary["head_cpu_us_per_query_of_each_run"] = [r["head_cpu_us_per_query"] for r in good]
-        report["load"][f"workers={n}"] = summary
-        print("split load", n, json.dumps(summary), flush=True)
+        label = f"workers={n}" + (f", head_tick_ms={tick:g}" if n and len(head_ticks_ms) > 1 else "")
+        report["load"][label] = summary
+        print("split load", label, json.dumps(summary), flush=True)
     most = max(workers)
     if not kill_qps:
         return report
@@ -783,6 +791,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--kill-qps", type=float, default=1000, help="split experiment: Server load of the kill runs (0: no kill runs)"
+    )
+    parser.add_argument(
+        "--head-tick-ms", default="2", help="split experiment: engine.dispatch.head_tick_ms values to measure"
     )
     parser.add_argument(
         "--placement",
@@ -878,6 +889,7 @@ def main() -> None:
                 args.repeat,
                 args.kill_qps,
                 parse_placement(args.placement),
+                [float(t) for t in args.head_tick_ms.split(",") if t],
             )
         if "router" in only:
             import shlex
