@@ -168,6 +168,7 @@ class SplitEndpointBackend:
         self._last_read = 0.0
         self._read_lock = threading.Lock()  # one thread at a time reads the workers' pipes
         self.ticks = 0
+        self.issued = 0  # queries LoadGen issued (the main thread reads it as a rate)
         self._prompt_keys: dict[int, tuple] = {}  # id(prompt list) -> (list, key)
         self._prompt_bytes: list[bytes] = []  # key -> its PROMPT frame
         self._selector = selectors.DefaultSelector()
@@ -300,6 +301,7 @@ class SplitEndpointBackend:
         with self._lock:
             if self.first_issue is None:
                 self.first_issue = time.monotonic()
+            self.issued += len(requests)
             queries = []
             ledger, keys = self.ledger, self._prompt_keys
             for qid, prompt in requests:
@@ -334,6 +336,7 @@ class SplitEndpointBackend:
         # while LoadGen issues nothing. An idle head waits on the pipes themselves. A query and its
         # first token each wait at most a tick, half of one while LoadGen issues.
         busy = False
+        seen, seen_at = self.issued, time.monotonic()
         try:
             while True:
                 if self._fatal is not None:
@@ -341,8 +344,11 @@ class SplitEndpointBackend:
                 if done.is_set() and not self.ledger:
                     break
                 if busy:
-                    # While LoadGen's thread reads, this one is only the fallback: a longer sleep.
-                    issuing = time.monotonic() - self._last_read < self.tick_s
+                    # While LoadGen issues at least once per read_s its thread does the reading and
+                    # this one is only the fallback: a longer sleep. At lower rates, one tick.
+                    now = time.monotonic()
+                    issuing = (self.issued - seen) * self.read_s >= now - seen_at
+                    seen, seen_at = self.issued, now
                     time.sleep(self.tick_s * (IDLE_TICKS_WHILE_ISSUING if issuing else 1))
                     self.ticks += 1
                 with self._read_lock:
