@@ -329,7 +329,7 @@ class SplitEndpointBackend:
         gc.disable()  # as the single head: nothing here makes reference cycles
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(0.0005)
-        # Waking a sleeping thread costs a VM ~38 us of CPU (bench/README.md, split head), more
+        # Waking a sleeping thread costs a VM 17-38 us of CPU (bench/wake_cost.py), more
         # than all else a query costs here, so under load nothing here wakes per message: LoadGen's
         # issue thread, awake for each query anyway, reads the workers' pipes and sends the queries
         # of the last ``flush_s`` together; this thread only ticks (``head_tick_ms``) for what comes
