@@ -104,14 +104,30 @@ def sim(port, **kw) -> SimulatedEndpointSpec:
 
 
 def drive_split(
-    ports, requests, *, workers=2, midway=None, stream=True, interval_s=0.0, max_concurrency=256, down_grace_s=5
+    ports,
+    requests,
+    *,
+    workers=2,
+    midway=None,
+    stream=True,
+    interval_s=0.0,
+    max_concurrency=256,
+    down_grace_s=5,
+    at_once=False,
+    capacity_window_s=1.0,
 ):
     outcome = Outcome()
     backend = SplitEndpointBackend(
         endpoints=[
             EndpointSpec(f"ep{i}", "127.0.0.1", p, max_concurrency=max_concurrency) for i, p in enumerate(ports)
         ],
-        dispatch=DispatchSettings(model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=down_grace_s),
+        dispatch=DispatchSettings(
+            model="sim",
+            stall_timeout_s=2,
+            probe_interval_s=0.2,
+            down_grace_s=down_grace_s,
+            capacity_window_s=capacity_window_s,
+        ),
         generation=GenerationSettings(max_new_tokens=MAX_NEW),
         stream=stream,
         on_first_tokens=outcome.on_first_tokens,
@@ -121,7 +137,9 @@ def drive_split(
     done = threading.Event()
 
     def issue() -> None:
-        for k, request in enumerate(requests):
+        if at_once:  # as LoadGen issues Offline: every query in one call
+            backend.submit(list(requests))
+        for k, request in enumerate([] if at_once else requests):
             if k == len(requests) // 2 and midway is not None:
                 midway(backend)
             backend.submit([request])
@@ -163,6 +181,22 @@ def test_workers_share_the_queries_and_answer_each_once():
     assert sum(w["answered"] for w in head["per_worker"]) == 400
     assert all(w["answered"] > 50 for w in head["per_worker"]), head  # least-held first: all take part
     assert sum(e["completed"] for e in outcome.stats["endpoints"].values()) == 400
+
+
+def test_an_offline_burst_is_pulled_in_proportion_to_capacity_through_the_workers():
+    """As tests/test_dispatcher.py's single head: capacities 1:3 (slots 4 vs 12), every query
+    issued at once, each worker holding half of each endpoint's 16 slots: the fast endpoint
+    answers about three quarters, whichever worker sent the query."""
+    ports = free_ports(2)
+    requests = make_requests(600)
+    with simulated_endpoints([sim(ports[0], slots=4, tokens_per_s=200), sim(ports[1], slots=12, tokens_per_s=200)]):
+        outcome = drive_split(
+            ports, requests, workers=2, max_concurrency=16, at_once=True, stream=False, capacity_window_s=0.25
+        )
+    assert_once_and_right(outcome, requests, stream=False)
+    eps, head = outcome.stats["endpoints"], outcome.stats["head"]
+    assert 0.68 <= eps["ep1"]["completed"] / len(requests) <= 0.82, eps
+    assert all(w["answered"] > 150 for w in head["per_worker"]), head  # dealt out in batches to both
 
 
 def test_a_worker_killed_mid_run_loses_no_query():
