@@ -183,6 +183,7 @@ def test_workers_share_the_queries_and_answer_each_once():
     assert sum(e["completed"] for e in outcome.stats["endpoints"].values()) == 400
 
 
+@pytest.mark.slow
 def test_an_offline_burst_is_pulled_in_proportion_to_capacity_through_the_workers():
     """As tests/test_dispatcher.py's single head: capacities 1:3 (slots 4 vs 12), every query
     issued at once, each worker holding half of each endpoint's 16 slots: the fast endpoint
