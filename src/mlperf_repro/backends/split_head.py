@@ -261,11 +261,13 @@ class SplitEndpointBackend:
         if worker.proc.poll() is None:
             worker.proc.kill()
         code = worker.proc.wait()
-        self._selector.unregister(worker.from_worker)
+        self._selector.unregister(worker.from_worker)  # read side: the caller holds the read lock
         os.close(worker.from_worker)
-        os.close(worker.to_worker)
-        with self._lock:
+        worker.from_worker = -1
+        with self._lock:  # write side: LoadGen's thread writes only under this lock
             worker.alive = False
+            os.close(worker.to_worker)
+            worker.to_worker = -1  # never a number a later pipe may reuse
             if self._fatal is not None:  # the run is over (a worker's own reason, read before its end)
                 return
             if not worker.ready and self.restarts == 0 and self.first_issue is None:
@@ -373,9 +375,11 @@ class SplitEndpointBackend:
 
     def _poll(self) -> bool:
         """Read every worker's pipe without waiting (non-blocking reads: no selector call)."""
-        return self._take([w for w in self.workers if w.alive], polling=True)
+        # Every pipe still open: a worker whose pipe broke under a write (alive False) still has
+        # its last frames and its end to be read here, where its queries are resent (_lost).
+        return self._take([w for w in self.workers if w.from_worker >= 0])
 
-    def _take(self, workers: list[_Worker], polling: bool = False) -> bool:
+    def _take(self, workers: list[_Worker]) -> bool:
         firsts: list[tuple[int, int]] = []
         answers: list[tuple[int, object]] = []
         took = False
@@ -477,10 +481,9 @@ class SplitEndpointBackend:
                 worker.proc.kill()
                 worker.proc.wait()
             for fd in (worker.to_worker, worker.from_worker):
-                try:
+                if fd >= 0:
                     os.close(fd)
-                except OSError:
-                    pass
+            worker.to_worker = worker.from_worker = -1
         self._selector.close()
 
     @property
