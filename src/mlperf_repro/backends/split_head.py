@@ -169,6 +169,7 @@ class SplitEndpointBackend:
         self._read_lock = threading.Lock()  # one thread at a time reads the workers' pipes
         self.ticks = 0
         self.issued = 0  # queries LoadGen issued (the main thread reads it as a rate)
+        self._spawn_due = 0  # replacements for lost workers, started by the main thread
         self._prompt_keys: dict[int, tuple] = {}  # id(prompt list) -> (list, key)
         self._prompt_bytes: list[bytes] = []  # key -> its PROMPT frame
         self._selector = selectors.DefaultSelector()
@@ -257,7 +258,8 @@ class SplitEndpointBackend:
             self._send(worker, b"".join(prompts) + wire.frame(wire.QUERIES, b"".join(records)))
 
     def _lost(self, worker: _Worker, reason: str) -> None:
-        """A worker's pipe ended: its queries to the others, a replacement started (main thread)."""
+        """A worker's pipe ended: its queries to the others, a replacement due (started by the
+        main thread: starting a process would hold up LoadGen's thread, which may be the reader)."""
         if worker.proc.poll() is None:
             worker.proc.kill()
         code = worker.proc.wait()
@@ -283,7 +285,7 @@ class SplitEndpointBackend:
                 return
             self.restarts += 1
             self._assign(held)
-        self._spawn()
+            self._spawn_due += 1
 
     # -- Backend interface ---------------------------------------------------------------
     def start(self) -> None:
@@ -355,6 +357,11 @@ class SplitEndpointBackend:
                     self.ticks += 1
                 with self._read_lock:
                     busy = self._read(0.0 if busy else self.tick_s) or bool(self._pending)
+                    if self._spawn_due:
+                        with self._lock:
+                            due, self._spawn_due = self._spawn_due, 0
+                        for _ in range(due):
+                            self._spawn()
                 with self._lock:
                     self._flush()
         finally:
