@@ -380,3 +380,28 @@ def test_where_and_on_what_a_checkpoint_was_quantized_are_causes(tmp_path):
     for key in changed:
         causes = rank_causes(records["a"], records[key]).causes
         assert [c.name for c in causes] == [key], [c.describe() for c in causes]
+
+
+def test_the_loadgen_head_that_ran_is_a_cause(tmp_path):
+    """Two runs of this workflow on the same servers, one with the head in one process and one
+    split across four dispatch workers (engine.dispatch.head_workers: auto decides per host):
+    the head is named, key by key, as what differs."""
+    perf = {
+        "engine": {"backend": "endpoints", "engine_args": {}, "endpoints": {"launch": "external", "list": []}},
+        "generation": {"max_new_tokens": 1024, "min_new_tokens": 1, "greedy": True},
+    }
+    records = {}
+    for side, head in (("single", {"workers": 0}), ("split", {"workers": 4, "tick_ms": 2.0})):
+        published_tree(tmp_path / side, "Ours")
+        result = tmp_path / side / "closed/Ours/results" / SYSTEM / BENCH / "Offline"
+        (result / "provenance.json").write_text(json.dumps({"performance": {**perf, "head": head}}))
+        (records[side],) = read_submission(tmp_path / side, side)
+    assert records["split"].settings["serving.head.workers"] == "4"
+    causes = [c.name for c in rank_causes(records["single"], records["split"]).causes]
+    assert "serving.head.workers" in causes and "serving.head.tick_ms" in causes, causes
+    # A head recorded as something else than an object: the provenance is named, not read.
+    (tmp_path / "split/closed/Ours/results" / SYSTEM / BENCH / "Offline/provenance.json").write_text(
+        json.dumps({"performance": {**perf, "head": [4]}})
+    )
+    (broken,) = read_submission(tmp_path / "split", "split")
+    assert broken.serving_source == "not stated: provenance.json has performance.head of type list, not dict"

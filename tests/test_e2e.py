@@ -77,6 +77,8 @@ def test_tree_layout_and_not_submittable_marking(workdir):
         ]
         provenance = json.loads((folder / "provenance.json").read_text())
         assert provenance["performance"]["engine"]["engine_args"]["dtype"] == "float32"
+        # head_workers: auto with one server (fewer than 2,048 slots): the head in one process.
+        assert provenance["performance"]["head"] == {"workers": 0}
         assert provenance["quantization"]["scheme"] == "mxfp4_weight_only"
         verify = (folder / "TEST06" / "verify_accuracy.txt").read_text().splitlines()
         first = "Skipped" if scenario == "Offline" else "True"

@@ -173,6 +173,7 @@ class EndpointBackend:
         stats = self.dispatcher.stats()
         stats["endpoints_down_before_run"] = self.startup_problems
         stats["gc_valve_collections"] = self.gc_valve_collections
+        stats["head"] = {"mode": "single", "workers": 0}  # backends.split_head: the split head's
         if self.servers:
             stats["servers"] = self.servers
         return stats

@@ -546,6 +546,7 @@ def merged_stats(backend: SplitEndpointBackend) -> dict:
         "head": {
             "mode": "split",
             "workers": backend.workers_wanted,
+            "tick_ms": backend.settings.head_tick_ms,
             "worker_restarts": backend.restarts,
             "ticks": backend.ticks,
             "workers_lost": len(backend.workers) - len(reported),

@@ -424,6 +424,7 @@ PROVENANCE_SHAPE = {
     "performance.engine.env": dict,
     "performance.engine.endpoints": dict,
     "performance.engine.endpoints.list": list,
+    "performance.head": dict,
     "performance.packages": dict,
     "performance.container": dict,
     "performance.host": dict,

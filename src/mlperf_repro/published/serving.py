@@ -46,6 +46,9 @@ class ServingSetup:
     files: list[Path] = field(default_factory=list)
     # This workflow's own engine section as a run recorded it (provenance), when that is the source.
     config_engine: dict[str, Any] | None = None
+    # The LoadGen head that ran it (this workflow's endpoints backend): dispatch worker
+    # processes (0: one process) and its tick; published harnesses state none.
+    head: dict[str, Any] = field(default_factory=dict)
 
     def flat(self) -> dict[str, str]:
         """Namespaced key -> value text, for a key-by-key comparison."""
@@ -55,6 +58,7 @@ class ServingSetup:
             ("serving.env", self.env),
             ("serving.sampling", self.sampling),
             ("serving.parallel", self.parallel),
+            ("serving.head", self.head),
         ):
             for key, value in values.items():
                 out[f"{prefix}.{key}"] = _text(value)
@@ -329,6 +333,7 @@ def provenance_serving(perf: dict, source: Path = Path("provenance.json")) -> Se
         sampling=sampling,
         parallel=parallel,
         checkpoint=str(perf["model_dir"]) if perf.get("model_dir") else None,
+        head=dict(perf.get("head") or {}),
     )
 
 

@@ -93,6 +93,9 @@ def loadgen_job(
         lock=provenance.read_lock_check(lock_check),
     )
     prov["gpu_screening"] = serving_engine.get("gpu_screening") or screened
+    head = (record.get("backend_stats") or {}).get("head")
+    if head:  # the LoadGen head that ran (engine.dispatch.head_workers: auto decides at run time)
+        prov["head"] = {key: head[key] for key in ("workers", "tick_ms") if key in head}
     if serving_engine.get("node_facts"):  # launch: slurm: every server node's own facts
         prov["nodes"] = serving_engine["node_facts"]
     if serving_engine.get("servers"):  # launch: kubernetes: the server image (digest) and pod -> node
