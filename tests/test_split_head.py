@@ -156,6 +156,7 @@ def drive_split(
         backend.serve_until(done)
     finally:
         outcome.stats = backend.stats
+        outcome.description = backend.describe()  # what the progress watchdog says a stall waits for
         backend.stop()
     return outcome
 
@@ -181,6 +182,8 @@ def test_workers_share_the_queries_and_answer_each_once():
     assert sum(w["answered"] for w in head["per_worker"]) == 400
     assert all(w["answered"] > 50 for w in head["per_worker"]), head  # least-held first: all take part
     assert sum(e["completed"] for e in outcome.stats["endpoints"].values()) == 400
+    assert outcome.description.startswith("the head's 3 dispatch workers (0 queries with them)")
+    assert f"ep1 at http://127.0.0.1:{ports[1]}" in outcome.description
 
 
 @pytest.mark.slow
