@@ -2,7 +2,7 @@
 
 One LoadGen process drives every endpoint of a system (the rules allow one LoadGen per result).
 In a single-process head (:class:`~mlperf_repro.backends.endpoints.EndpointBackend`) the event
-loop, the sockets and the response parsing share one core with LoadGen, about 200 us of CPU per
+loop, the sockets and the response parsing share one core with LoadGen, 150-200 us of CPU per
 query: the head, not the accelerators, would cap a rack-scale system near 5,000 queries/s.
 Here LoadGen's process keeps LoadGen, the schedule and the completion calls, and hands each query
 to one of N worker processes over a pipe (backends.head_wire: 12 bytes per query, the prompt
@@ -10,8 +10,12 @@ once per worker). Each worker is a whole dispatcher (backends.head_worker) over 
 with 1/N of each endpoint's slots and warm connections, so capacity-weighted balancing, endpoint
 failover, the stall watchdog and the records work in each worker as in a single head.
 
-* **Balancing across workers.** A query goes to the ready worker with the fewest unanswered
-  queries (equal workers: every worker sees every endpoint).
+* **Balancing across workers.** The queries of one flush go to the ready worker with the fewest
+  unanswered queries, in batches of at most ``BATCH_PER_WORKER`` (equal workers: every worker
+  sees every endpoint).
+* **Nothing wakes per message under load.** LoadGen's issue thread, awake for each query anyway,
+  reads the workers' pipes and sends the queued queries every half ``head_tick_ms``; the main
+  thread is a fallback tick (serve_until). A wake costs more CPU than all else a query costs here.
 * **Exactly once.** The head keeps its own ledger (query -> worker, first token reported): a
   first token and an answer reach LoadGen once, whatever happened behind them.
 * **A worker that dies** (its pipe ends): once everything it wrote has been read, every query it
