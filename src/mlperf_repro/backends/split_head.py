@@ -145,7 +145,6 @@ class SplitEndpointBackend:
         raise_open_file_limit()
         self.endpoints = list(endpoints)
         self.settings = dispatch
-        self.stream = stream
         self.on_first_tokens = on_first_tokens if stream else None
         self.on_completions = on_completions
         self.servers = servers
@@ -296,12 +295,13 @@ class SplitEndpointBackend:
         """Start the workers; each probes every endpoint and opens its warm connections."""
         for _ in range(self.workers_wanted):
             self._spawn()
-        deadline = time.monotonic() + max(60.0, 2 * self.settings.probe_timeout_s)
+        wait_s = max(60.0, 2 * self.settings.probe_timeout_s)
+        deadline = time.monotonic() + wait_s
         while not all(w.ready for w in self.workers):
             if self._fatal is not None:
                 raise self._fatal
             if time.monotonic() > deadline:
-                raise WorkerLost("dispatch workers did not become ready within a minute")
+                raise WorkerLost(f"dispatch workers did not become ready within {wait_s:g} s")
             self._read(0.05)
         self.startup_problems = sorted({p for w in self.workers for p in w.problems})
 
@@ -311,11 +311,9 @@ class SplitEndpointBackend:
                 self.first_issue = time.monotonic()
             self.issued += len(requests)
             queries = []
-            ledger, keys = self.ledger, self._prompt_keys
             for qid, prompt in requests:
-                cached = keys.get(id(prompt))
-                key = cached[1] if cached is not None and cached[0] is prompt else self._prompt_key(prompt)
-                ledger[qid] = [None, key, False]
+                key = self._prompt_key(prompt)
+                self.ledger[qid] = [None, key, False]
                 queries.append((qid, key))
             self._assign(queries)
         # LoadGen's thread is awake anyway: read what the workers sent (at most every ``read_s``,
