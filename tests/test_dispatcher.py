@@ -15,6 +15,7 @@ from simulated_endpoint import SimulatedEndpointSpec, output_token_ids
 from mlperf_repro.backends import GenerationSettings, Request
 from mlperf_repro.backends.dispatcher import DispatchSettings, EndpointsLost, EndpointSpec, generated_tokens
 from mlperf_repro.backends.endpoints import EndpointBackend
+from mlperf_repro.backends.split_head import SplitEndpointBackend
 
 MAX_NEW = 64
 
@@ -53,11 +54,14 @@ def drive(
     midway=None,
     timeout_s=60.0,
     at_once=False,
+    workers=0,
 ) -> Outcome:
-    """Issue ``requests`` from another thread (as LoadGen does) and serve until all are answered."""
+    """Issue ``requests`` from another thread (as LoadGen does) and serve until all are answered;
+    ``midway(backend)`` runs half way through. ``workers``: a split head with that many dispatch
+    workers (tests/test_split_head.py), else the single-process head."""
     outcome = Outcome()
     specs = specs or [EndpointSpec(f"ep{i}", "127.0.0.1", port) for i, port in enumerate(ports)]
-    backend = EndpointBackend(
+    head = dict(
         endpoints=specs,
         dispatch=settings or DispatchSettings(model="sim", stall_timeout_s=2, probe_interval_s=0.2, down_grace_s=2),
         generation=GenerationSettings(max_new_tokens=MAX_NEW),
@@ -65,6 +69,7 @@ def drive(
         on_first_tokens=outcome.on_first_tokens,
         on_completions=outcome.on_completions,
     )
+    backend = SplitEndpointBackend(workers=workers, **head) if workers else EndpointBackend(**head)
     done = threading.Event()
     stop = threading.Event()
 
@@ -73,7 +78,7 @@ def drive(
             backend.submit(list(requests))
         for k, req in enumerate([] if at_once else requests):
             if k == len(requests) // 2 and midway is not None:
-                midway()
+                midway(backend)
             backend.submit([req])
             if interval_s:
                 time.sleep(interval_s)
@@ -90,6 +95,7 @@ def drive(
     finally:
         stop.set()
         outcome.stats = backend.stats
+        outcome.description = backend.describe()  # what the progress watchdog says a stall waits for
         backend.stop()
     return outcome
 
@@ -98,7 +104,7 @@ def assert_each_answered_once_and_right(outcome: Outcome, requests, stream=True)
     assert sorted(outcome.completes) == [r.request_id for r in requests]
     for req in requests:
         (tokens,) = outcome.completes[req.request_id]  # exactly once
-        assert tokens == output_token_ids(list(req.prompt_token_ids), MAX_NEW, 20)
+        assert list(tokens) == output_token_ids(list(req.prompt_token_ids), MAX_NEW, 20)
         if stream:
             assert outcome.firsts[req.request_id] == [tokens[0]]  # first token once, and consistent
     assert outcome.stats["unanswered_queries"] == 0
@@ -267,7 +273,7 @@ def test_a_killed_endpoint_is_probed_back_in():
     flaky = SimProcess([sim(ports[1])])
     restarted = []
 
-    def kill_and_restart() -> None:
+    def kill_and_restart(_backend) -> None:
         flaky.kill()
         time.sleep(0.5)
         restarted.append(SimProcess([sim(ports[1])]))
@@ -328,7 +334,7 @@ def test_a_keep_alive_connection_the_server_just_dropped_is_retried_not_failed()
     )
     pause = threading.Event()
 
-    def midway() -> None:
+    def midway(_backend) -> None:
         time.sleep(0.5)  # every connection is now idle past the endpoint's keep-alive
         pause.set()
 
@@ -395,7 +401,7 @@ def test_the_hot_path_leaves_no_reference_cycles_for_the_gc():
         model="sim", warm_connections=4, max_idle_connection_s=0.05, stall_timeout_s=5, down_grace_s=5
     )
 
-    def pause() -> None:  # long enough for every idle connection to be retired
+    def pause(_backend) -> None:  # long enough for every idle connection to be retired
         time.sleep(0.3)
 
     gc.collect()

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sim_endpoints import SimProcess, free_ports, simulated_endpoints
 from simulated_endpoint import SimulatedEndpointSpec, output_token_ids
-from test_dispatcher import MAX_NEW, Outcome, make_requests
+from test_dispatcher import MAX_NEW, assert_each_answered_once_and_right, drive, make_requests
 
 from mlperf_repro.backends import GenerationSettings, make_backend
 from mlperf_repro.backends import head_wire as wire
@@ -103,72 +103,22 @@ def sim(port, **kw) -> SimulatedEndpointSpec:
     return SimulatedEndpointSpec(port=port, **kw)
 
 
-def drive_split(
-    ports,
-    requests,
-    *,
-    workers=2,
-    midway=None,
-    stream=True,
-    interval_s=0.0,
-    max_concurrency=256,
-    down_grace_s=5,
-    at_once=False,
-    capacity_window_s=1.0,
-):
-    outcome = Outcome()
-    backend = SplitEndpointBackend(
-        endpoints=[
-            EndpointSpec(f"ep{i}", "127.0.0.1", p, max_concurrency=max_concurrency) for i, p in enumerate(ports)
-        ],
-        dispatch=DispatchSettings(
+def drive_split(ports, requests, *, workers=2, max_concurrency=256, down_grace_s=5, capacity_window_s=1.0, **options):
+    """tests/test_dispatcher.py's ``drive`` through a split head of ``workers``."""
+    return drive(
+        ports,
+        requests,
+        workers=workers,
+        specs=[EndpointSpec(f"ep{i}", "127.0.0.1", p, max_concurrency=max_concurrency) for i, p in enumerate(ports)],
+        settings=DispatchSettings(
             model="sim",
             stall_timeout_s=2,
             probe_interval_s=0.2,
             down_grace_s=down_grace_s,
             capacity_window_s=capacity_window_s,
         ),
-        generation=GenerationSettings(max_new_tokens=MAX_NEW),
-        stream=stream,
-        on_first_tokens=outcome.on_first_tokens,
-        on_completions=outcome.on_completions,
-        workers=workers,
+        **options,
     )
-    done = threading.Event()
-
-    def issue() -> None:
-        if at_once:  # as LoadGen issues Offline: every query in one call
-            backend.submit(list(requests))
-        for k, request in enumerate([] if at_once else requests):
-            if k == len(requests) // 2 and midway is not None:
-                midway(backend)
-            backend.submit([request])
-            if interval_s:
-                time.sleep(interval_s)
-        deadline = time.monotonic() + 60
-        while len(outcome.completes) < len(requests) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        done.set()
-
-    try:
-        backend.start()
-        threading.Thread(target=issue, daemon=True).start()
-        backend.serve_until(done)
-    finally:
-        outcome.stats = backend.stats
-        outcome.description = backend.describe()  # what the progress watchdog says a stall waits for
-        backend.stop()
-    return outcome
-
-
-def assert_once_and_right(outcome, requests, stream=True):
-    assert sorted(outcome.completes) == [r.request_id for r in requests]
-    for request in requests:
-        (tokens,) = outcome.completes[request.request_id]  # exactly once
-        assert list(tokens) == output_token_ids(list(request.prompt_token_ids), MAX_NEW, 20)
-        if stream:
-            assert outcome.firsts[request.request_id] == [tokens[0]]
-    assert outcome.stats["unanswered_queries"] == 0
 
 
 def test_workers_share_the_queries_and_answer_each_once():
@@ -176,7 +126,7 @@ def test_workers_share_the_queries_and_answer_each_once():
     requests = make_requests(400)
     with simulated_endpoints([sim(p) for p in ports]):
         outcome = drive_split(ports, requests, workers=3)
-    assert_once_and_right(outcome, requests)
+    assert_each_answered_once_and_right(outcome, requests)
     head = outcome.stats["head"]
     assert head["workers"] == 3 and head["worker_restarts"] == 0 and len(head["per_worker"]) == 3
     assert sum(w["answered"] for w in head["per_worker"]) == 400
@@ -197,7 +147,7 @@ def test_an_offline_burst_is_pulled_in_proportion_to_capacity_through_the_worker
         outcome = drive_split(
             ports, requests, workers=2, max_concurrency=16, at_once=True, stream=False, capacity_window_s=0.25
         )
-    assert_once_and_right(outcome, requests, stream=False)
+    assert_each_answered_once_and_right(outcome, requests, stream=False)
     eps, head = outcome.stats["endpoints"], outcome.stats["head"]
     assert 0.68 <= eps["ep1"]["completed"] / len(requests) <= 0.82, eps
     assert all(w["answered"] > 150 for w in head["per_worker"]), head  # dealt out in batches to both
@@ -215,7 +165,7 @@ def test_a_worker_killed_mid_run_loses_no_query():
     # Slow answers (0.5 s each): the killed worker holds queries in flight when it dies.
     with simulated_endpoints([sim(p, tokens_per_s=40) for p in ports]):
         outcome = drive_split(ports, requests, workers=2, midway=kill, interval_s=0.002)
-    assert_once_and_right(outcome, requests)
+    assert_each_answered_once_and_right(outcome, requests)
     head = outcome.stats["head"]
     assert killed and head["worker_restarts"] == 1 and head["workers_lost"] == 1
     assert head["queries_resent_after_worker_loss"] > 0
@@ -254,7 +204,7 @@ def test_an_endpoint_killed_mid_run_loses_no_query():
     finally:
         steady.stop()
         doomed.stop()
-    assert_once_and_right(outcome, requests)
+    assert_each_answered_once_and_right(outcome, requests)
     ep1 = outcome.stats["endpoints"]["ep1"]
     assert ep1["down_events"] >= 1 and ep1["resent_from"] > 0
 
@@ -275,7 +225,7 @@ def test_endpoints_down_before_the_run_are_reported_and_all_down_stops_at_start(
     requests = make_requests(60)
     with simulated_endpoints([sim(ports[0])]):  # nothing listens on ports[1]
         outcome = drive_split(ports, requests, workers=2)
-        assert_once_and_right(outcome, requests)
+        assert_each_answered_once_and_right(outcome, requests)
         (problem,) = outcome.stats["endpoints_down_before_run"]
         assert problem.startswith(f"ep1 (127.0.0.1:{ports[1]})")
     backend = SplitEndpointBackend(
