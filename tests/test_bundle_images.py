@@ -454,27 +454,14 @@ def test_without_skopeo_an_image_is_listed_with_its_copy_command(tmp_path, defau
     assert not (tmp_path / "images").exists()
 
 
-# A dry run of the workflow under apptainer deployment, in this Python: every job Snakemake plans,
-# with the image it gives apptainer and the image the job records. apptainer is not installed
-# here, so Snakemake's check of its version is skipped; nothing else is changed.
+# A dry run of the workflow under apptainer deployment, in this Python (the cluster preview's
+# planner): every job Snakemake plans, with the image it gives apptainer and the image the job
+# records. apptainer is not installed here, so Snakemake's check of its version is skipped.
 DRY_RUN = """
 import json, sys
-import snakemake.jobs
-from snakemake.cli import main
-from snakemake.deployment import singularity
+from mlperf_repro.cluster.preview_child import jobs_of_dry_run
 
-jobs = []
-log_info = snakemake.jobs.Job.log_info
-def capture(self, *args, **kwargs):
-    jobs.append(self)
-    return log_info(self, *args, **kwargs)
-snakemake.jobs.Job.log_info = capture
-singularity.Singularity.check = lambda self: None
-try:
-    main(sys.argv[2:])
-except SystemExit as exc:
-    if exc.code not in (0, None):
-        raise
+jobs = jobs_of_dry_run(sys.argv[2:], submit_host=False)
 seen = [
     {"rule": j.rule.name, "container": j.container_img_url, "image": getattr(j.params, "container_image", None)}
     for j in jobs
@@ -507,7 +494,7 @@ def test_a_dry_run_given_the_bundle_runs_the_archive_and_records_the_reference(t
     done = subprocess.run(
         [sys.executable, "-c", DRY_RUN, str(out)]
         + ["--directory", str(work), "--snakefile", str(work / "Snakefile"), "--configfile", "my.yaml"]
-        + ["--cores", "2", "--dry-run", "--software-deployment-method", "apptainer"],
+        + ["--cores", "2", "--software-deployment-method", "apptainer"],
         cwd=work,
         capture_output=True,
         text=True,

@@ -81,8 +81,10 @@ class _KnownResources:
         return getattr(self._job, name)
 
 
-def _jobs_of_dry_run(argv: list[str]) -> list[Any]:
-    """Every job of the plan, from Snakemake's dry run with these arguments."""
+def jobs_of_dry_run(argv: list[str], submit_host: bool = True) -> list[Any]:
+    """Every job of the plan, from Snakemake's dry run with these arguments (in this process:
+    Snakemake changes its global state). ``submit_host``: plan as the submit host of a cluster
+    run, not as a local run."""
     import snakemake.jobs
     from snakemake.cli import main as snakemake_main
     from snakemake.deployment import singularity
@@ -99,9 +101,10 @@ def _jobs_of_dry_run(argv: list[str]) -> list[Any]:
     singularity.Singularity.check = lambda self: None
     # Rules that size themselves for a cluster ask workflow.non_local_exec, which a dry run
     # answers as a local run would; answer as the submit host of the Kubernetes run.
-    from snakemake.workflow import Workflow
+    if submit_host:
+        from snakemake.workflow import Workflow
 
-    Workflow.non_local_exec = property(lambda self: True)
+        Workflow.non_local_exec = property(lambda self: True)
     try:
         snakemake_main([*argv, "--dry-run"])
     except SystemExit as exc:
@@ -144,7 +147,7 @@ def main(argv: list[str]) -> int:
             f"the profile selects executor {args.executor!r}; a Kubernetes preview needs 'executor: kubernetes'"
         )
     settings = ExecutorPluginRegistry().get_plugin("kubernetes").get_settings(args)
-    jobs = _jobs_of_dry_run(smk_args)
+    jobs = jobs_of_dry_run(smk_args)
     records = []
     if jobs:
         workflow = jobs[0].dag.workflow
