@@ -803,18 +803,18 @@ class Plan:
     def quantize_container(self, model: str, recipe: str) -> str | None:
         """What apptainer runs the quantize job in: :meth:`quantize_image`, from the bundle's
         archive of that system's image where a bundle is given (as :meth:`container`)."""
-        for system in self.systems_serving(model, recipe):
-            if self.server_image(system):
-                return self._runnable(system, self.server_image(system))
-        return None
+        system = self._quantize_system(model, recipe)
+        return self._runnable(system, self.server_image(system)) if system else None
 
     def quantize_image(self, model: str, recipe: str) -> str | None:
         """Quantization runs in the image of the first system (config order) that serves its
         output, so the FP4 checkpoint is written by the torch the servers load it with."""
-        for system in self.systems_serving(model, recipe):
-            if self.server_image(system):
-                return self.server_image(system)
-        return None
+        system = self._quantize_system(model, recipe)
+        return self.server_image(system) if system else None
+
+    def _quantize_system(self, model: str, recipe: str) -> str | None:
+        """The first system (config order) serving ``model`` quantized by ``recipe`` that names an image."""
+        return next((s for s in self.systems_serving(model, recipe) if self.server_image(s)), None)
 
     def _runnable(self, system: str, image: str | None) -> str | None:
         bundle = self.bundle() if image else None
