@@ -203,8 +203,8 @@ def child(cfg_path: str) -> None:
         "head_cpu_s": round(head_cpu_s, 2),
         "head_cpu_us_per_query": round(1e6 * head_cpu_s / max(record["completed_samples"], 1), 1),
     }
-    split = record["backend_stats"].get("head")
-    if split:
+    split = record["backend_stats"].get("head") or {}
+    if split.get("workers"):  # the single head reports {"mode": "single", "workers": 0}
         workers_cpu = sum(w["cpu_s"] for w in split["per_worker"])
         result["workers"] = split["workers"]
         result["per_worker_cpu_us_per_query"] = [
