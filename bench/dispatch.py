@@ -496,17 +496,33 @@ def stop_router(proc: subprocess.Popen) -> None:
         proc.wait(5)
 
 
-def ceiling(workdir: Path, qps: float, seconds: float, policy: str, repeat: int = 1) -> dict:
+CEILING_SIMS = [dict(slots=1024, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
+
+
+def ceiling(
+    workdir: Path, qps: float, seconds: float, policy: str, repeat: int = 1, label: str = "ceiling", **options
+) -> dict:
     """Server at ``qps``, ``repeat`` times (this VM's speed varies from run to run by up to
-    a third; the median run is the figure, every run is listed)."""
+    a third; the median run is the figure, every run is listed). ``options`` go to
+    :func:`measure` (a split head's workers, ...); with ``allow_failure`` a failed run is left
+    out of the median (the first run is returned, failed, when every run failed)."""
     # ~1.2 s per query: 3,600 q/s keep ~4,300 in flight, ~540 per endpoint; allow 1,024 each.
-    sims = [dict(slots=1024, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
     runs = [
-        measure(workdir, f"ceiling-{policy}-{qps:g}-{i}", "Server", qps, seconds, policy, sims, [1024] * 8)
+        measure(
+            workdir,
+            f"{label}-{policy}-{qps:g}-{i}",
+            "Server",
+            qps,
+            seconds,
+            policy,
+            CEILING_SIMS,
+            [1024] * 8,
+            **options,
+        )
         for i in range(repeat)
     ]
-    runs.sort(key=lambda r: r["ttft_added_ms"]["p99"])
-    median = dict(runs[len(runs) // 2])
+    good = sorted((r for r in runs if "failed" not in r), key=lambda r: r["ttft_added_ms"]["p99"])
+    median = dict(good[len(good) // 2] if good else runs[0])
     if repeat > 1:
         median["runs"] = [
             {
@@ -521,7 +537,7 @@ def ceiling(workdir: Path, qps: float, seconds: float, policy: str, repeat: int 
                     "endpoint_ttft_ms",
                 )
             }
-            for r in runs
+            for r in good
         ]
     return median
 
@@ -701,34 +717,26 @@ def split_experiment(
     ``repeat`` runs by p99 TTFT added. Then (unless ``kill_qps`` is 0), with the most workers,
     under Server at ``kill_qps`` and under Offline: dispatch worker 0 SIGKILLed half way, and
     endpoint 1 dying half way: queries lost, answered twice, LoadGen's validity and errors."""
-    sims = [dict(slots=1024, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
     report: dict = {"qps": qps, "placement": placement, "load": {}, "kills": {}}
     head_ticks_ms = head_ticks_ms or [2.0]
     variants = [(0, 2.0)] + [(n, tick) for n in workers for tick in head_ticks_ms]
     for n, tick in variants:
-        runs = [
-            measure(
-                workdir,
-                f"split-{n}-{tick:g}-{qps:g}-{i}",
-                "Server",
-                qps,
-                seconds,
-                "capacity",
-                sims,
-                [1024] * 8,
-                workers=n,
-                placement=placement,
-                allow_failure=True,
-                head_tick_ms=tick,
-            )
-            for i in range(repeat)
-        ]
-        good = sorted((r for r in runs if "failed" not in r), key=lambda r: r["ttft_added_ms"]["p99"])
-        median = good[len(good) // 2] if good else runs[0]
+        median = ceiling(
+            workdir,
+            qps,
+            seconds,
+            "capacity",
+            repeat,
+            label=f"split-{n}-{tick:g}",
+            workers=n,
+            placement=placement,
+            allow_failure=True,
+            head_tick_ms=tick,
+        )
         summary = {k: median[k] for k in (*SPLIT_KEYS, "failed") if k in median}
         if repeat > 1:
-            summary["p99_added_of_each_run_ms"] = [r["ttft_added_ms"]["p99"] for r in good]
-            summary["head_cpu_us_per_query_of_each_run"] = [r["head_cpu_us_per_query"] for r in good]
+            summary["p99_added_of_each_run_ms"] = [r["ttft_added_ms"]["p99"] for r in median["runs"]]
+            summary["head_cpu_us_per_query_of_each_run"] = [r["head_cpu_us_per_query"] for r in median["runs"]]
         label = f"workers={n}" + (f", head_tick_ms={tick:g}" if n and len(head_ticks_ms) > 1 else "")
         report["load"][label] = summary
         print("split load", label, json.dumps(summary), flush=True)
@@ -738,7 +746,7 @@ def split_experiment(
     offline_sims = [dict(slots=100, tokens_per_s=SLOT_TOKENS_PER_S, ttft_s=0.02) for _ in range(8)]
     offline_qps = SLOT_TOKENS_PER_S / 288 * 800
     for scenario, scenario_sims, load, mc in (
-        ("Server", sims, kill_qps, [1024] * 8),
+        ("Server", CEILING_SIMS, kill_qps, [1024] * 8),
         ("Offline", offline_sims, offline_qps, [200] * 8),
     ):
         for fault in ("worker", "endpoint"):
