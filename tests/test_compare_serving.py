@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mlperf_repro.compare.cosmetic import cosmetic_form, differs_only_cosmetically
 from mlperf_repro.compare.diff import rank_causes
@@ -405,3 +407,33 @@ def test_the_loadgen_head_that_ran_is_a_cause(tmp_path):
     )
     (broken,) = read_submission(tmp_path / "split", "split")
     assert broken.serving_source == "not stated: provenance.json has performance.head of type list, not dict"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(head=JSON)
+def test_any_recorded_head_is_read_or_named(tmp_path, head):
+    """A provenance.json's ``performance.head`` of any JSON shape: an object becomes serving.head.*
+    settings, one per key; anything else makes the provenance "not stated" with the reason; never
+    an exception."""
+    root = tmp_path / "tree"
+    shutil.rmtree(root, ignore_errors=True)
+    published_tree(root, "Ours")
+    perf = {"engine": {"backend": "endpoints", "engine_args": {}}, "head": head}
+    (root / "closed/Ours/results" / SYSTEM / BENCH / "Offline/provenance.json").write_text(
+        json.dumps({"performance": perf})
+    )
+    (record,) = read_submission(root, "ours")
+    if isinstance(head, dict) or head is None or head == []:
+        assert record.serving_source == "provenance.json"
+        assert {k for k in record.settings if k.startswith("serving.head.")} == {
+            f"serving.head.{k}" for k in (head or {})
+        }
+    else:
+        assert record.serving_source.startswith("not stated: provenance.json has performance.head of type")
