@@ -138,7 +138,7 @@ def child(cfg_path: str) -> None:
                 warm_connections=int(1.3 * cfg["qps"] / len(cfg["endpoints"])) + 16,
                 max_prompts_per_request=cfg.get("max_prompts_per_request", 16),
                 head_workers=workers,
-                head_tick_ms=cfg.get("head_tick_ms", 2.0),
+                head_tick_ms=cfg.get("head_tick_ms", 1.0),
             ),
             generation=GenerationSettings(max_new_tokens=MAX_NEW_TOKENS),
             stream=scenario == "Server",
@@ -323,7 +323,7 @@ def measure(
     workers: int = 0,
     kill_worker_at_s: float | None = None,
     placement: dict | None = None,
-    head_tick_ms: float = 2.0,
+    head_tick_ms: float = 1.0,
 ) -> dict:
     """One LoadGen run against simulated endpoints; with ``router`` (bin, policy, args) the
     head sees one endpoint, a vllm-router in front of them, with their summed concurrency.
@@ -801,7 +801,7 @@ def main() -> None:
         "--kill-qps", type=float, default=1000, help="split experiment: Server load of the kill runs (0: no kill runs)"
     )
     parser.add_argument(
-        "--head-tick-ms", default="2", help="split experiment: engine.dispatch.head_tick_ms values to measure"
+        "--head-tick-ms", default="1", help="split experiment: engine.dispatch.head_tick_ms values to measure"
     )
     parser.add_argument(
         "--placement",

@@ -1,10 +1,13 @@
 """CPU a sleeping thread pays to be woken, on this machine: a writer process sends small
 messages down a pipe at --rate per second (busy-waiting between them, so it never sleeps); the
-reader waits in ``select`` for each and reports its own CPU per wake (``time.thread_time``).
+reader waits in ``select`` for each and reports its own CPU per wake (``time.thread_time``), the
+writer its CPU per write (the wake is paid on both sides).
 
 Against, in the same run: the reader sleeping a fixed tick (--tick-ms) and then reading whatever
-came meanwhile (non-blocking), its CPU per message. The split head's design follows from the
-ratio (bench/README.md, split head): under load nothing in LoadGen's process wakes per message.
+came meanwhile (non-blocking), its CPU per message, and the writer's per write, now into a pipe
+nobody waits on. The split head's design follows from the ratios (bench/README.md, split head):
+under load nothing in LoadGen's process wakes per message, and its workers do not wait on the
+pipe LoadGen's process writes to.
 
     .venv/bin/python bench/wake_cost.py [--rate 3000] [--seconds 3] [--tick-ms 2]
 """
@@ -18,24 +21,31 @@ import selectors
 import time
 
 
-def writer(fd: int, rate: float, seconds: float) -> None:
+def writer(fd: int, report_fd: int, rate: float, seconds: float) -> None:
     end = time.monotonic() + seconds
+    writes, in_write = 0, 0.0
     while time.monotonic() < end:
+        before = time.thread_time()
         os.write(fd, b"x" * 40)
+        in_write += time.thread_time() - before
+        writes += 1
         due = time.monotonic() + 1 / rate
         while time.monotonic() < due:
             pass
+    os.write(report_fd, json.dumps({"writes": writes, "cpu_s": in_write}).encode())
     os._exit(0)
 
 
 def measure(rate: float, seconds: float, tick_s: float | None) -> dict:
     """``tick_s`` None: wait in select for each message; else sleep a tick, then read."""
     read_end, write_end = os.pipe()
+    report_read, report_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        writer(write_end, rate, seconds)
+        writer(write_end, report_write, rate, seconds)
     os.close(write_end)
+    os.close(report_write)
     selector = selectors.DefaultSelector()
     selector.register(read_end, selectors.EVENT_READ)
     if tick_s is not None:
@@ -56,7 +66,14 @@ def measure(rate: float, seconds: float, tick_s: float | None) -> dict:
     cpu = time.thread_time() - cpu_before
     os.waitpid(pid, 0)
     os.close(read_end)
-    return {"reads": reads, "cpu_s": round(cpu, 3), "cpu_us_per_read": round(1e6 * cpu / max(reads, 1), 1)}
+    wrote = json.loads(os.read(report_read, 1 << 16))
+    os.close(report_read)
+    return {
+        "reads": reads,
+        "cpu_s": round(cpu, 3),
+        "cpu_us_per_read": round(1e6 * cpu / max(reads, 1), 1),
+        "writer_cpu_us_per_write": round(1e6 * wrote["cpu_s"] / max(wrote["writes"], 1), 2),
+    }
 
 
 def main() -> None:

@@ -91,7 +91,7 @@ class DispatchSettings:
     # Dispatch worker processes of a split head (backends.split_head): 0 = everything in
     # LoadGen's process; "auto" = split_head.head_workers decides from the system and the host.
     head_workers: int | str = "auto"
-    head_tick_ms: float = 2.0  # a split head under load reads its workers and sends them queries this often
+    head_tick_ms: float = 1.0  # a split head under load reads its workers and sends them queries this often
 
 
 class EndpointsLost(RuntimeError):

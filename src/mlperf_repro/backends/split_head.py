@@ -15,7 +15,9 @@ failover, the stall watchdog and the records work in each worker as in a single 
   sees every endpoint).
 * **Nothing wakes per message under load.** LoadGen's issue thread, awake for each query anyway,
   reads the workers' pipes and sends the queued queries every half ``head_tick_ms``; the main
-  thread is a fallback tick (serve_until). A wake costs more CPU than all else a query costs here.
+  thread is a fallback tick (serve_until). A busy worker does not wait on its pipe either
+  (head_worker: it looks on a timer), so the head's writes wake nobody. A wake costs more CPU
+  than all else a query costs here, and the writer pays for it.
 * **Exactly once.** The head keeps its own ledger (query -> worker, first token reported): a
   first token and an answer reach LoadGen once, whatever happened behind them.
 * **A worker that dies** (its pipe ends): once everything it wrote has been read, every query it
@@ -155,6 +157,9 @@ class SplitEndpointBackend:
             "dispatch": asdict(share),
             "generation": asdict(generation),
             "stream": stream,
+            # A busy worker looks for queries this often (head_worker.poll): half the head's flush
+            # interval, but no less than the event loop's timer step (uvloop's is 1 ms; shorter spins).
+            "poll_s": max(0.001, dispatch.head_tick_ms / 1000 / 4),
         }
         self.workers: list[_Worker] = []
         self._lock = threading.Lock()
