@@ -106,7 +106,7 @@ def serve(fd_in: int, fd_out: int) -> None:
     def poll() -> None:
         """Read what the head sent; while anything is in flight, look again in ``poll_s`` (and
         whenever answers go out: flush) rather than wait on the pipe. A write into a pipe that a
-        thread sleeps on pays for its wake, 15 us of the head's CPU on this VM against 1.3 with
+        thread sleeps on pays for its wake, 15 us of the head's CPU on this VM against 1.2 with
         nobody waiting (bench/wake_cost.py); a timer here costs the head nothing."""
         came = read_head()
         if came or dispatcher.in_flight_total or dispatcher.pending:
