@@ -6,9 +6,12 @@ import gzip
 import io
 import os
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlperf_repro.archive import Limits, extract
 from mlperf_repro.errors import UserError
@@ -48,6 +51,25 @@ MALICIOUS = {
     "hardlink outside": [dict(name="submission/hard", type=tarfile.LNKTYPE, linkname="../outside/target.txt")],
     "character device": [dict(name="submission/dev", type=tarfile.CHRTYPE, devmajor=1, devminor=3)],
     "fifo": [dict(name="submission/pipe", type=tarfile.FIFOTYPE)],
+    # Spelled out, w/w/../../outside is the folder's own "outside"; through w -> "." it is two up.
+    "a link through another link, then written through": [
+        dict(name="w", type=tarfile.SYMTYPE, linkname="."),
+        dict(name="y", type=tarfile.SYMTYPE, linkname="w/w/../../outside/target.txt"),
+        dict(name="y", data=b"overwritten"),
+    ],
+    "a link that leads outside once a later link is made": [
+        dict(name="y", type=tarfile.SYMTYPE, linkname="w/w/../../outside/target.txt"),
+        dict(name="w", type=tarfile.SYMTYPE, linkname="."),
+    ],
+    "a hard link through a link": [
+        dict(name="w", type=tarfile.SYMTYPE, linkname="."),
+        dict(name="y", type=tarfile.LNKTYPE, linkname="w/w/../../outside/target.txt"),
+    ],
+    "links in a loop": [
+        dict(name="a", type=tarfile.SYMTYPE, linkname="b"),
+        dict(name="b", type=tarfile.SYMTYPE, linkname="a"),
+        dict(name="a/x"),
+    ],
 }
 
 
@@ -107,3 +129,63 @@ def test_not_an_archive(sandbox):
     bad.write_bytes(gzip.compress(b"not a tar file at all" * 100))
     with pytest.raises(UserError, match="not a readable tar archive"):
         extract(bad, sandbox / "scratch")
+
+
+# Archives generated from a few names, links among them and up out of the folder: whatever the
+# members and their order, an extraction either ends with every link inside the folder or is
+# refused with a clear message, and nothing outside the folder changes.
+PARTS = ["a", "b", "w", "sub", ".", "..", "outside", "target.txt"]
+paths = st.lists(st.sampled_from(PARTS), min_size=1, max_size=4).map("/".join)
+members = st.one_of(
+    st.builds(lambda n, d: dict(name=n, data=d), paths, st.binary(max_size=8)),
+    st.builds(lambda n: dict(name=n, type=tarfile.DIRTYPE), paths),
+    st.builds(lambda n, to: dict(name=n, type=tarfile.SYMTYPE, linkname=to), paths, paths | st.just("/etc")),
+    st.builds(lambda n, to: dict(name=n, type=tarfile.LNKTYPE, linkname=to), paths, paths),
+)
+
+
+def contents(root: Path) -> dict[str, tuple]:
+    """Every entry below ``root``: link target, or bytes and mode bits."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        key = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            found[key] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[key] = ("file", path.read_bytes(), path.stat().st_mode)
+        else:
+            found[key] = ("dir",)
+    return found
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(st.lists(members, min_size=1, max_size=8))
+def test_any_archive_stays_inside_its_folder_or_is_refused(archive_members):
+    with tempfile.TemporaryDirectory() as tmp:
+        sandbox = Path(tmp)
+        (sandbox / "outside").mkdir()
+        (sandbox / "outside" / "target.txt").write_text("secret")
+        archive = sandbox / "partner.tar"
+        with tarfile.open(archive, "w") as tar:
+            for member in archive_members:
+                member = dict(member)
+                add(tar, member.pop("name"), member.pop("data", b"x"), **member)
+        before = contents(sandbox)
+        dest = sandbox / "scratch" / "x"
+        try:
+            extract(archive, dest)
+        except UserError as exc:
+            assert "refusing the archive" in str(exc)
+            assert not dest.exists()
+        else:
+            for path in dest.rglob("*"):
+                if path.is_symlink():
+                    assert path.resolve().is_relative_to(dest.resolve()), (path, os.readlink(path))
+                elif path.is_file():
+                    assert not os.access(path, os.X_OK)
+        after = contents(sandbox)
+        for key in list(after):
+            if key == "scratch" or key.startswith("scratch/"):
+                after.pop(key)
+        assert after == before

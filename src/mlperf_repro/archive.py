@@ -4,7 +4,9 @@ Partners send tarballs. Nothing in one may write outside the scratch directory o
 the machine: absolute names, ``..`` components, links that point outside, device files and
 FIFOs are refused, and so are archives that expand beyond the byte or file-count limit
 (counted as the bytes are written, so a lying header or a compression bomb is stopped
-too). Nothing extracted is ever executed or made executable.
+too). Links are judged where they really lead (through the links made before them, and again
+once the whole archive is out), and nothing is ever written through one. Nothing extracted is
+ever executed or made executable.
 """
 
 from __future__ import annotations
@@ -46,6 +48,36 @@ def _inside(root: Path, target: Path) -> bool:
         return False
 
 
+def _write(target: Path, source, written: int, limits: Limits, archive: Path) -> int:
+    """Write ``source`` as the new file ``target`` (never executable); return the bytes written
+    so far. A member of the same name met earlier is replaced, and never written through: an
+    earlier link of that name may point anywhere."""
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with open(fd, "wb") as out:
+        os.fchmod(fd, 0o644)  # whatever the umask or the archive says
+        while chunk := source.read(_CHUNK):
+            written += len(chunk)
+            if written > limits.max_bytes:
+                raise UserError(f"{archive}: expands beyond {limits.max_bytes} bytes; refusing the archive")
+            out.write(chunk)
+    return written
+
+
+def _links_stay_inside(dest: Path, archive: Path) -> None:
+    """Every link, as the whole archive left it, points inside: a link checked when it was made
+    may point elsewhere once later members made links along its way."""
+    for folder, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            path = Path(folder) / name
+            if path.is_symlink() and not _inside(dest, path):
+                raise UserError(
+                    f"{archive}: symbolic link {path.relative_to(dest).as_posix()!r} -> {os.readlink(path)!r} "
+                    "points outside the archive once extracted; refusing the archive"
+                )
+
+
 def extract(archive: str | Path, dest: str | Path, limits: Limits = Limits()) -> Path:
     """Extract ``archive`` into the (new, empty) folder ``dest``; return ``dest``."""
     archive, dest = Path(archive), Path(dest)
@@ -76,19 +108,11 @@ def extract(archive: str | Path, dest: str | Path, limits: Limits = Limits()) ->
                     if member.size > limits.max_bytes - written:
                         raise UserError(f"{archive}: expands beyond {limits.max_bytes} bytes; refusing the archive")
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    source = tar.extractfile(member)
-                    with open(target, "wb") as out:
-                        while chunk := source.read(_CHUNK):
-                            written += len(chunk)
-                            if written > limits.max_bytes:
-                                raise UserError(
-                                    f"{archive}: expands beyond {limits.max_bytes} bytes; refusing the archive"
-                                )
-                            out.write(chunk)
-                    os.chmod(target, 0o644)  # never executable
+                    written = _write(target, tar.extractfile(member), written, limits, archive)
                 elif member.issym():
-                    link = posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
-                    if member.linkname.startswith("/") or link.startswith("..") or not _inside(dest, dest / link):
+                    # Where the link really points: from its real folder (which may be reached
+                    # through links made earlier), not from its name spelled out.
+                    if member.linkname.startswith("/") or not _inside(dest, target.parent.resolve() / member.linkname):
                         raise UserError(
                             f"{archive}: symbolic link {member.name!r} -> {member.linkname!r} points "
                             "outside the archive; refusing the archive"
@@ -104,18 +128,20 @@ def extract(archive: str | Path, dest: str | Path, limits: Limits = Limits()) ->
                             "outside the archive; refusing the archive"
                         )
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, target)  # a copy, never a link to something else
-                    written += target.stat().st_size
-                    if written > limits.max_bytes:
-                        raise UserError(f"{archive}: expands beyond {limits.max_bytes} bytes; refusing the archive")
+                    with open(source, "rb") as data:  # a copy, never a link to something else
+                        written = _write(target, data, written, limits, archive)
                 else:
                     raise UserError(f"{archive}: member {member.name!r} is a device file or FIFO; refusing the archive")
+        _links_stay_inside(dest, archive)
     except tarfile.TarError as exc:
         shutil.rmtree(dest, ignore_errors=True)
         raise UserError(f"{archive} is not a readable tar archive: {exc}") from None
     except OSError as exc:  # e.g. a member repeated as a link and a file
         shutil.rmtree(dest, ignore_errors=True)
         raise UserError(f"{archive}: cannot extract safely ({exc}); refusing the archive") from None
+    except RuntimeError as exc:  # pathlib's word for links that lead round in a loop
+        shutil.rmtree(dest, ignore_errors=True)
+        raise UserError(f"{archive}: its links lead round in a loop ({exc}); refusing the archive") from None
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
