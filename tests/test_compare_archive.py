@@ -158,7 +158,6 @@ def contents(root: Path) -> dict[str, tuple]:
     return found
 
 
-@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(members, min_size=1, max_size=8))
 def test_any_archive_stays_inside_its_folder_or_is_refused(archive_members):

@@ -4,6 +4,7 @@ builds the published layout)."""
 from __future__ import annotations
 
 import copy
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from published_tree import SYSTEM, write_published
 
 from mlperf_repro.check.preflight import preflight
@@ -257,3 +260,73 @@ def test_auto_qps_measures_from_the_submitters_rate(tmp_path):
     assert "measured on this machine first" in text
     estimate = estimate_plan(validate_config(copy.deepcopy(config), DEFAULT_SCHEMA, launchers=LAUNCHERS), set())
     assert any(row.stage == "find performance" for row in estimate.rows)
+
+
+# Any values in the sections of a published harness config the importer and compare read: the
+# import and the comparison come out, or stop with one message that names the config file.
+YAML_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+    | st.sampled_from(["MISSING", "8", "0.5", "fp8"])
+    | st.dates()
+)
+YAML_VALUES = st.recursive(
+    YAML_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=3),
+    max_leaves=8,
+)
+SECTIONS = [
+    "vllm_engine_config",
+    "vllm_env_config",
+    "env_config",
+    "vllm_sampling_config",
+    "sampling_params",
+    "llm_config",
+    "harness_config",
+    "backend",
+]
+ENGINE_KEYS = ["tensor_parallel_size", "tp_size", "max_num_seqs", "model", "compilation_config"]
+SAMPLING_KEYS = ["temperature", "top_p", "top_k", "max_tokens", "min_tokens", "ignore_eos"]
+
+
+@pytest.fixture(scope="module")
+def published_once(tmp_path_factory):
+    root = tmp_path_factory.mktemp("published")
+    write_published(root / "pub")
+    return root / "pub"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_values_in_a_harness_config_are_read_or_named(published_once, tmp_path_factory, data):
+    from mlperf_repro.compare.records import read_submission
+
+    root = tmp_path_factory.mktemp("case") / "pub"
+    shutil.copytree(published_once, root)
+    config_file = root / "closed" / "Vendor" / "src" / "llama2-70b-99" / "offline_x.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    section = data.draw(st.sampled_from(SECTIONS), label="section")
+    if section == "vllm_engine_config" and data.draw(st.booleans(), label="one engine key"):
+        key = data.draw(st.sampled_from(ENGINE_KEYS), label="key")
+        config[section][key] = data.draw(
+            YAML_VALUES | st.just({"cudagraph_capture_range": [[1, 10**9, 1]]}), label="value"
+        )
+    elif section == "vllm_sampling_config" and data.draw(st.booleans(), label="one sampling key"):
+        config[section][data.draw(st.sampled_from(SAMPLING_KEYS), label="key")] = data.draw(YAML_VALUES, label="value")
+    else:
+        config[section] = data.draw(YAML_VALUES, label="value")
+    config_file.write_text(yaml.safe_dump(config))
+    try:
+        imported = build_import(root, "Vendor", SYSTEM)
+        write_import(imported, root.parent / "imported.yaml", DEFAULT_SCHEMA)
+    except UserError as exc:
+        assert "offline_x.yaml" in str(exc) or "imported.yaml" in str(exc), str(exc)
+    try:
+        records = read_submission(root, "published")
+    except UserError as exc:
+        assert "offline_x.yaml" in str(exc), str(exc)
+    else:
+        assert records

@@ -15,6 +15,7 @@ there.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -69,7 +70,18 @@ class ServingSetup:
 
 def _text(value: Any) -> str:
     if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
+        return json.dumps(_plain(value), sort_keys=True)
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """JSON's own types all the way down (YAML also makes dates, and keys of any type)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
     return str(value)
 
 
@@ -108,6 +120,16 @@ MAIN_COMMAND = re.compile(r"python3?\s+\S*main\.py\b")
 # <benchmark> experiment --scenario S --model-conf <dir>/<name>.yaml --user-conf ...``) name the
 # same YAML by its path; the wrapper runs main.py on it with no overrides.
 WRAPPER_COMMAND = re.compile(r"python3?\s+\S*submission\.py\b")
+
+
+def _override_value(text: str) -> Any:
+    """A ``key=value`` override's value as the harness reads it (YAML); text where it is not YAML."""
+    if not text:
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
 
 
 @dataclass
@@ -149,7 +171,7 @@ def harness_commands(readme: Path) -> list[HarnessCommand]:
                 options[name.replace("-", "_")] = value
             elif "=" in word:
                 key, value = word.split("=", 1)
-                overrides[key] = yaml.safe_load(value) if value else value
+                overrides[key] = _override_value(value)
             index += 1
         model_conf = options.get("model_conf", "")
         if "config_name" not in options and model_conf.endswith((".yaml", ".yml")):
@@ -208,17 +230,75 @@ def _clean(values: dict) -> dict:
 CAPTURE_RANGE = "cudagraph_capture_range"
 
 
-def capture_sizes(spec: list) -> list[int]:
+MAX_CAPTURE_SIZES = 10_000  # engines capture a few hundred graphs; more is a typo, not a setting
+
+
+def capture_sizes(spec: Any) -> list[int]:
     """The harness's cudagraph_capture_range: ``[[start, stop, step], extra, ...]`` -> sizes."""
+    if not isinstance(spec, list):
+        raise UserError(f"{CAPTURE_RANGE}: {spec!r} is not a list of [start, stop, step] ranges and sizes")
     sizes: set[int] = set()
     for item in spec:
-        if isinstance(item, list) and len(item) == 3:
-            sizes.update(range(int(item[0]), int(item[1]), int(item[2])))
-        elif isinstance(item, int):
+        if isinstance(item, list) and len(item) == 3 and all(_is_int(v) for v in item) and item[2] != 0:
+            span = range(item[0], item[1], item[2])
+            if len(sizes) + len(span) > MAX_CAPTURE_SIZES:
+                raise UserError(f"{CAPTURE_RANGE}: {item!r} makes more than {MAX_CAPTURE_SIZES} sizes")
+            sizes.update(span)
+        elif _is_int(item):
             sizes.add(item)
         else:
-            raise UserError(f"{CAPTURE_RANGE}: {item!r} is neither [start, stop, step] nor a size")
+            raise UserError(
+                f"{CAPTURE_RANGE}: {item!r} is neither [start, stop, step] (whole numbers, a step other than 0) nor a size"
+            )
     return sorted(sizes)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Values the importer and compare compute with: each must be a number where a harness config
+# states it (section -> key -> type).
+NUMBERS = {
+    "engine": {"tensor_parallel_size": int, "tp_size": int, "max_num_seqs": int},
+    "sampling": {"temperature": float, "top_p": float, "top_k": int, "max_tokens": int, "min_tokens": int},
+}
+
+
+def _mapping(config: dict, key: str, source: Path) -> dict:
+    """A section of a harness config: a mapping (absent or null: empty), with text keys."""
+    value = config.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(
+            f"{source}: {key} is {type(value).__name__} {_short(value)}, not a mapping; "
+            "the harness reads it as one (fix the file, or leave this result out)"
+        )
+    return {str(k): v for k, v in value.items()}
+
+
+def _numbers(section: str, values: dict, source: Path) -> dict:
+    for key, kind in NUMBERS[section].items():
+        value = values.get(key)
+        if value is None or value == "MISSING":
+            continue
+        try:
+            number = kind(value)
+            ok = not isinstance(value, bool) and math.isfinite(number) and (kind is float or number == float(value))
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise UserError(
+                f"{source}: {section} setting {key} is {_short(value)}, not a {'whole ' if kind is int else ''}number "
+                "(fix the file, or leave this result out)"
+            )
+    return values
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetup | None:
@@ -256,21 +336,29 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
         f"{backend}_env_config",
         f"{backend}_sampling_config",
     )
-    engine = dict(config.get(engine_key) or config.get("llm_config") or {})
+    engine = _mapping(config, engine_key if config.get(engine_key) else "llm_config", path)
     checkpoint = engine.pop("model", None) or engine.pop("model_path", None)
     compilation = engine.get("compilation_config")
     if isinstance(compilation, dict) and CAPTURE_RANGE in compilation:
         compilation = dict(compilation)
-        compilation["cudagraph_capture_sizes"] = capture_sizes(compilation.pop(CAPTURE_RANGE))
+        try:
+            compilation["cudagraph_capture_sizes"] = capture_sizes(compilation.pop(CAPTURE_RANGE))
+        except UserError as exc:
+            raise UserError(f"{path}: {exc}") from None
         engine["compilation_config"] = compilation
-    env = {k: str(v) for k, v in _clean({**(config.get("env_config") or {}), **(config.get(env_key) or {})}).items()}
-    harness = dict(config.get("harness_config") or {})
-    tensor_parallel = int(engine.get("tensor_parallel_size") or engine.get("tp_size") or 1)
+    _numbers("engine", engine, path)
+    env = {
+        k: str(v)
+        for k, v in _clean({**_mapping(config, "env_config", path), **_mapping(config, env_key, path)}).items()
+    }
+    harness = _mapping(config, "harness_config", path)
+    stated = [engine.get(k) for k in ("tensor_parallel_size", "tp_size") if engine.get(k) not in (None, "MISSING")]
+    tensor_parallel = max(1, int(stated[0])) if stated and stated[0] else 1
     devices = harness.get("device_count")
     parallel = {"tensor_parallel_size": tensor_parallel}
-    if isinstance(devices, int) and devices > 0:
+    if _is_int(devices) and devices > 0:
         parallel["devices"] = devices
-        parallel["servers"] = max(1, devices // tensor_parallel)
+        parallel["servers"] = max(1, devices // max(tensor_parallel, 1))
     for name in ("engine_version", "benchmark_name", "scenario"):
         if config.get(name) not in (None, "MISSING"):
             harness[name] = config[name]
@@ -280,7 +368,11 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
         backend=str(backend),
         engine_args=_clean(engine),
         env=env,
-        sampling=_clean(dict(config.get(sampling_key) or config.get("sampling_params") or {})),
+        sampling=_numbers(
+            "sampling",
+            _clean(_mapping(config, sampling_key if config.get(sampling_key) else "sampling_params", path)),
+            path,
+        ),
         parallel=parallel,
         checkpoint=str(checkpoint) if checkpoint else None,
         harness_settings=harness,
