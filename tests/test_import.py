@@ -330,3 +330,30 @@ def test_any_values_in_a_harness_config_are_read_or_named(published_once, tmp_pa
         assert "offline_x.yaml" in str(exc), str(exc)
     else:
         assert records
+
+
+SCRIPT_LINES = st.sampled_from(
+    [
+        "A=$A$A$A$A",
+        "A=x",
+        'MODEL=${MODEL:-"/models/llama"}',
+        "cd $A",
+        "pushd quark-0.9/examples >/dev/null",
+        "hf download org/model --local-dir $MODEL --revision abc",
+        "python quantize_quark.py --model_dir $MODEL --quant_scheme w_mxfp4_a_mxfp4",
+        "export B='unclosed",
+        "cd",
+        "# a comment",
+    ]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(SCRIPT_LINES | st.text(max_size=40), max_size=40))
+def test_a_setup_script_of_any_lines_is_read(tmp_path_factory, lines):
+    from mlperf_repro.published.setup_scripts import MAX_VALUE, read_script
+
+    script = tmp_path_factory.mktemp("setup") / "download_model.sh"
+    script.write_text("\n".join(lines), errors="surrogateescape")
+    facts = read_script(script)
+    assert all(len(value) <= MAX_VALUE for value in facts.variables.values())

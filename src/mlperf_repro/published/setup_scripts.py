@@ -48,6 +48,9 @@ class ScriptFacts:
     variables: dict[str, str] = field(default_factory=dict)  # last value of every assignment
 
 
+MAX_VALUE = 4096  # characters of a variable's value worth keeping
+
+
 def _expand(text: str, env: dict[str, str]) -> str:
     text = DEFAULTED.sub(lambda m: m.group(1), text)
     return VARIABLE.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), text)
@@ -83,7 +86,10 @@ def read_script(path: Path, facts: ScriptFacts | None = None) -> ScriptFacts:
                 value = match.group(2)
             # A bare positional argument ($1) is unknown when reading: keep the default set before.
             if not re.search(r"\$\{?[0-9]", DEFAULTED.sub("", value)):
-                env[match.group(1)] = _expand(value, env)
+                expanded = _expand(value, env)
+                # A=$A$A, line after line, doubles: no path or version is this long.
+                if len(expanded) <= MAX_VALUE:
+                    env[match.group(1)] = expanded
             continue
         if line.startswith("pushd ") or line.startswith("cd "):
             folder = _expand(line.split(None, 1)[1].split(">")[0].strip().strip('"'), env)
