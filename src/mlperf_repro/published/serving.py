@@ -278,8 +278,9 @@ def _mapping(config: dict, key: str, source: Path) -> dict:
     return {str(k): v for k, v in value.items()}
 
 
-def _numbers(section: str, values: dict, source: Path) -> dict:
-    for key, kind in NUMBERS[section].items():
+def _numbers(kind_of_section: str, section: str, values: dict, source: Path) -> dict:
+    """``values`` (the config's ``section``), once every number NUMBERS names in it is one."""
+    for key, kind in NUMBERS[kind_of_section].items():
         value = values.get(key)
         if value is None or value == "MISSING":
             continue
@@ -290,7 +291,7 @@ def _numbers(section: str, values: dict, source: Path) -> dict:
             ok = False
         if not ok:
             raise UserError(
-                f"{source}: {section} setting {key} is {_short(value)}, not a {'whole ' if kind is int else ''}number "
+                f"{source}: {section}.{key} is {_short(value)}, not a {'whole ' if kind is int else ''}number "
                 "(fix the file, or leave this result out)"
             )
     return values
@@ -336,7 +337,9 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
         f"{backend}_env_config",
         f"{backend}_sampling_config",
     )
-    engine = _mapping(config, engine_key if config.get(engine_key) else "llm_config", path)
+    engine_section = engine_key if config.get(engine_key) else "llm_config"
+    sampling_section = sampling_key if config.get(sampling_key) else "sampling_params"
+    engine = _mapping(config, engine_section, path)
     checkpoint = engine.pop("model", None) or engine.pop("model_path", None)
     compilation = engine.get("compilation_config")
     if isinstance(compilation, dict) and CAPTURE_RANGE in compilation:
@@ -346,7 +349,7 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
         except UserError as exc:
             raise UserError(f"{path}: {exc}") from None
         engine["compilation_config"] = compilation
-    _numbers("engine", engine, path)
+    _numbers("engine", engine_section, engine, path)
     env = {
         k: str(v)
         for k, v in _clean({**_mapping(config, "env_config", path), **_mapping(config, env_key, path)}).items()
@@ -370,7 +373,8 @@ def read_amd_harness(code_roots: list[Path], result_folder: Path) -> ServingSetu
         env=env,
         sampling=_numbers(
             "sampling",
-            _clean(_mapping(config, sampling_key if config.get(sampling_key) else "sampling_params", path)),
+            sampling_section,
+            _clean(_mapping(config, sampling_section, path)),
             path,
         ),
         parallel=parallel,
