@@ -122,7 +122,7 @@ def serve(fd_in: int, fd_out: int) -> None:
     os.set_blocking(fd_in, False)
     loop.add_reader(fd_in, readable)
     if early:
-        backend.loop.call_soon(take, early)
+        loop.call_soon(take, early)
     try:
         backend.serve_until(done)
     except EndpointsLost as exc:
