@@ -14,7 +14,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tree_factory import BENCH, GOOD_ACCURACY, SUBMITTER, SYSTEM, build_tree, format_accuracy, make_runs, patch_detail
+from tree_factory import (
+    BENCH,
+    FULL_SCALE_SECONDS,
+    GOOD_ACCURACY,
+    SERVER_TOO_FEW_QUERIES,
+    SUBMITTER,
+    SYSTEM,
+    build_tree,
+    format_accuracy,
+    make_runs,
+    offline_too_short,
+    patch_detail,
+)
 from tree_factory import RULES as ROUND
 
 from mlperf_repro.benchmarks import load_round
@@ -133,13 +145,13 @@ def test_measurements(tree):
 
 def test_loadgen_invalid_result_is_caught(tree):
     # The official modular checker accepts this; we do not.
-    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt", {"result_validity": "INVALID"})
+    patch_detail(tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt", offline_too_short(249.7))
     only_rule(tree, "loadgen-valid", "Offline/performance")
 
 
 def test_an_offline_run_shorter_than_min_duration_names_the_target_qps_to_set(tree):
     detail = tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt"
-    patch_detail(detail, {"result_validity": "INVALID", "result_samples_per_second": 249.7})
+    patch_detail(detail, offline_too_short(249.7))
     record = {
         "key": "result_invalid_reason",
         "value": "Increase expected QPS so the loadgen pre-generates a larger (coalesced) query. ",
@@ -276,7 +288,11 @@ def test_a_results_repository_with_many_submitters_is_checked_per_submitter(tree
 
 
 def test_scenario_match(tree):
-    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", {"effective_scenario": "Offline"})
+    # (An Offline run lasts as long as its longest sample.)
+    patch_detail(
+        tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt",
+        {"effective_scenario": "Offline", "result_max_latency_ns": int(FULL_SCALE_SECONDS * 1e9)},
+    )
     only_rule(tree, "scenario-match", "Server/performance")
 
 
@@ -291,7 +307,12 @@ def test_interactive_is_judged_against_interactive_limits(tree):
     # 100 ms TPOT passes Server's 200 ms, which is what the official checker applies here.
     patch_detail(
         tree / RESULTS / "Interactive/performance/run_1/mlperf_log_detail.txt",
-        {"result_time_per_output_token_99.00_percentile_ns": 100_000_000},
+        # LoadGen was asked for Server's 200 ms, so it judged the run VALID.
+        {
+            "result_time_per_output_token_99.00_percentile_ns": 100_000_000,
+            "result_time_per_output_token_99.90_percentile_ns": 100_000_000,
+            "requested_server_tpot_latency": 200_000_000,
+        },
     )
     found = only_rule(tree, "latency", "Interactive")
     assert "40 ms" in found[0].message
@@ -400,7 +421,7 @@ def test_open_division_records_accuracy_without_failing(runs, tmp_path):
 def test_failing_closed_result_is_excluded_from_the_package(tree):
     from mlperf_repro.package.tree import apply_failure_policy
 
-    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", {"result_validity": "INVALID"})
+    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", SERVER_TOO_FEW_QUERIES)
     failed = apply_failure_policy(tree, ROUND, "closed", SUBMITTER, "exclude")
     assert list(failed) == [f"{RESULTS}/Server"] and "loadgen-valid" in failed[f"{RESULTS}/Server"][0]
     assert not (tree / RESULTS / "Server").exists() and (tree / RESULTS / "Offline").is_dir()
@@ -410,7 +431,7 @@ def test_failing_closed_result_is_excluded_from_the_package(tree):
 def test_failing_closed_result_kept_only_on_request_and_marked(tree):
     from mlperf_repro.package.tree import apply_failure_policy
 
-    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", {"result_validity": "INVALID"})
+    patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", SERVER_TOO_FEW_QUERIES)
     apply_failure_policy(tree, ROUND, "closed", SUBMITTER, "keep")
     assert (tree / RESULTS / "Server").is_dir()
     assert (tree / RESULTS / "Server" / "README.md").read_text().startswith("**FAILED CHECK")

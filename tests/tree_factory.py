@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from mlperf_repro.benchmarks import load_round
+from mlperf_repro.check.rules.log_evidence import COPIED_SETTINGS, SCENARIO_PREFIX
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.compliance.verify import verify_test06, write_verdict
 from mlperf_repro.loadgen_logs import summary_key
@@ -115,7 +117,14 @@ def make_runs(cache: Path) -> dict[tuple[str, str], Path]:
 
 def patch_detail(path: Path, values: dict) -> None:
     """Rewrite the value of MLLOG records by key (as if LoadGen had logged them), and the
-    lines of the run's summary beside it that print them (LoadGen writes both)."""
+    lines of the run's summary beside it that print them (LoadGen writes both). A setting
+    LoadGen copies from the request to the run is written to both records (unless the
+    request's value is given too), as LoadGen would log it."""
+    values = dict(values)
+    for key in COPIED_SETTINGS:
+        if f"effective_{key}" in values:
+            for requested in (f"requested_{key}", *(f"requested_{p}_{key}" for p in SCENARIO_PREFIX.values())):
+                values.setdefault(requested, values[f"effective_{key}"])
     lines = []
     scenario = None
     for line in path.read_text().splitlines():
@@ -166,6 +175,49 @@ PROVENANCE = {
         "dataset_manifest_sha256": "b" * 64,
     }
 }
+
+
+# How long the full-scale logs say each run took: just over the round's minimum.
+FULL_SCALE_SECONDS = RULES.min_duration_ms / 1000 + 7
+
+
+def full_scale_values(scenario: str, facts) -> dict:
+    """The records a full-scale performance log would hold, consistent with one another as
+    LoadGen writes them (the checker redoes each verdict from them): the round's minimums
+    requested and in effect, and a run that lasted FULL_SCALE_SECONDS."""
+    values = {
+        "requested_min_duration_ms": RULES.min_duration_ms,
+        "effective_min_duration_ms": RULES.min_duration_ms,
+        "effective_performance_sample_count": facts.facts["performance_sample_count"],
+        "requested_performance_sample_count_override": facts.facts["performance_sample_count"],
+        "generated_query_duration": int(FULL_SCALE_SECONDS * 1e9),
+    }
+    if RULES.loadgen_scenario(scenario) == "Offline":
+        samples = facts.facts["offline_min_samples_per_query"]
+        longest = int(FULL_SCALE_SECONDS * 1e9)
+        values.update(
+            effective_samples_per_query=samples,
+            generated_samples_per_query=samples,
+            result_max_latency_ns=longest,
+            result_samples_per_second=round(samples / (longest / 1e9), 4),
+        )
+    return values
+
+
+def offline_too_short(rate: float) -> dict:
+    """A full-scale Offline log's records for a run that was INVALID because its one query
+    ended before min_duration, at ``rate`` samples/s (as LoadGen logs it)."""
+    samples = RULES.benchmark(BENCH).facts["offline_min_samples_per_query"]
+    return {
+        "result_validity": "INVALID",
+        "result_min_duration_met": False,
+        "result_max_latency_ns": int(samples / rate * 1e9),
+        "result_samples_per_second": rate,
+    }
+
+
+# A Server log's records for a run that was INVALID because it issued too few queries.
+SERVER_TOO_FEW_QUERIES = {"result_validity": "INVALID", "result_min_queries_met": False, "result_query_count": 10}
 
 
 def build_tree(
@@ -241,14 +293,14 @@ def build_tree(
         )
         (folder / "TEST06" / "verdict.json").unlink()
         if full_scale:
-            patch_detail(
-                folder / "performance/run_1/mlperf_log_detail.txt",
-                {
-                    "effective_min_duration_ms": RULES.min_duration_ms,
-                    "effective_performance_sample_count": facts.facts["performance_sample_count"],
-                    "effective_samples_per_query": facts.facts["offline_min_samples_per_query"],
-                },
+            patch_detail(folder / "performance/run_1/mlperf_log_detail.txt", full_scale_values(scenario, facts))
+            # ... and the user.conf that asked for them.
+            conf = folder / "user.conf"
+            text = re.sub(r"(\.min_duration = )\d+", rf"\g<1>{RULES.min_duration_ms}", conf.read_text())
+            text = re.sub(
+                r"(\.performance_sample_count_override = )\d+", rf"\g<1>{facts.facts['performance_sample_count']}", text
             )
+            conf.write_text(text)
             patch_detail(
                 folder / "accuracy/mlperf_log_detail.txt",
                 {

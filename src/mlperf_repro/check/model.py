@@ -21,10 +21,16 @@ from ..benchmarks import DEFAULT_SYSTEM_TYPE, Benchmark, Round
 from ..loadgen_logs import finite_number as number  # noqa: F401  (the rules read numbers through it)
 from ..loadgen_logs import read_detail, summary_record
 from .endpoints_logs import PART_FILES, is_endpoints_folder, read_endpoints
+from .evidence import Evidence, Record, declare
 from .files import TreeFiles, UnreadableFile, files_of
 from .findings import Finding
 
 NOT_SUBMITTABLE_MARK = "NOT_SUBMITTABLE.md"
+
+# Record kinds of the evidence map that this module parses (see check/evidence.py).
+DETAIL_LOG = "mlperf_log_detail.txt"
+SYSTEM_JSON = "systems/<system>.json"
+ENDPOINTS_RESULT = "endpoints result"
 
 
 # LoadGen's detail logs -> the part of an endpoints result that stands for them.
@@ -99,11 +105,12 @@ class ScenarioResult:
         if relative not in self._details:
             part = _ENDPOINT_PARTS.get(relative)
             if self.is_endpoints and part:
-                self._details[relative] = read_endpoints(self.path, part, self.endpoints, self.scenario, self.files)
+                found = read_endpoints(self.path, part, self.endpoints, self.scenario, self.files)
+                self._details[relative] = None if found is None else Record(ENDPOINTS_RESULT, found)
             else:
                 path = self.path / relative
                 readable = self.files.is_file(path) and not self.is_endpoints
-                self._details[relative] = read_detail(self.files.lines(path)) if readable else None
+                self._details[relative] = Record(DETAIL_LOG, read_detail(self.files.lines(path))) if readable else None
         return self._details[relative]
 
 
@@ -129,7 +136,7 @@ class TreeContext:
         """A detail log read with its numbers as printed (cached: several rules compare them)."""
         key = self.rel(path)
         if key not in self._exact:
-            self._exact[key] = read_detail(self.files.lines(path), summary_record, exact=True)
+            self._exact[key] = Record(DETAIL_LOG, read_detail(self.files.lines(path), summary_record, exact=True))
         return self._exact[key]
 
     def read_json(self, path: Path) -> Any:
@@ -149,7 +156,7 @@ class TreeContext:
                 data = self.read_json(path) if self.files.is_file(path) else None
             except ValueError:
                 data = None
-            self._systems[system] = data if isinstance(data, dict) else None
+            self._systems[system] = Record(SYSTEM_JSON, data) if isinstance(data, dict) else None
         return self._systems[system]
 
     def system_type(self, system: str) -> str:
@@ -174,9 +181,13 @@ Rule = Callable[[TreeContext], list[Finding]]
 RULES: dict[str, Rule] = {}
 
 
-def rule(name: str):
+def rule(name: str, evidence: list[Evidence] | None = None):
+    """Register a rule under the name its findings carry, with the evidence-map entries of
+    the fields it derives or cross-checks (:mod:`mlperf_repro.check.evidence`)."""
+
     def register(function: Rule) -> Rule:
         RULES[name] = function
+        declare(name, evidence or [])
         return function
 
     return register
@@ -281,9 +292,6 @@ ACC = "accuracy/mlperf_log_detail.txt"
 
 
 SUMMARY_LOG = "mlperf_log_summary.txt"
-
-
-DETAIL_LOG = "mlperf_log_detail.txt"
 
 
 def plain(value: float | None) -> str:

@@ -1,0 +1,373 @@
+"""A LoadGen detail log against itself: its verdict and the settings it ran with, redone from
+its own records as LoadGen computes them (``loadgen/results.cc``, ``test_settings_internal.cc``),
+and each record LoadGen writes once, written once.
+
+``result_validity`` is VALID exactly when min duration, min queries, early stopping and (in
+Server) the latency constraints are met; each of those is redone from the figures it rests on
+(the query count against ``effective_min_query_count``, the run's length against
+``effective_min_duration_ms``, the percentile latencies against the targets); the settings
+LoadGen copies from the request (``requested_*``) to the run (``effective_*``) are equal. Each
+holds in every one of the 1,952 published v6.0 and v5.1 performance logs (bench/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ...loadgen_logs import MLLOG_PREFIX, finite_number
+from ..evidence import cross_checked, derived
+from ..findings import Finding
+from ..model import ACC, DETAIL_LOG, PERF, TreeContext, performance_logs, rule
+
+# effective_<key> is LoadGen's copy of requested_<key> (or of the scenario's requested_<scenario>_<key>).
+COPIED_SETTINGS = (
+    "scenario",
+    "test_mode",
+    "min_duration_ms",
+    "max_duration_ms",
+    "max_query_count",
+    "qsl_rng_seed",
+    "sample_index_rng_seed",
+    "schedule_rng_seed",
+    "accuracy_log_rng_seed",
+    "accuracy_log_probability",
+    "accuracy_log_sampling_target",
+    "print_timestamps",
+    "performance_issue_unique",
+    "performance_issue_same",
+    "performance_issue_same_index",
+    "sample_concatenate_permutation",
+    "target_qps",
+    "target_latency_ns",
+    "target_latency_percentile",
+    "max_async_queries",
+)
+SCENARIO_PREFIX = {
+    "Server": "server",
+    "Offline": "offline",
+    "SingleStream": "single_stream",
+    "MultiStream": "multi_stream",
+}
+
+
+def _requested_key(detail: dict, key: str) -> str | None:
+    prefix = SCENARIO_PREFIX.get(str(detail.get("effective_scenario")))
+    for name in (f"requested_{key}", f"requested_{prefix}_{key}"):
+        if name in detail:
+            return name
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    x, y = finite_number(a), finite_number(b)
+    if x is not None and y is not None:
+        return x == y
+    return str(a) == str(b)
+
+
+@rule(
+    "settings-evidence",
+    evidence=[
+        cross_checked(DETAIL_LOG, f"effective_{key}", f"requested_{key} (LoadGen copies it)") for key in COPIED_SETTINGS
+    ]
+    + [cross_checked(DETAIL_LOG, f"requested_{key}", f"effective_{key}") for key in COPIED_SETTINGS]
+    + [
+        cross_checked(DETAIL_LOG, f"requested_*_{key}", f"effective_{key}")
+        for key in ("target_qps", "target_latency_ns", "target_latency_percentile", "max_async_queries")
+    ],
+)
+def check_settings_evidence(ctx: TreeContext) -> list[Finding]:
+    """Each setting LoadGen copies from the request to the run holds one value in both."""
+    findings = []
+    for result in ctx.results:
+        if result.is_endpoints:
+            continue
+        for relative in (PERF, ACC):
+            detail = result.detail(relative)
+            if not detail:
+                continue
+            differ = []
+            for key in COPIED_SETTINGS:
+                effective = f"effective_{key}"
+                requested = _requested_key(detail, key)
+                if requested is None or effective not in detail:
+                    continue
+                if not _same(detail[requested], detail[effective]):
+                    differ.append(f"{requested} = {detail[requested]} but {effective} = {detail[effective]}")
+            if differ:
+                findings.append(
+                    Finding(
+                        "settings-evidence",
+                        ctx.rel(result.log_path(relative)),
+                        "LoadGen copies these settings from the request to the run, yet they differ: "
+                        + "; ".join(differ[:4])
+                        + (f" (and {len(differ) - 4} more)" if len(differ) > 4 else ""),
+                    )
+                )
+    return findings
+
+
+def _percentile_key(detail: dict, template: str) -> str:
+    percentile = finite_number(detail.get("effective_target_latency_percentile"))
+    return template.format(p=f"{(percentile if percentile is not None else 0.99) * 100:.2f}")
+
+
+def _flags(detail: dict) -> dict[str, Any]:
+    return {
+        key: detail.get(key)
+        for key in (
+            "result_min_duration_met",
+            "result_min_queries_met",
+            "early_stopping_met",
+            "result_perf_constraints_met",
+        )
+        if key in detail
+    }
+
+
+def _redone(detail: dict) -> dict[str, tuple[bool, str]]:
+    """Each of LoadGen's constraint flags redone from the figures it rests on (flag -> (value,
+    from what)); a flag the log lacks the figures for is left out."""
+    redone: dict[str, tuple[bool, str]] = {}
+    scenario = detail.get("effective_scenario")
+    n = finite_number
+    queries, minimum = n(detail.get("result_query_count")), n(detail.get("effective_min_query_count"))
+    if queries is not None and minimum is not None:
+        ok = queries >= minimum
+        why = f"result_query_count {queries:g} against effective_min_query_count {minimum:g}"
+        samples_min = n(detail.get("effective_min_sample_count"))
+        per_query = n(detail.get("effective_samples_per_query"))
+        if scenario != "Offline" and samples_min is not None and per_query is not None:
+            ok = ok and queries * per_query >= samples_min
+            why += f" and {queries * per_query:g} samples against effective_min_sample_count {samples_min:g}"
+        redone["result_min_queries_met"] = (ok, why)
+    duration = n(detail.get("effective_min_duration_ms"))
+    if duration is not None:
+        measured = None
+        if scenario == "Offline":
+            measured = ("result_max_latency_ns", n(detail.get("result_max_latency_ns")))
+        elif scenario == "Server":
+            measured = ("generated_query_duration", n(detail.get("generated_query_duration")))
+        if measured and measured[1] is not None:
+            redone["result_min_duration_met"] = (
+                measured[1] >= duration * 1e6,
+                f"{measured[0]} {measured[1]:g} ns against effective_min_duration_ms {duration:g}",
+            )
+    if scenario == "Server":
+        if detail.get("requested_use_token_latencies") is True:
+            first = _percentile_key(detail, "result_first_token_{p}_percentile_latency_ns")
+            per_token = _percentile_key(detail, "result_time_per_output_token_{p}_percentile_ns")
+            values = [
+                n(detail.get(k))
+                for k in (first, "requested_server_ttft_latency", per_token, "requested_server_tpot_latency")
+            ]
+            if None not in values:
+                redone["result_perf_constraints_met"] = (
+                    values[0] <= values[1] and values[2] <= values[3],
+                    f"{first} {values[0]:g} against requested_server_ttft_latency {values[1]:g} and "
+                    f"{per_token} {values[2]:g} against requested_server_tpot_latency {values[3]:g}",
+                )
+        else:
+            key = _percentile_key(detail, "result_{p}_percentile_latency_ns")
+            latency, target = n(detail.get(key)), n(detail.get("effective_target_latency_ns"))
+            if latency is not None and target is not None:
+                redone["result_perf_constraints_met"] = (
+                    latency <= target,
+                    f"{key} {latency:g} against effective_target_latency_ns {target:g}",
+                )
+    return redone
+
+
+_PERCENTILES = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
+_PERCENTILE_SERIES = (
+    ("result_{p}_percentile_latency_ns", "result_min_latency_ns", "result_max_latency_ns"),
+    (
+        "result_first_token_{p}_percentile_latency_ns",
+        "result_first_token_min_latency_ns",
+        "result_first_token_max_latency_ns",
+    ),
+    ("result_time_per_output_token_{p}_percentile_ns", None, None),
+    ("result_{p}_percentile_per_query_latency_ns", "result_min_query_latency_ns", "result_max_query_latency_ns"),
+)
+
+
+def _percentile_problems(detail: dict) -> list[str]:
+    """Percentiles rise with the percentile, between the minimum and the maximum."""
+    problems = []
+    for template, low, high in _PERCENTILE_SERIES:
+        series = [(low, finite_number(detail.get(low)))] if low else []
+        series += [(template.format(p=p), finite_number(detail.get(template.format(p=p)))) for p in _PERCENTILES]
+        series += [(high, finite_number(detail.get(high)))] if high else []
+        series = [(k, v) for k, v in series if v is not None]
+        for (k1, v1), (k2, v2) in zip(series, series[1:]):
+            if v1 > v2:
+                problems.append(f"{k1} {v1:g} > {k2} {v2:g}")
+                break
+    return problems
+
+
+_FLAG_EVIDENCE = [
+    derived(
+        DETAIL_LOG, "result_validity", "the four constraint flags (VALID exactly when each is met), each redone below"
+    ),
+    derived(
+        DETAIL_LOG,
+        "result_min_queries_met",
+        "result_query_count against effective_min_query_count (and effective_min_sample_count)",
+    ),
+    derived(
+        DETAIL_LOG,
+        "result_min_duration_met",
+        "result_max_latency_ns (Offline) or generated_query_duration (Server) against effective_min_duration_ms",
+    ),
+    derived(
+        DETAIL_LOG,
+        "result_perf_constraints_met",
+        "the target percentile's latency (TTFT and TPOT with token latencies) against the run's targets",
+    ),
+    cross_checked(DETAIL_LOG, "early_stopping_met", "result_validity (with the other flags); the summary"),
+    derived(
+        DETAIL_LOG,
+        "result_samples_per_second",
+        "Offline: generated_samples_per_query / result_max_latency_ns; the summary",
+    ),
+    cross_checked(DETAIL_LOG, "result_query_count", "result_min_queries_met"),
+    cross_checked(DETAIL_LOG, "generated_query_duration", "result_min_duration_met"),
+    cross_checked(DETAIL_LOG, "generated_samples_per_query", "result_samples_per_second"),
+    cross_checked(DETAIL_LOG, "effective_min_sample_count", "result_min_queries_met"),
+    cross_checked(
+        DETAIL_LOG,
+        "effective_target_latency_percentile",
+        "requested_*_target_latency_percentile; which percentile the constraints read",
+    ),
+    cross_checked(
+        DETAIL_LOG,
+        "result_*_percentile_*",
+        "the neighbouring percentiles, the minimum and the maximum (they rise in order); the summary",
+    ),
+]
+
+
+@rule("validity-evidence", evidence=_FLAG_EVIDENCE)
+def check_validity_evidence(ctx: TreeContext) -> list[Finding]:
+    """A performance log's verdict and constraint flags against the figures they rest on."""
+    findings = []
+    for result, detail, where in performance_logs(ctx):
+        if result.is_endpoints or "result_validity" not in detail:
+            continue
+        problems = []
+        flags = _flags(detail)
+        for flag, (value, why) in _redone(detail).items():
+            if flag in flags and flags[flag] is not value:
+                problems.append(f"{flag} = {json.dumps(flags[flag])}, but {why} gives {json.dumps(value)}")
+        valid = str(detail.get("result_validity")).upper() == "VALID"
+        met = bool(flags) and all(v is True for v in flags.values())
+        if valid != met:
+            shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in flags.items()) or "no constraint flags"
+            problems.append(f"result_validity = {detail.get('result_validity')}, but {shown}")
+        if detail.get("effective_scenario") == "Offline":
+            count, longest = (
+                finite_number(detail.get("generated_samples_per_query")),
+                finite_number(detail.get("result_max_latency_ns")),
+            )
+            rate = finite_number(detail.get("result_samples_per_second"))
+            if count and longest and rate is not None and abs(count / (longest / 1e9) - rate) > 1e-3 * max(rate, 1e-9):
+                problems.append(
+                    f"result_samples_per_second = {rate:g}, but generated_samples_per_query {count:g} in "
+                    f"result_max_latency_ns {longest:g} is {count / (longest / 1e9):.6g}/s"
+                )
+        problems += _percentile_problems(detail)
+        if problems:
+            findings.append(
+                Finding("validity-evidence", where, "the log contradicts itself: " + "; ".join(problems[:4]))
+            )
+    return findings
+
+
+# Records LoadGen writes any number of times (messages, errors and warnings); every other
+# key is written once per run.
+REPEATED_KEYS = re.compile(r"^(generic_message|error_.*|warning_.*)$")
+# An accuracy run loads the QSL set by set and generates the queries of each: these
+# (and the power window and the logger's counters of each) are written once per set, as in
+# 961 published accuracy logs; in no performance log.
+PER_LOADED_SET = frozenset(
+    {
+        "loaded_qsl_set",
+        "generated_query_count",
+        "generated_query_duration",
+        "generated_samples_per_query",
+        "power_begin",
+        "power_end",
+    }
+)
+
+
+def repeated_records(lines) -> dict[str, list[str]]:
+    """Each key LoadGen writes once that a log holds with more than one value (key -> values
+    as written); an AccuracyOnly run's per-set records are left out."""
+    seen: dict[str, list[str]] = {}
+    accuracy_run = False
+    for line in lines:
+        if not line.startswith(MLLOG_PREFIX):
+            continue
+        try:
+            record = json.loads(line[len(MLLOG_PREFIX) :])
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+            continue
+        key = record["key"]
+        if key == "effective_test_mode":
+            accuracy_run = record.get("value") == "AccuracyOnly"
+        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if REPEATED_KEYS.match(key) or metadata.get("is_error") or metadata.get("is_warning"):
+            continue
+        value = json.dumps(record.get("value"), sort_keys=True)
+        values = seen.setdefault(key, [])
+        if value not in values:
+            values.append(value)
+    return {
+        key: values
+        for key, values in seen.items()
+        if len(values) > 1 and not (accuracy_run and (key in PER_LOADED_SET or key.startswith("logger_")))
+    }
+
+
+@rule(
+    "log-records-once",
+    evidence=[
+        cross_checked(DETAIL_LOG, "<every key LoadGen writes once>", "its other records in the same log: one value"),
+    ],
+)
+def check_records_once(ctx: TreeContext) -> list[Finding]:
+    """A key LoadGen writes once per run, written twice with another value: the log was edited
+    or two runs were joined, and which value the other rules read is an accident."""
+    findings = []
+    for result in ctx.results:
+        if result.is_endpoints:
+            continue
+        for path in _detail_logs(ctx, result.path):
+            repeated = repeated_records(ctx.files.lines(path))
+            if repeated:
+                shown = "; ".join(f"{k} = {' and '.join(v[:3])}" for k, v in list(repeated.items())[:3])
+                findings.append(
+                    Finding(
+                        "log-records-once",
+                        ctx.rel(path),
+                        f"{len(repeated)} record(s) LoadGen writes once appear with more than one value ({shown})",
+                    )
+                )
+    return findings
+
+
+def _detail_logs(ctx: TreeContext, folder: Path) -> list[Path]:
+    return sorted(
+        ctx.root / rel
+        for rel, entry in ctx.files.walk(folder)
+        if entry.kind == "file" and rel.endswith("/" + DETAIL_LOG)
+    )
