@@ -98,6 +98,11 @@ def test_every_rule_is_covered_below():
         "compliance-evidence",
         "accuracy-evidence",
         "structure",
+        # tests/test_checker_evidence.py
+        "verify-evidence",
+        "settings-evidence",
+        "validity-evidence",
+        "log-records-once",
     }
     assert set(RULES) == tested
 

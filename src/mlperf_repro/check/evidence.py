@@ -184,7 +184,7 @@ def markdown_table() -> str:
     ]
     for record, field_name, how, basis, rule_name in table_rows():
         cell = basis.replace("|", "\\|")
-        lines.append(f"| {record} | `{field_name}` | {how} | {cell} | {f'`{rule_name}`' if rule_name else ''} |")
+        lines.append(f"| `{record}` | `{field_name}` | {how} | {cell} | {f'`{rule_name}`' if rule_name else ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -197,6 +197,10 @@ def write_docs(path: str) -> None:
 
     from . import tree  # noqa: F401  (importing the rules registers their entries)
 
+    if __name__ == "__main__":  # run as a script: the registry is the package's module, not this one
+        from mlperf_repro.check.evidence import write_docs as registered
+
+        return registered(path)
     page = Path(path)
     text = page.read_text()
     start, end = MARKERS

@@ -12,9 +12,11 @@ from ...accuracy.sandbox import UNSANDBOXED_CONFIG_KEY, UNSANDBOXED_NOTE
 from ...accuracy.video_quality import OPEN_METRICS, read_video, score_videos
 from ...errors import UserError
 from ..endpoints_logs import score_readings
+from ..evidence import cross_checked, derived, record_kind
 from ..findings import Finding
 from ..model import (
     ACC,
+    DETAIL_LOG,
     HASH_LINE,
     ScenarioResult,
     TreeContext,
@@ -25,8 +27,45 @@ from ..model import (
     rule,
 )
 
+ACCURACY_LOG = "mlperf_log_accuracy.json"
+ACCURACY_TXT = "accuracy.txt"
+record_kind(
+    ACCURACY_LOG,
+    (
+        "accuracy/mlperf_log_accuracy.json",
+        "TEST*/accuracy/mlperf_log_accuracy.json",
+        "performance/run_1/mlperf_log_accuracy.json",
+    ),
+    "json",
+    "the samples a run logged (truncated to its two ends in a full-scale tree)",
+    trusted={
+        "data": "the model's output: redone only where an evaluator runs (TEST06, TEST09 in the compliance rules)"
+    },
+)
+record_kind(
+    ACCURACY_TXT,
+    "accuracy/accuracy.txt",
+    "text",
+    "the evaluator's scores of the accuracy run",
+)
 
-@rule("accuracy-log")
+
+@rule(
+    "accuracy-log",
+    evidence=[
+        cross_checked(DETAIL_LOG, "effective_accuracy_sample_count", "the round's accuracy sample count"),
+        cross_checked(
+            DETAIL_LOG,
+            "qsl_reported_total_count",
+            "the round's accuracy sample count (with effective_accuracy_sample_count)",
+        ),
+        cross_checked(
+            ACCURACY_TXT,
+            "hash",
+            "present (the official checker's pattern); the whole log's sha256 in accuracy-evidence",
+        ),
+    ],
+)
 def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
     """Truncated log, hash line, values the checker's regexes can read, full coverage."""
     findings = []
@@ -228,11 +267,23 @@ def check_accuracy_files(ctx: TreeContext) -> list[Finding]:
 ACCURACY_ENTRY = re.compile(r'\{\s*"seq_id"\s*:\s*(\d+)\s*,\s*"qsl_idx"\s*:\s*(\d+)')
 
 
-@rule("accuracy-duplicates")
+@rule(
+    "accuracy-duplicates",
+    evidence=[
+        cross_checked(
+            ACCURACY_LOG, "qsl_idx", "each sample once (its other entries); below the run's qsl_reported_total_count"
+        ),
+        cross_checked(
+            ACCURACY_LOG, "seq_id", "the same entry kept twice at a truncated log's two ends, not a second sample"
+        ),
+        cross_checked(DETAIL_LOG, "qsl_reported_total_count", "the accuracy log's qsl_idx (all below it)"),
+    ],
+)
 def check_accuracy_duplicates(ctx: TreeContext) -> list[Finding]:
     """An accuracy run issues each sample once: no qsl_idx in two entries of the accuracy
     log (the entries a truncated log still shows). The same entry twice (seq_id and
-    qsl_idx) is the overlap of a log truncated to its two ends, not a duplicate."""
+    qsl_idx) is the overlap of a log truncated to its two ends, not a duplicate. Every
+    qsl_idx lies within the sample library the run logged (qsl_reported_total_count)."""
     findings = []
     for result in ctx.results:
         log = result.path / "accuracy" / "mlperf_log_accuracy.json"
@@ -242,6 +293,17 @@ def check_accuracy_duplicates(ctx: TreeContext) -> list[Finding]:
         for line in ctx.files.lines(log):
             for seq_id, qsl_idx in ACCURACY_ENTRY.findall(line):
                 seq_ids.setdefault(int(qsl_idx), set()).add(int(seq_id))
+        total = number((result.detail(ACC) or {}).get("qsl_reported_total_count"))
+        outside = sorted(q for q in seq_ids if total is not None and q >= total)
+        if outside:
+            findings.append(
+                Finding(
+                    "accuracy-duplicates",
+                    ctx.rel(log),
+                    f"logs qsl_idx {', '.join(map(str, outside[:5]))} but {ctx.rel(result.log_path(ACC))} reports a "
+                    f"sample library of {plain(total)} (qsl_idx 0 to {plain(total - 1)}): the log is not of this run",
+                )
+            )
         repeated = {qsl: sorted(seqs) for qsl, seqs in sorted(seq_ids.items()) if len(seqs) > 1}
         if repeated:
             shown = "; ".join(
@@ -258,7 +320,17 @@ def check_accuracy_duplicates(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
-@rule("accuracy-target")
+@rule(
+    "accuracy-target",
+    evidence=[
+        cross_checked(
+            ACCURACY_TXT,
+            "<the round's metrics>",
+            "the round's targets and upper bounds; not recomputed: ROUGE, exact match, ... need the dataset, and "
+            "published accuracy logs are truncated",
+        )
+    ],
+)
 def check_accuracy_target(ctx: TreeContext) -> list[Finding]:
     """The round's targets and upper bounds; in the open division recorded, not enforced."""
     if ctx.test_scale:
@@ -320,7 +392,16 @@ def _endpoints_accuracy(ctx: TreeContext, result: ScenarioResult, severity: str)
 _PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\d.]+)")
 
 
-@rule("accuracy-evidence")
+@rule(
+    "accuracy-evidence",
+    evidence=[
+        cross_checked(ACCURACY_TXT, "gen_num", "the accuracy run's sample count (its detail log)"),
+        derived(ACCURACY_TXT, "tokens_per_sample", "its own gen_tok_len / gen_num; the whole log's token counts"),
+        cross_checked(ACCURACY_TXT, "gen_tok_len", "tokens_per_sample x gen_num"),
+        derived(ACCURACY_TXT, "hash", "the sha256 of the accuracy log, where it is whole"),
+        cross_checked(ACCURACY_LOG, "token_count", "accuracy.txt's tokens_per_sample, where the log is whole"),
+    ],
+)
 def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
     """What accuracy.txt records against what the accuracy run logged: the samples it
     scored (gen_num) against the run's sample count, tokens_per_sample against its own

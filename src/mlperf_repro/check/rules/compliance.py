@@ -12,11 +12,12 @@ import numpy as np
 from ...benchmarks import Benchmark, Round
 from ...compliance.verify import test04_score, test06_failures, test06_lines
 from ...loadgen_logs import read_detail, result_is_valid
-from ..evidence import Record
+from ..evidence import Record, cross_checked, record_kind
 from ..files import TreeFiles, files_of
 from ..findings import Finding
 from ..model import (
     DETAIL_LOG,
+    ENDPOINTS_RESULT,
     PERF,
     ScenarioResult,
     TreeContext,
@@ -84,7 +85,39 @@ def _accuracy_fallback(folder: Path, entry: dict, facts: Benchmark | None, files
     return True, ""
 
 
-@rule("compliance")
+record_kind(
+    ENDPOINTS_RESULT,
+    ("config.yaml", "result_summary.json", "accuracy_results.json"),
+    "json",
+    "an MLCommons endpoints-harness result, read under LoadGen's key names",
+    trusted={
+        "*": "the harness writes each fact once (no second record to compare); the seeds, run length, score and "
+        "audits are judged against the round's table by the LoadGen rules"
+    },
+)
+record_kind(
+    "audit/<test>.json",
+    "audit/audit_*.json",
+    "json",
+    "an endpoints result's compliance audit",
+    trusted={"passed": "the harness's verdict: the audit's evidence is not in the tree"},
+)
+
+
+@rule(
+    "compliance",
+    evidence=[
+        *(
+            cross_checked(
+                "TEST06/verify_accuracy.txt",
+                check,
+                "the round's pass lines; the samples of TEST06's accuracy log (compliance-evidence)",
+            )
+            for check in ("first_token_check", "eos_check", "sample_length_check")
+        ),
+        cross_checked("audit/<test>.json", "test", "the test its file name names"),
+    ],
+)
 def check_compliance(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result in ctx.results:
@@ -185,7 +218,21 @@ def _relative_gap(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-300)
 
 
-@rule("compliance-evidence")
+@rule(
+    "compliance-evidence",
+    evidence=[
+        cross_checked(
+            "TEST09/verify_output_len.txt", "allowed_range", "the round's band scaled by one factor (test scale)"
+        ),
+        cross_checked(DETAIL_LOG, "result_samples_per_second", "TEST01's and TEST04's verify files (Offline score)"),
+        cross_checked(
+            DETAIL_LOG, "result_completed_samples_per_sec", "TEST01's and TEST04's verify files (Server score)"
+        ),
+        cross_checked(
+            DETAIL_LOG, "early_stopping_latency_*", "TEST01's and TEST04's verify files (SingleStream, MultiStream)"
+        ),
+    ],
+)
 def check_compliance_evidence(ctx: TreeContext) -> list[Finding]:
     """Each compliance verdict redone from the logs in the tree, where they are there:
     TEST01's and TEST04's performance comparisons from the two runs' detail logs, TEST06's

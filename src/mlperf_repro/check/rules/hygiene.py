@@ -3,6 +3,7 @@ test-scale mark."""
 
 from __future__ import annotations
 
+from ..evidence import cross_checked, record_kind
 from ..findings import Finding
 from ..model import (
     NOT_SUBMITTABLE_MARK,
@@ -11,7 +12,15 @@ from ..model import (
 )
 
 
-@rule("hygiene")
+@rule(
+    "hygiene",
+    evidence=[
+        cross_checked(
+            "the tree's entries", "<kind>", "regular files and folders only (links, FIFOs, devices are errors)"
+        ),
+        cross_checked("the tree's entries", "<size>", "the round's tree_limits.max_file_bytes"),
+    ],
+)
 def check_hygiene(ctx: TreeContext) -> list[Finding]:
     """Names, sizes and empty folders as MLCommons' upload checks want them; and regular
     files and folders only: a link or a special file is refused (and never followed or
@@ -55,6 +64,15 @@ def check_hygiene(ctx: TreeContext) -> list[Finding]:
         if ctx.files.relative(ctx.base) in (rel, ".") or rel.startswith(ctx.rel(ctx.base) + "/"):
             findings.append(Finding("hygiene", rel, why))
     return findings
+
+
+record_kind(
+    "NOT_SUBMITTABLE.md",
+    "/../NOT_SUBMITTABLE.md",
+    "text",
+    "the mark of a test-scale tree",
+    trusted={"<presence>": "a mark we write: nothing else in a tree records its scale"},
+)
 
 
 @rule("marking")

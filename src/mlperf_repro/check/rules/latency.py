@@ -3,8 +3,10 @@ latencies against the folder's own limits (Interactive's, not Server's)."""
 
 from __future__ import annotations
 
+from ..evidence import cross_checked
 from ..findings import Finding
 from ..model import (
+    DETAIL_LOG,
     TreeContext,
     early_stopping,
     number,
@@ -13,7 +15,16 @@ from ..model import (
 )
 
 
-@rule("latency")
+@rule(
+    "latency",
+    evidence=[
+        cross_checked(DETAIL_LOG, "requested_server_ttft_latency", "the folder's TTFT limit in the round's table"),
+        cross_checked(DETAIL_LOG, "requested_server_tpot_latency", "the folder's TPOT limit in the round's table"),
+        cross_checked(DETAIL_LOG, "effective_target_latency_ns", "the folder's latency target in the round's table"),
+        cross_checked(DETAIL_LOG, "result_*_percentile_*", "the folder's limits in the round's table (p99)"),
+        cross_checked(DETAIL_LOG, "early_stopping_met", "met, where the scenario is judged by early stopping"),
+    ],
+)
 def check_latency(ctx: TreeContext) -> list[Finding]:
     """Early stopping met where the scenario uses it; the target latency LoadGen judged
     against no looser than the table's; p99 TTFT/TPOT against this folder's limits

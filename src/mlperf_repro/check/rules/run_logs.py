@@ -9,8 +9,16 @@ from typing import Any
 
 from ...benchmarks import available_rounds, load_round
 from ...errors import UserError
-from ...loadgen_logs import summary_disagreements, summary_gaps, values_agree
+from ...loadgen_logs import (
+    EARLY_STOPPING_BLOCKS,
+    MULTISTREAM_KEYS,
+    SUMMARY_KEYS,
+    summary_disagreements,
+    summary_gaps,
+    values_agree,
+)
 from ...published.loadgen_conf import parse_conf, requested_settings
+from ..evidence import cross_checked, record_kind
 from ..findings import Finding
 from ..model import (
     ACC,
@@ -26,6 +34,51 @@ from ..model import (
     plain,
     rule,
 )
+
+record_kind(
+    DETAIL_LOG,
+    ("performance/run_1/mlperf_log_detail.txt", "accuracy/mlperf_log_detail.txt", "TEST*/**/mlperf_log_detail.txt"),
+    "mllog",
+    "a LoadGen run's every setting, figure and verdict",
+    trusted={
+        "loadgen_version": "named in messages only: the seeds are judged from the log, never the version string",
+        "result_invalid_reason": "LoadGen's free-text advice; quoted in messages, the verdict is judged from the flags",
+    },
+)
+SUMMARY = "mlperf_log_summary.txt"
+record_kind(
+    SUMMARY,
+    ("performance/run_1/mlperf_log_summary.txt", "accuracy/mlperf_log_summary.txt", "TEST*/**/mlperf_log_summary.txt"),
+    "summary",
+    "the run's summary, printed by LoadGen from the same numbers as its detail log",
+)
+record_kind(
+    "user.conf",
+    "user.conf",
+    "conf",
+    "the settings the submitter gave LoadGen for this result",
+)
+
+# Every figure the summary prints is the detail log's record of the same run (loadgen_logs.SUMMARY_KEYS).
+_PRINTED = [*SUMMARY_KEYS.items(), *MULTISTREAM_KEYS.items()]
+_SUMMARY_EVIDENCE = [
+    *(cross_checked(DETAIL_LOG, key, f"the summary's '{label}' line") for label, key in _PRINTED),
+    *(
+        cross_checked(SUMMARY, label, f"the detail log's {' or '.join(k for lab, k in _PRINTED if lab == label)}")
+        for label in dict(_PRINTED)
+    ),
+    *(
+        cross_checked(DETAIL_LOG, key, f"the summary's '{header}' block")
+        for header, key in EARLY_STOPPING_BLOCKS.items()
+    ),
+    *(cross_checked(SUMMARY, header, f"the detail log's {key}") for header, key in EARLY_STOPPING_BLOCKS.items()),
+    cross_checked(DETAIL_LOG, "result_*_percentile_*", "the summary's percentile lines"),
+    cross_checked(DETAIL_LOG, "early_stopping_latency_*", "the summary's early-stopping latency line"),
+    cross_checked(SUMMARY, "* percentile *", "the detail log's percentile records"),
+    cross_checked(DETAIL_LOG, "num_errors", "the summary's error count; every error record"),
+    cross_checked(DETAIL_LOG, "errors", "the summary's error count (loadgen-errors reports each)"),
+    cross_checked(SUMMARY, "errors encountered", "the detail log's num_errors and its error records"),
+]
 
 # LoadGen's reason when an Offline run's one query was done before min_duration.
 OFFLINE_TOO_SHORT = "Increase expected QPS"
@@ -47,7 +100,12 @@ def _invalid_message(detail: dict) -> str:
     return message
 
 
-@rule("loadgen-valid")
+@rule(
+    "loadgen-valid",
+    evidence=[
+        cross_checked(DETAIL_LOG, "result_validity", "VALID is required (the flags it rests on: validity-evidence)")
+    ],
+)
 def check_validity(ctx: TreeContext) -> list[Finding]:
     return [
         Finding("loadgen-valid", where, _invalid_message(detail))
@@ -82,7 +140,10 @@ def _round_of_seeds(seeds: dict[str, Any]) -> str | None:
     return None
 
 
-@rule("seeds")
+@rule(
+    "seeds",
+    evidence=[cross_checked(DETAIL_LOG, "effective_*_rng_seed", "the round's seeds (rules table loadgen.seeds)")],
+)
 def check_seeds(ctx: TreeContext) -> list[Finding]:
     """The seeds the log shows LoadGen used; the LoadGen version string is not judged
     (a release from before the round's last one may carry the same seeds)."""
@@ -128,7 +189,10 @@ def check_seeds(ctx: TreeContext) -> list[Finding]:
 TEST_MODES = {PERF: "PerformanceOnly", ACC: "AccuracyOnly"}
 
 
-@rule("test-mode")
+@rule(
+    "test-mode",
+    evidence=[cross_checked(DETAIL_LOG, "effective_test_mode", "the folder the log is in (performance/ or accuracy/)")],
+)
 def check_test_mode(ctx: TreeContext) -> list[Finding]:
     """performance/ holds a PerformanceOnly run and accuracy/ an AccuracyOnly one (an
     accuracy folder holding a performance run has not scored every sample once). The
@@ -149,7 +213,10 @@ def check_test_mode(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
-@rule("scenario-match")
+@rule(
+    "scenario-match",
+    evidence=[cross_checked(DETAIL_LOG, "effective_scenario", "the scenario folder it is in")],
+)
 def check_scenario_match(ctx: TreeContext) -> list[Finding]:
     """The log was produced for this folder's scenario (Interactive = LoadGen Server)."""
     findings = []
@@ -172,7 +239,10 @@ def check_scenario_match(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
-@rule("token-latencies")
+@rule(
+    "token-latencies",
+    evidence=[cross_checked(DETAIL_LOG, "requested_use_token_latencies", "the round's table (use_token_latencies)")],
+)
 def check_token_latencies(ctx: TreeContext) -> list[Finding]:
     return [
         Finding("token-latencies", where, "use_token_latencies was not requested (LLM results report tokens)")
@@ -184,7 +254,18 @@ def check_token_latencies(ctx: TreeContext) -> list[Finding]:
     ]
 
 
-@rule("run-length")
+@rule(
+    "run-length",
+    evidence=[
+        cross_checked(DETAIL_LOG, key, f"the round's table ({table})")
+        for key, table in (
+            ("effective_min_duration_ms", "min_duration_ms"),
+            ("effective_performance_sample_count", "performance_sample_count"),
+            ("effective_min_query_count", "min_query_count"),
+            ("effective_samples_per_query", "offline_min_samples_per_query"),
+        )
+    ],
+)
 def check_run_length(ctx: TreeContext) -> list[Finding]:
     """The round's minimum duration, sample counts and Offline samples per query."""
     if ctx.test_scale:
@@ -242,7 +323,7 @@ def _run_folders(ctx: TreeContext, result: ScenarioResult) -> list[Path]:
     return sorted(set(found))
 
 
-@rule("summary-detail")
+@rule("summary-detail", evidence=_SUMMARY_EVIDENCE)
 def check_summary_detail(ctx: TreeContext) -> list[Finding]:
     """A run's mlperf_log_summary.txt and mlperf_log_detail.txt are written by one LoadGen
     process from the same numbers: every result and setting the summary prints that the
@@ -281,7 +362,21 @@ def check_summary_detail(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
-@rule("user-conf")
+@rule(
+    "user-conf",
+    evidence=[
+        cross_checked(
+            "user.conf",
+            "<model>.<scenario>.<setting>",
+            "the performance log's requested_* record of the setting; a warning: 23 of 32 published v6.0 "
+            "submitters' harnesses set settings in code as well",
+            severity="warning",
+        ),
+        cross_checked(
+            DETAIL_LOG, "requested_*", "the result's user.conf (a warning, see user.conf)", severity="warning"
+        ),
+    ],
+)
 def check_user_conf(ctx: TreeContext) -> list[Finding]:
     """Every setting the result's user.conf gives the performance run (for the model name
     the round's mlperf.conf uses for this scenario, as LoadGen looks it up) against the

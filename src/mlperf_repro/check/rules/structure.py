@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ...benchmarks import Round
 from ..endpoints_logs import endpoints_files
+from ..evidence import cross_checked, record_kind
 from ..files import TreeFiles
 from ..findings import Finding
 from ..model import (
@@ -49,7 +50,46 @@ def check_root(root: Path, rules: Round, contexts: list[TreeContext]) -> list[Fi
     return findings
 
 
-@rule("required-files")
+LISTING = "the tree's entries"
+record_kind(LISTING, "/**", "listing", "every entry's kind, name and size, listed once without following links")
+record_kind(
+    "model_mapping.json",
+    "/model_mapping.json",
+    "json",
+    "an open submitter's own model names -> the round's benchmarks",
+    trusted={"<model name>": "the submitter's own naming: nothing else in the tree names the model"},
+)
+record_kind(
+    "README.md",
+    ("README.md", "/README.md"),
+    "text",
+    "how the result was produced",
+    trusted={"<text>": "free text; required to exist (required-files)"},
+)
+record_kind(
+    "mlperf.conf",
+    "mlperf.conf",
+    "conf",
+    "the round's settings file where a tree carries one",
+    trusted={"<setting>": "LoadGen reads the copy built into it; the seeds it used are judged in the log (seeds)"},
+)
+record_kind(
+    "src/, documentation/",
+    ("/src/**", "/documentation/**"),
+    "listing",
+    "the code and the documentation",
+    trusted={"<content>": "source code and prose: required to exist, not judged"},
+)
+
+
+@rule(
+    "required-files",
+    evidence=[
+        cross_checked(
+            LISTING, "<required file or folder>", "the round's table (submitter_folders, scenario_files, ...)"
+        )
+    ],
+)
 def check_required_files(ctx: TreeContext) -> list[Finding]:
     findings = []
     for folder in ctx.rules["submitter_folders"]:
@@ -99,7 +139,10 @@ def _required_file(ctx: TreeContext, path: Path) -> list[Finding]:
     return []
 
 
-@rule("scenario-set")
+@rule(
+    "scenario-set",
+    evidence=[cross_checked(LISTING, "<scenario folder>", "the round's scenario set for the system's system_type")],
+)
 def check_scenario_set(ctx: TreeContext) -> list[Finding]:
     """The scenarios of each benchmark against the suite of the system's system_type."""
     findings = []
@@ -163,7 +206,17 @@ def check_scenario_set(ctx: TreeContext) -> list[Finding]:
     return findings
 
 
-@rule("structure")
+@rule(
+    "structure",
+    evidence=[
+        cross_checked(LISTING, "<name>", "the other names (no two differing only in case where results live)"),
+        cross_checked(
+            LISTING,
+            "<result record>",
+            "the layout: one performance run, one copy of each record, no stray file in results/",
+        ),
+    ],
+)
 def check_structure(ctx: TreeContext) -> list[Finding]:
     """Nothing that leaves open which file holds a result: two names in one folder that
     differ only in case (in the folders that hold results and system descriptions); loose

@@ -5,10 +5,50 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...benchmarks import available_rounds, load_round
+from ..evidence import Record, cross_checked, record_kind
 from ..findings import Finding
 from ..model import (
+    SYSTEM_JSON,
     TreeContext,
     rule,
+)
+
+MEASUREMENTS = "measurements.json"
+
+
+def _round_fields(*path: str) -> set[str]:
+    """A list of field names from every round's table (e.g. system_description.required)."""
+    names: set[str] = set()
+    for name in available_rounds():
+        table = load_round(name).data
+        for key in path:
+            table = table.get(key) or {}
+        names |= set(table or [])
+    return names
+
+
+_JUDGED_SYSTEM_FIELDS = {"division", "submitter", "status", "system_type"}
+record_kind(
+    SYSTEM_JSON,
+    "/systems/<system>.json",
+    "json",
+    "the system's hardware and software",
+    trusted={
+        key: "a hardware or software fact no other record of the tree states; required, non-empty and "
+        "integer where the round's table says (system-description)"
+        for key in sorted(_round_fields("system_description", "required") - _JUDGED_SYSTEM_FIELDS)
+    },
+)
+record_kind(
+    MEASUREMENTS,
+    ("measurements.json", "<system>_*.json"),
+    "json",
+    "how the result was measured: data types, weights, transformations",
+    trusted={
+        key: "stated once; present and non-empty as the round's table asks (measurements)"
+        for key in sorted(_round_fields("measurements_keys") - {"retraining"})
+    },
 )
 
 # A mixed system (nodes of several kinds in one system) gives a count per kind of node:
@@ -33,7 +73,19 @@ def per_node_type_counts(value: Any) -> list[int] | None:
     return [int(n) for n in re.findall(r"(\d+)\s*(?:\([^()]*\))?", text)] if match else None
 
 
-@rule("system-description")
+@rule(
+    "system-description",
+    evidence=[
+        cross_checked(SYSTEM_JSON, "division", "the division folder it is in"),
+        cross_checked(SYSTEM_JSON, "submitter", "the submitter folder it is in"),
+        cross_checked(SYSTEM_JSON, "status", "the round's statuses"),
+        cross_checked(SYSTEM_JSON, "system_type", "the round's system types; the scenario folders (scenario-set)"),
+        *(
+            cross_checked(SYSTEM_JSON, key, "the division: a network-division field, absent elsewhere")
+            for key in sorted(_round_fields("system_description", "network_only"))
+        ),
+    ],
+)
 def check_systems(ctx: TreeContext) -> list[Finding]:
     fields = ctx.rules["system_description"]
     findings = []
@@ -70,6 +122,7 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
         if not isinstance(desc, dict):
             findings.append(Finding("system-description", where, "not a JSON object"))
             continue
+        desc = Record(SYSTEM_JSON, desc)
         for key in fields["required"]:
             if key not in desc:
                 findings.append(Finding("system-description", where, f"field {key} is missing"))
@@ -125,7 +178,10 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
 NO_RETRAINING = ("", "no", "none", "n/a", "na", "false", "0")
 
 
-@rule("measurements")
+@rule(
+    "measurements",
+    evidence=[cross_checked(MEASUREMENTS, "retraining", "the division (none in the closed division)")],
+)
 def check_measurements(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result in ctx.results:
@@ -140,6 +196,7 @@ def check_measurements(ctx: TreeContext) -> list[Finding]:
         if not isinstance(data, dict):
             findings.append(Finding("measurements", ctx.rel(path), "not a JSON object"))
             continue
+        data = Record(MEASUREMENTS, data)
         for key in ctx.rules["measurements_keys"]:
             if not data.get(key):
                 findings.append(Finding("measurements", ctx.rel(path), f"{key} is missing or empty"))

@@ -287,6 +287,9 @@ def _test08(record: Record, ctx: TreeContext, result, entry) -> _Check:
         failures.append(f"num_matched = {matched:g} (a pass needs at least one)")
     if unmatched is not None and unmatched != 0:
         failures.append(f"num_unmatched = {unmatched:g} (a pass needs 0)")
+    accuracy_entries = _one(record, "num_acc_log_entries")
+    if None not in (accuracy_entries, matched) and matched > accuracy_entries:
+        problems.append(f"num_matched {matched:g} is more than num_acc_log_entries {accuracy_entries:g}")
     entries = _one(record, "num_perf_log_entries")
     if None not in (entries, matched, unmatched) and matched + unmatched != entries:
         problems.append(
@@ -439,6 +442,9 @@ VERIFY_EVIDENCE = [
     cross_checked("TEST08/verify_accuracy.txt", "num_matched", "num_perf_log_entries - num_unmatched, and the verdict"),
     cross_checked("TEST08/verify_accuracy.txt", "num_unmatched", "num_perf_log_entries - num_matched, and the verdict"),
     cross_checked("TEST08/verify_accuracy.txt", "num_perf_log_entries", "num_matched + num_unmatched"),
+    cross_checked(
+        "TEST08/verify_accuracy.txt", "num_acc_log_entries", "at least num_matched (every matched sample is in it)"
+    ),
     cross_checked("TEST08/verify_accuracy.txt", "tolerance", _ROUND.format(test="TEST08", key="tolerance_percent")),
     derived(
         "TEST09/verify_output_len.txt",
