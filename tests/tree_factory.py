@@ -125,6 +125,19 @@ def patch_detail(path: Path, values: dict) -> None:
         if f"effective_{key}" in values:
             for requested in (f"requested_{key}", *(f"requested_{p}_{key}" for p in SCENARIO_PREFIX.values())):
                 values.setdefault(requested, values[f"effective_{key}"])
+    if {"effective_samples_per_query", "effective_min_query_count"} & values.keys():
+        # LoadGen's min_sample_count is min_query_count x samples_per_query.
+        logged = {
+            json.loads(line[len(":::MLLOG") :])["key"]: json.loads(line[len(":::MLLOG") :])["value"]
+            for line in path.read_text().splitlines()
+            if line.startswith(":::MLLOG")
+        }
+        merged = {**logged, **values}
+        if all(isinstance(merged.get(k), int) for k in ("effective_min_query_count", "effective_samples_per_query")):
+            values.setdefault(
+                "effective_min_sample_count",
+                merged["effective_min_query_count"] * merged["effective_samples_per_query"],
+            )
     lines = []
     scenario = None
     for line in path.read_text().splitlines():
@@ -197,6 +210,8 @@ def full_scale_values(scenario: str, facts) -> dict:
         longest = int(FULL_SCALE_SECONDS * 1e9)
         values.update(
             effective_samples_per_query=samples,
+            # LoadGen's min_query_count (1 in Offline) x samples_per_query
+            effective_min_sample_count=samples,
             generated_samples_per_query=samples,
             result_max_latency_ns=longest,
             result_samples_per_second=round(samples / (longest / 1e9), 4),
@@ -217,7 +232,12 @@ def offline_too_short(rate: float) -> dict:
 
 
 # A Server log's records for a run that was INVALID because it issued too few queries.
-SERVER_TOO_FEW_QUERIES = {"result_validity": "INVALID", "result_min_queries_met": False, "result_query_count": 10}
+SERVER_TOO_FEW_QUERIES = {
+    "result_validity": "INVALID",
+    "result_min_queries_met": False,
+    "result_query_count": 10,
+    "generated_query_count": 10,
+}
 
 
 def build_tree(

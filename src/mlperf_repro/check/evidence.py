@@ -186,34 +186,3 @@ def markdown_table() -> str:
         cell = basis.replace("|", "\\|")
         lines.append(f"| `{record}` | `{field_name}` | {how} | {cell} | {f'`{rule_name}`' if rule_name else ''} |")
     return "\n".join(lines) + "\n"
-
-
-MARKERS = ("<!-- evidence-map:start -->", "<!-- evidence-map:end -->")
-
-
-def write_docs(path: str) -> None:
-    """Rewrite the evidence map between the markers of ``path`` (docs/checker.md)."""
-    from pathlib import Path
-
-    from . import tree  # noqa: F401  (importing the rules registers their entries)
-
-    if __name__ == "__main__":  # run as a script: the registry is the package's module, not this one
-        from mlperf_repro.check.evidence import write_docs as registered
-
-        return registered(path)
-    page = Path(path)
-    text = page.read_text()
-    start, end = MARKERS
-    if start not in text or end not in text:
-        raise SystemExit(f"{path} has no {start} ... {end} markers to write the evidence map between")
-    before, rest = text.split(start, 1)
-    after = rest.split(end, 1)[1]
-    page.write_text(f"{before}{start}\n{markdown_table()}{end}{after}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:2] != ["--write"] or len(sys.argv) != 3:
-        raise SystemExit("usage: python -m mlperf_repro.check.evidence --write docs/checker.md")
-    write_docs(sys.argv[2])

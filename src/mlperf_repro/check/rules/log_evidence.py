@@ -79,6 +79,20 @@ def _same(a: Any, b: Any) -> bool:
     + [
         cross_checked(DETAIL_LOG, f"requested_*_{key}", f"effective_{key}")
         for key in ("target_qps", "target_latency_ns", "target_latency_percentile", "max_async_queries")
+    ]
+    + [
+        cross_checked(
+            DETAIL_LOG, "effective_min_sample_count", "effective_min_query_count x effective_samples_per_query"
+        ),
+        cross_checked(
+            DETAIL_LOG,
+            "effective_performance_sample_count",
+            "requested_performance_sample_count_override, or qsl_reported_performance_count where it is 0",
+        ),
+        cross_checked(
+            DETAIL_LOG, "qsl_reported_performance_count", "effective_performance_sample_count (without an override)"
+        ),
+        cross_checked(DETAIL_LOG, "requested_performance_sample_count_override", "effective_performance_sample_count"),
     ],
 )
 def check_settings_evidence(ctx: TreeContext) -> list[Finding]:
@@ -99,6 +113,7 @@ def check_settings_evidence(ctx: TreeContext) -> list[Finding]:
                     continue
                 if not _same(detail[requested], detail[effective]):
                     differ.append(f"{requested} = {detail[requested]} but {effective} = {detail[effective]}")
+            differ += _derived_settings(detail)
             if differ:
                 findings.append(
                     Finding(
@@ -110,6 +125,34 @@ def check_settings_evidence(ctx: TreeContext) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def _derived_settings(detail: dict) -> list[str]:
+    """The settings LoadGen computes from others (test_settings_internal.cc): the minimum
+    sample count from the query minimum, the performance sample count from the override or
+    the sample library's own count (each in all 1,951 published performance logs)."""
+    n = finite_number
+    differ = []
+    queries, per_query, samples = (
+        n(detail.get(k))
+        for k in ("effective_min_query_count", "effective_samples_per_query", "effective_min_sample_count")
+    )
+    if None not in (queries, per_query, samples) and samples != queries * per_query:
+        differ.append(
+            f"effective_min_sample_count = {samples:g} but effective_min_query_count x effective_samples_per_query "
+            f"= {queries * per_query:g}"
+        )
+    count = n(detail.get("effective_performance_sample_count"))
+    override, library = (
+        n(detail.get("requested_performance_sample_count_override")),
+        n(detail.get("qsl_reported_performance_count")),
+    )
+    if count is not None and library is not None and override is not None and count != (override or library):
+        differ.append(
+            f"effective_performance_sample_count = {count:g} but the override {override:g} and the sample library's "
+            f"qsl_reported_performance_count {library:g} give {override or library:g}"
+        )
+    return differ
 
 
 def _percentile_key(detail: dict, template: str) -> str:
@@ -236,9 +279,16 @@ _FLAG_EVIDENCE = [
         "result_samples_per_second",
         "Offline: generated_samples_per_query / result_max_latency_ns; the summary",
     ),
-    cross_checked(DETAIL_LOG, "result_query_count", "result_min_queries_met"),
+    cross_checked(DETAIL_LOG, "result_query_count", "result_min_queries_met; generated_query_count (Offline, Server)"),
+    cross_checked(
+        DETAIL_LOG, "generated_query_count", "result_query_count (Offline, Server: LoadGen issues every query)"
+    ),
     cross_checked(DETAIL_LOG, "generated_query_duration", "result_min_duration_met"),
-    cross_checked(DETAIL_LOG, "generated_samples_per_query", "result_samples_per_second"),
+    cross_checked(
+        DETAIL_LOG,
+        "generated_samples_per_query",
+        "result_samples_per_second (Offline); effective_samples_per_query (others)",
+    ),
     cross_checked(DETAIL_LOG, "effective_min_sample_count", "result_min_queries_met"),
     cross_checked(
         DETAIL_LOG,
@@ -281,6 +331,21 @@ def check_validity_evidence(ctx: TreeContext) -> list[Finding]:
                     f"result_samples_per_second = {rate:g}, but generated_samples_per_query {count:g} in "
                     f"result_max_latency_ns {longest:g} is {count / (longest / 1e9):.6g}/s"
                 )
+        scenario = detail.get("effective_scenario")
+        issued, generated = (
+            finite_number(detail.get("result_query_count")),
+            finite_number(detail.get("generated_query_count")),
+        )
+        if scenario in ("Offline", "Server") and None not in (issued, generated) and issued != generated:
+            problems.append(
+                f"result_query_count = {issued:g}, but the run generated {generated:g} queries (LoadGen issues them all)"
+            )
+        per_query = finite_number(detail.get("generated_samples_per_query"))
+        in_effect = finite_number(detail.get("effective_samples_per_query"))
+        if scenario != "Offline" and None not in (per_query, in_effect) and per_query != in_effect:
+            problems.append(
+                f"generated_samples_per_query = {per_query:g}, but effective_samples_per_query = {in_effect:g}"
+            )
         problems += _percentile_problems(detail)
         if problems:
             findings.append(
