@@ -65,6 +65,9 @@ ON_PURPOSE = {
     "PerformanceOnly run has not scored every sample once",
     ("accuracy-duplicates", ""): "a sample logged twice in an accuracy log: LoadGen's accuracy mode issues each "
     "sample once, so the log is not an accuracy run's; the official checker does not look",
+    ("verify-evidence", ""): "a compliance verify file whose own numbers contradict its verdict, its threshold "
+    "or the round's sample count (TEST07 and TEST09 runs swapped, a TEST01 file of another benchmark); the "
+    "official checker reads the verdict line only",
 }
 
 

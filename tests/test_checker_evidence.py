@@ -408,3 +408,29 @@ def test_each_mapped_field_of_a_detail_log_changed_alone_is_caught(good_tree, tm
     assert unexpected == [], f"mutations of mapped fields nobody caught: {unexpected}"
     closed = [key for key in gaps if key in fields and key not in {k for k, _ in missed}]
     assert closed == [], f"now caught, take them off KNOWN_GAPS: {closed}"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "relative", "key"),
+    [
+        ("Server", PERF_LOG, "result_min_duration_met"),
+        ("Offline", PERF_LOG, "requested_qsl_rng_seed"),
+        ("Interactive", PERF_LOG, "result_first_token_99.00_percentile_latency_ns"),
+        ("Offline", PERF_LOG, "effective_test_mode"),
+    ],
+)
+def test_a_record_loadgen_always_writes_removed(tree, scenario, relative, key):
+    path = tree / RESULTS / scenario / relative
+    path.write_text("".join(line for line in path.read_text().splitlines(True) if f'"key": "{key}"' not in line))
+    found = errors(tree, "log-records-present")
+    assert len(found) == 1 and key in found[0].message, [f.line() for f in errors(tree)]
+
+
+@pytest.mark.parametrize("label", ["Result is", "qsl_rng_seed", "99.00 percentile first token latency (ns)"])
+def test_a_line_loadgens_summary_always_prints_removed(tree, label):
+    path = tree / RESULTS / "Server/performance/run_1/mlperf_log_summary.txt"
+    path.write_text("".join(line for line in path.read_text().splitlines(True) if not line.strip().startswith(label)))
+    found = errors(tree, "log-records-present")
+    assert len(found) == 1 and label in found[0].message and found[0].path.endswith("mlperf_log_summary.txt"), [
+        f.line() for f in errors(tree)
+    ]

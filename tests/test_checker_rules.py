@@ -103,6 +103,7 @@ def test_every_rule_is_covered_below():
         "settings-evidence",
         "validity-evidence",
         "log-records-once",
+        "log-records-present",
     }
     assert set(RULES) == tested
 

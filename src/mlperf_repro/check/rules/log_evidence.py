@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...loadgen_logs import MLLOG_PREFIX, finite_number
-from ..evidence import cross_checked, derived
+from ...loadgen_logs import MLLOG_PREFIX, finite_number, parse_summary
+from ..evidence import cross_checked, derived, trust
 from ..findings import Finding
-from ..model import ACC, DETAIL_LOG, PERF, TreeContext, performance_logs, rule
+from ..model import ACC, DETAIL_LOG, PERF, SUMMARY_LOG, TreeContext, performance_logs, rule
 
 # effective_<key> is LoadGen's copy of requested_<key> (or of the scenario's requested_<scenario>_<key>).
 COPIED_SETTINGS = (
@@ -436,3 +436,203 @@ def _detail_logs(ctx: TreeContext, folder: Path) -> list[Path]:
         for rel, entry in ctx.files.walk(folder)
         if entry.kind == "file" and rel.endswith("/" + DETAIL_LOG)
     )
+
+
+# The records LoadGen writes in every performance run of a scenario, and the lines its
+# summary prints for every one: each is in all 1,951 published v6.0 and v5.1 performance
+# logs (525 Server, 544 Offline, 857 SingleStream, 25 MultiStream) and their summaries. A
+# run's record missing is a log edited or cut; the rules that read it would judge nothing.
+_PERCENTILE_KEYS = tuple(f"result_{p}_percentile_latency_ns" for p in _PERCENTILES)
+WRITTEN_RECORDS = {
+    "*": (
+        *(f"effective_{key}" for key in COPIED_SETTINGS if key not in ("target_qps", "target_latency_ns")),
+        *(f"requested_{key}" for key in COPIED_SETTINGS[:16]),
+        "effective_target_qps",
+        "effective_target_latency_ns",
+        "effective_min_query_count",
+        "effective_min_sample_count",
+        "effective_performance_sample_count",
+        "effective_samples_per_query",
+        "effective_target_duration_ms",
+        "requested_min_query_count",
+        "requested_performance_sample_count_override",
+        "generated_query_count",
+        "generated_query_duration",
+        "generated_samples_per_query",
+        "qsl_reported_performance_count",
+        "qsl_reported_total_count",
+        "sut_name",
+        "qsl_name",
+        "test_datetime",
+        "loadgen_version",
+        "result_validity",
+        "result_min_duration_met",
+        "result_min_queries_met",
+        "early_stopping_met",
+        "result_query_count",
+        "result_min_latency_ns",
+        "result_max_latency_ns",
+        "result_mean_latency_ns",
+        *_PERCENTILE_KEYS,
+    ),
+    "Server": (
+        "requested_server_target_qps",
+        "requested_server_target_latency_ns",
+        "requested_server_target_latency_percentile",
+        "requested_server_max_async_queries",
+        "result_completed_samples_per_sec",
+        "result_scheduled_samples_per_sec",
+        "result_perf_constraints_met",
+    ),
+    "Offline": ("requested_offline_expected_qps", "result_samples_per_second"),
+    "SingleStream": (
+        "requested_single_stream_expected_latency_ns",
+        "requested_single_stream_target_latency_percentile",
+        "early_stopping_latency_ss",
+        "result_qps_with_loadgen_overhead",
+        "result_qps_without_loadgen_overhead",
+    ),
+    "MultiStream": (
+        "requested_multi_stream_expected_latency_ns",
+        "requested_multi_stream_samples_per_query",
+        "requested_multi_stream_target_latency_percentile",
+        "early_stopping_latency_ms",
+        "result_min_query_latency_ns",
+        "result_max_query_latency_ns",
+        "result_mean_query_latency_ns",
+        *(f"result_{p}_percentile_per_query_latency_ns" for p in _PERCENTILES),
+    ),
+}
+_TOKEN_PERCENTILES = (
+    *(f"result_first_token_{p}_percentile_latency_ns" for p in _PERCENTILES),
+    *(f"result_time_per_output_token_{p}_percentile_ns" for p in _PERCENTILES),
+)
+# ... and with token latencies requested (449 Server and 423 Offline published logs).
+WRITTEN_TOKEN_RECORDS = {
+    "Server": (
+        "early_stopping_ttft_result",
+        "early_stopping_tpot_result",
+        "requested_server_ttft_latency",
+        "requested_server_tpot_latency",
+        "result_completed_tokens_per_second",
+        "result_first_token_min_latency_ns",
+        "result_first_token_max_latency_ns",
+        "result_first_token_mean_latency_ns",
+        "result_time_to_output_token_min",
+        "result_time_to_output_token_max",
+        "result_time_to_output_token_mean",
+        "result_token_throughput",
+        "result_token_throughput_with_loadgen_overhead",
+        *_TOKEN_PERCENTILES,
+    ),
+    "Offline": ("early_stopping_ttft_result", "early_stopping_tpot_result", "result_tokens_per_second"),
+}
+PRINTED_TOKEN_LABELS = {
+    "Server": (
+        "Completed tokens per second",
+        "Min First Token latency (ns)",
+        "Max First Token latency (ns)",
+        "Mean First Token latency (ns)",
+        "TTFT Early Stopping Result",
+        "TPOT Early Stopping Result",
+        "ttft_latency (ns)",
+        "tpot_latency (ns)",
+        *(f"{p} percentile first token latency (ns)" for p in _PERCENTILES),
+        *(f"{p} percentile time to output token (ns)" for p in _PERCENTILES),
+    ),
+    "Offline": ("Tokens per second", "ttft_latency (ns)", "tpot_latency (ns)"),
+}
+PRINTED_LABELS = (
+    "SUT name",
+    "Scenario",
+    "Mode",
+    "Result is",
+    "Min duration satisfied",
+    "Min queries satisfied",
+    "Early stopping satisfied",
+    "Min latency (ns)",
+    "Max latency (ns)",
+    "Mean latency (ns)",
+    *(f"{p} percentile latency (ns)" for p in _PERCENTILES),
+    "samples_per_query",
+    "target_qps",
+    "max_async_queries",
+    "min_duration (ms)",
+    "max_duration (ms)",
+    "min_query_count",
+    "max_query_count",
+    "qsl_rng_seed",
+    "sample_index_rng_seed",
+    "schedule_rng_seed",
+    "accuracy_log_rng_seed",
+    "accuracy_log_probability",
+    "accuracy_log_sampling_target",
+    "print_timestamps",
+    "performance_issue_unique",
+    "performance_issue_same",
+    "performance_issue_same_index",
+    "performance_sample_count",
+)
+
+
+# Records whose presence only is checked: nothing else in the tree states their value.
+trust(
+    DETAIL_LOG,
+    {
+        "effective_target_duration_ms": "LoadGen's planned duration, stated once; present (log-records-present)",
+        "qsl_name": "the harness's name for its sample library, stated once; present (log-records-present)",
+        "test_datetime": "when the run started, stated once; present (log-records-present)",
+        "requested_min_query_count": "LoadGen raises the query minimum to what the scenario needs, so the request "
+        "need not be effective_min_query_count; present (log-records-present)",
+        "requested_offline_expected_qps": "sizes the Offline query with min_duration (generated_samples_per_query "
+        "is at least their product, not equal to it); present (log-records-present)",
+        "result_token_throughput": "LoadGen divides by nanoseconds here, and no summary line prints it; present "
+        "(log-records-present)",
+    },
+)
+
+
+@rule("log-records-present")
+def check_records_present(ctx: TreeContext) -> list[Finding]:
+    """A result's performance log holds every record LoadGen writes in a run of its scenario,
+    and its summary every line LoadGen prints: a record removed leaves the rules that read it
+    nothing to judge."""
+    findings = []
+    for result, detail, where in performance_logs(ctx):
+        if result.is_endpoints or detail.get("effective_test_mode", "PerformanceOnly") != "PerformanceOnly":
+            continue  # (an accuracy run in performance/: test-mode names it)
+        scenario = detail.get("effective_scenario")
+        folder = ctx.rules.loadgen_scenario(result.scenario) if result.scenario in ctx.rules.scenario_folders else None
+        if not isinstance(scenario, str) or scenario not in WRITTEN_RECORDS or scenario != folder:
+            continue  # scenario-match names it
+        tokens = detail.get("requested_use_token_latencies") is True
+        wanted = (
+            *WRITTEN_RECORDS["*"],
+            *WRITTEN_RECORDS[scenario],
+            *(WRITTEN_TOKEN_RECORDS.get(scenario, ()) if tokens else ()),
+        )
+        missing = [key for key in wanted if key not in detail]
+        if missing:
+            findings.append(
+                Finding(
+                    "log-records-present",
+                    where,
+                    f"lacks {len(missing)} record(s) LoadGen writes in every {scenario} run: {', '.join(missing[:6])}"
+                    + (" ..." if len(missing) > 6 else ""),
+                )
+            )
+        summary = result.path / "performance" / "run_1" / SUMMARY_LOG
+        if ctx.files.is_file(summary):
+            printed = parse_summary(ctx.files.read_text(summary))
+            labels = (*PRINTED_LABELS, *(PRINTED_TOKEN_LABELS.get(scenario, ()) if tokens else ()))
+            absent = [label for label in labels if label not in printed]
+            if absent:
+                findings.append(
+                    Finding(
+                        "log-records-present",
+                        ctx.rel(summary),
+                        f"does not print {', '.join(absent[:6])}{' ...' if len(absent) > 6 else ''}: LoadGen's "
+                        "summary of every performance run does",
+                    )
+                )
+    return findings
