@@ -434,3 +434,94 @@ def test_a_line_loadgens_summary_always_prints_removed(tree, label):
     assert len(found) == 1 and label in found[0].message and found[0].path.endswith("mlperf_log_summary.txt"), [
         f.line() for f in errors(tree)
     ]
+
+
+# -- any text in a verify file or a detail log (hypothesis) -------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from mlperf_repro.check.rules.log_evidence import repeated_records  # noqa: E402
+
+_NUMBERS = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["", "nan", "-inf", "1e999", "0x10", "１２", "1,000", "True", "None"]),
+)
+_LINES = st.one_of(
+    st.text(max_size=40),
+    st.tuples(
+        st.sampled_from(
+            [
+                "Mean output tokens: {}",
+                "Min threshold: {}",
+                "Max threshold: {}",
+                "Total samples: {}",
+                "Min output tokens: {}",
+                "Accuracy score: {}",
+                "Accuracy threshold: {}",
+                "'exact_match': {}",
+                "Loaded {} log entries",
+                "num_perf_log_entries = {}",
+                "num_perf_log_qsl_idx_match = {}",
+                "num_missing_qsl_idxs = {}",
+                "Reference score = {}",
+                "Test score = {}",
+                "reference score = {}",
+                "test score = {}",
+                "ratio = {}",
+                "Min check pass: {}",
+                "Accuracy check pass: {}",
+                "tolerance = {}%",
+                "num_matched = {}",
+            ]
+        ),
+        _NUMBERS,
+    ).map(lambda pair: pair[0].format(pair[1])),
+    st.sampled_from(["TEST PASS", "TEST FAIL", "TEST FAIL: Test score invalid"]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_LINES, max_size=14), st.sampled_from(sorted(VERIFY_FILES)))
+def test_any_verify_file_is_read_or_judged_never_a_fault(good_tree, tmp_path_factory, lines, which):
+    """A verify file of any lines, fields of any value: read without raising, and the tree's
+    check reports findings, never a checker fault (the rule stopping on a value)."""
+    spec = VERIFY_FILES[which]
+    text = "\n".join(lines) + "\n"
+    record = read_verify(spec, text)
+    assert set(record) <= set(spec.fields)
+    root = tmp_path_factory.mktemp("verify") / "tree"
+    shutil.copytree(good_tree, root)
+    result = _gpt_oss_tree(root, {}) if spec.test in ("TEST07", "TEST09") else root / RESULTS / "Offline"
+    (result / spec.test).mkdir(exist_ok=True)
+    (result / spec.test / spec.name).write_text(text)
+    findings = check_tree(root, ROUND)
+    assert not [f for f in findings if f.rule == "checker-fault"], [
+        f.line() for f in findings if f.rule == "checker-fault"
+    ]
+
+
+_MLLOG_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.sampled_from(["result_validity", "effective_test_mode", "loaded_qsl_set", "x"]), _MLLOG_VALUES
+            ).map(lambda kv: ":::MLLOG " + json.dumps({"key": kv[0], "value": kv[1], "metadata": {}})),
+            st.text(max_size=30).map(lambda t: ":::MLLOG " + t),
+        ),
+        max_size=12,
+    )
+)
+def test_repeated_records_reads_any_log(lines):
+    found = repeated_records(lines)
+    for key, values in found.items():
+        assert len(values) > 1 and len(set(values)) == len(values), (key, values)
