@@ -525,3 +525,9 @@ def test_repeated_records_reads_any_log(lines):
     found = repeated_records(lines)
     for key, values in found.items():
         assert len(values) > 1 and len(set(values)) == len(values), (key, values)
+
+
+def test_an_accuracy_run_of_another_sut(tree):
+    patch_detail(tree / RESULTS / "Server/accuracy/mlperf_log_detail.txt", {"sut_name": "OtherSUT"})
+    found = only_rule(tree, "settings-evidence", "Server/accuracy")
+    assert "OtherSUT" in found[0].message

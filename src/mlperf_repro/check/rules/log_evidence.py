@@ -93,6 +93,7 @@ def _same(a: Any, b: Any) -> bool:
             DETAIL_LOG, "qsl_reported_performance_count", "effective_performance_sample_count (without an override)"
         ),
         cross_checked(DETAIL_LOG, "requested_performance_sample_count_override", "effective_performance_sample_count"),
+        cross_checked(DETAIL_LOG, "sut_name", "the other run of the result (performance and accuracy name one SUT)"),
     ],
 )
 def check_settings_evidence(ctx: TreeContext) -> list[Finding]:
@@ -122,6 +123,17 @@ def check_settings_evidence(ctx: TreeContext) -> list[Finding]:
                         "LoadGen copies these settings from the request to the run, yet they differ: "
                         + "; ".join(differ[:4])
                         + (f" (and {len(differ) - 4} more)" if len(differ) > 4 else ""),
+                    )
+                )
+        performance, accuracy = result.detail(PERF), result.detail(ACC)
+        if performance and accuracy and "sut_name" in performance and "sut_name" in accuracy:
+            if performance["sut_name"] != accuracy["sut_name"]:
+                findings.append(
+                    Finding(
+                        "settings-evidence",
+                        ctx.rel(result.log_path(ACC)),
+                        f"the accuracy run's SUT is {accuracy['sut_name']!r}, the performance run's "
+                        f"{performance['sut_name']!r} ({ctx.rel(result.log_path(PERF))}): not the runs of one system",
                     )
                 )
     return findings
