@@ -80,8 +80,15 @@ def check_accuracy_log(ctx: TreeContext) -> list[Finding]:
         txt = folder / "accuracy.txt"
         if ctx.files.is_file(txt):
             text = ctx.files.read_text(txt)
-            if not HASH_LINE.search(text):
+            found_hash = HASH_LINE.search(text)
+            if not found_hash:
                 findings.append(Finding("accuracy-log", ctx.rel(txt), "no hash=<sha256> line"))
+            elif not re.fullmatch(r"[0-9a-f]{64}", found_hash.group(1)):
+                findings.append(
+                    Finding(
+                        "accuracy-log", ctx.rel(txt), f"hash={found_hash.group(1)[:70]} is not a sha256 (64 hex digits)"
+                    )
+                )
             if result.facts:
                 values = result.facts.accuracy_values(text)
                 for metric in result.facts.absolute_targets(result.scenario):
@@ -389,6 +396,8 @@ def _endpoints_accuracy(ctx: TreeContext, result: ScenarioResult, severity: str)
     return findings
 
 
+# The classification evaluators' line ("accuracy=76.078%, good=38039, total=50000").
+_GOOD_TOTAL = re.compile(r"accuracy=([\d.]+)%, good=(\d+), total=(\d+)")
 _PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\d.]+)")
 
 
@@ -400,6 +409,9 @@ _PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\
         cross_checked(ACCURACY_TXT, "gen_tok_len", "tokens_per_sample x gen_num"),
         derived(ACCURACY_TXT, "hash", "the sha256 of the accuracy log, where it is whole"),
         cross_checked(ACCURACY_LOG, "token_count", "accuracy.txt's tokens_per_sample, where the log is whole"),
+        derived(ACCURACY_TXT, "accuracy", "good / total on the same line (classification evaluators)"),
+        cross_checked(ACCURACY_TXT, "good", "accuracy x total"),
+        cross_checked(ACCURACY_TXT, "total", "good / accuracy"),
     ],
 )
 def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
@@ -446,6 +458,17 @@ def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
                         where,
                         f"tokens_per_sample {printed['tokens_per_sample']:g} is not its own gen_tok_len / gen_num "
                         f"= {mean:.2f}",
+                    )
+                )
+        counted = _GOOD_TOTAL.search(text)
+        if counted:
+            percent, good, total = float(counted.group(1)), int(counted.group(2)), int(counted.group(3))
+            if total and abs(good / total * 100 - percent) > 0.0015:
+                findings.append(
+                    Finding(
+                        "accuracy-evidence",
+                        where,
+                        f"accuracy={percent}% but good={good} of total={total} is {good / total * 100:.3f}%",
                     )
                 )
         log = result.path / "accuracy" / "mlperf_log_accuracy.json"

@@ -238,6 +238,53 @@ def _redone(detail: dict) -> dict[str, tuple[bool, str]]:
     return redone
 
 
+def _rate_problems(ctx: TreeContext, result, detail: dict) -> list[str]:
+    """Server: the completed rate no higher than the schedule's (1% for rounding), so the queries
+    took at least the scheduled time, and the constraints judged at the round's percentile.
+    SingleStream and MultiStream: the early-stopping estimate at least the run's own percentile
+    (it bounds it from above). Each holds in every published performance log (token-latency
+    SingleStream excepted: its estimate is of another figure)."""
+    n = finite_number
+    problems = []
+    scenario = detail.get("effective_scenario")
+    if scenario == "Server":
+        completed = n(detail.get("result_completed_samples_per_sec"))
+        scheduled = n(detail.get("result_scheduled_samples_per_sec"))
+        if None not in (completed, scheduled) and completed > scheduled * 1.01:
+            problems.append(
+                f"result_completed_samples_per_sec {completed:g} exceeds result_scheduled_samples_per_sec {scheduled:g}"
+            )
+        queries, duration = n(detail.get("result_query_count")), n(detail.get("generated_query_duration"))
+        if (
+            None not in (completed, queries, duration)
+            and completed > 0
+            and queries / completed < duration / 1e9 * 0.999
+        ):
+            problems.append(
+                f"result_query_count {queries:g} at result_completed_samples_per_sec {completed:g} took "
+                f"{queries / completed:.1f} s, less than the schedule's generated_query_duration {duration / 1e9:.1f} s"
+            )
+        wanted = (ctx.rules["scenarios"].get(result.scenario) or {}).get("target_latency_percentile")
+        percentile = n(detail.get("effective_target_latency_percentile"))
+        if wanted is not None and percentile is not None and percentile != float(wanted):
+            problems.append(
+                f"effective_target_latency_percentile {percentile:g}; {ctx.rules.name} judges {result.scenario} at {wanted}"
+            )
+    tokens = detail.get("requested_use_token_latencies") is True
+    for scene, estimate, template in (
+        ("SingleStream", "early_stopping_latency_ss", "result_{p}_percentile_latency_ns"),
+        ("MultiStream", "early_stopping_latency_ms", "result_{p}_percentile_per_query_latency_ns"),
+    ):
+        if scenario == scene and not tokens:
+            key = _percentile_key(detail, template)
+            bound, observed = n(detail.get(estimate)), n(detail.get(key))
+            if None not in (bound, observed) and bound < observed:
+                problems.append(
+                    f"{estimate} {bound:g} is below the run's own {key} {observed:g} (it bounds it from above)"
+                )
+    return problems
+
+
 _PERCENTILES = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
 _PERCENTILE_SERIES = (
     ("result_{p}_percentile_latency_ns", "result_min_latency_ns", "result_max_latency_ns"),
@@ -292,6 +339,21 @@ _FLAG_EVIDENCE = [
         "Offline: generated_samples_per_query / result_max_latency_ns; the summary",
     ),
     cross_checked(DETAIL_LOG, "result_query_count", "result_min_queries_met; generated_query_count (Offline, Server)"),
+    cross_checked(
+        DETAIL_LOG,
+        "result_completed_samples_per_sec",
+        "Server: at most the scheduled rate; result_query_count in no less than generated_query_duration",
+    ),
+    cross_checked(DETAIL_LOG, "result_scheduled_samples_per_sec", "Server: at least the completed rate"),
+    cross_checked(DETAIL_LOG, "early_stopping_latency_ss", "at least the run's own target percentile (SingleStream)"),
+    cross_checked(
+        DETAIL_LOG, "early_stopping_latency_ms", "at least the run's own per-query target percentile (MultiStream)"
+    ),
+    cross_checked(
+        DETAIL_LOG,
+        "effective_target_latency_percentile",
+        "the round's percentile for the scenario (Server, Interactive)",
+    ),
     cross_checked(
         DETAIL_LOG, "generated_query_count", "result_query_count (Offline, Server: LoadGen issues every query)"
     ),
@@ -358,6 +420,7 @@ def check_validity_evidence(ctx: TreeContext) -> list[Finding]:
             problems.append(
                 f"generated_samples_per_query = {per_query:g}, but effective_samples_per_query = {in_effect:g}"
             )
+        problems += _rate_problems(ctx, result, detail)
         problems += _percentile_problems(detail)
         if problems:
             findings.append(
@@ -401,9 +464,8 @@ def repeated_records(lines) -> dict[str, list[str]]:
         key = record["key"]
         if key == "effective_test_mode":
             accuracy_run = record.get("value") == "AccuracyOnly"
-        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
-        if REPEATED_KEYS.match(key) or metadata.get("is_error") or metadata.get("is_warning"):
-            continue
+        if REPEATED_KEYS.match(key):
+            continue  # (a record flagged as a warning or an error is still the one record of its key)
         value = json.dumps(record.get("value"), sort_keys=True)
         values = seen.setdefault(key, [])
         if value not in values:
