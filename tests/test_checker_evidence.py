@@ -609,3 +609,12 @@ def test_server_rates_and_percentile_against_the_schedule_and_the_round(tree, va
     patch_detail(tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt", values)
     found = errors(tree, "validity-evidence")
     assert any(said in f.message for f in found), [f.line() for f in errors(tree)]
+
+
+def test_an_accuracy_entry_whose_token_count_is_not_its_data(tree):
+    path = tree / RESULTS / "Server/accuracy/mlperf_log_accuracy.json"
+    text = path.read_text()
+    count = re.search(r'"token_count"\s*:\s*(\d+)', text)
+    path.write_text(text[: count.start(1)] + str(int(count.group(1)) * 2 + 1) + text[count.end(1) :])
+    found = [f for f in errors(tree) if f.rule == "accuracy-duplicates"]
+    assert found and "token_count" in found[0].message, [f.line() for f in errors(tree)]

@@ -262,7 +262,7 @@ def check_token_latencies(ctx: TreeContext) -> list[Finding]:
             ("effective_min_duration_ms", "min_duration_ms"),
             ("effective_performance_sample_count", "performance_sample_count"),
             ("effective_min_query_count", "min_query_count"),
-            ("effective_samples_per_query", "offline_min_samples_per_query"),
+            ("effective_samples_per_query", "offline_min_samples_per_query; scenarios.MultiStream.samples_per_query"),
         )
     ],
 )
@@ -301,6 +301,17 @@ def check_run_length(ctx: TreeContext) -> list[Finding]:
             minimum = result.facts.facts["offline_min_samples_per_query"]
             if spq is None or spq < minimum:
                 findings.append(Finding("run-length", where, f"Offline samples_per_query {plain(spq)} < {minimum}"))
+        per_query = (ctx.rules["scenarios"].get(result.scenario) or {}).get("samples_per_query")
+        if per_query is not None and detail.get("effective_scenario") == ctx.rules.loadgen_scenario(result.scenario):
+            spq = number(detail.get("effective_samples_per_query"))
+            if spq != per_query:
+                findings.append(
+                    Finding(
+                        "run-length",
+                        where,
+                        f"{result.scenario} samples_per_query {plain(spq)}; the round's is {per_query}",
+                    )
+                )
     return findings
 
 
