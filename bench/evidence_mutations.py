@@ -135,31 +135,27 @@ def _mllog_mutations(record_kind: str, path: str, data: bytes) -> Iterator[tuple
 _SUMMARY_LINE = re.compile(r"^(\s*)([^:\n]+?)(\s*:\s*)(\S.*?)\s*$", re.MULTILINE)
 
 
+def _text_mutations(name: str, match: re.Match, group: int) -> Iterator[tuple[str, str, Edit]]:
+    """A text record's field (``group`` of ``match``) moved, and its line removed."""
+
+    def splice(raw: bytes, start: int, end: int, value: str = "") -> bytes:
+        text = raw.decode("utf-8", "replace")
+        return (text[:start] + value + text[end:]).encode()
+
+    start, end = match.span(group)
+    for how, value in _moved_text(match.group(group)):
+        yield name, how, lambda raw, s=start, e=end, v=value: splice(raw, s, e, v)
+    line_start, line_end = match.span(0)
+    yield name, "removed", lambda raw, s=line_start, e=line_end: splice(raw, s, e)
+
+
 def _summary_mutations(record_kind: str, path: str, data: bytes) -> Iterator[tuple[str, str, Edit]]:
-    text = data.decode("utf-8", "replace")
     seen = set()
-    for match in _SUMMARY_LINE.finditer(text):
+    for match in _SUMMARY_LINE.finditer(data.decode("utf-8", "replace")):
         label = match.group(2).strip()
-        if label in seen:
-            continue
-        seen.add(label)
-        start, end = match.span(4)
-        for how, value in _moved_text(match.group(4)):
-            yield (
-                label,
-                how,
-                lambda raw, s=start, e=end, v=value: (
-                    raw.decode("utf-8", "replace")[:s] + v + raw.decode("utf-8", "replace")[e:]
-                ).encode(),
-            )
-        line_start, line_end = match.span(0)
-        yield (
-            label,
-            "removed",
-            lambda raw, s=line_start, e=line_end: (
-                raw.decode("utf-8", "replace")[:s] + raw.decode("utf-8", "replace")[e:]
-            ).encode(),
-        )
+        if label not in seen:
+            seen.add(label)
+            yield from _text_mutations(label, match, 4)
 
 
 def _pattern_mutations(patterns: dict[str, re.Pattern]) -> Callable[[str, str, bytes], Iterator[tuple[str, str, Edit]]]:
@@ -167,25 +163,8 @@ def _pattern_mutations(patterns: dict[str, re.Pattern]) -> Callable[[str, str, b
         text = data.decode("utf-8", "replace")
         for field, pattern in patterns.items():
             match = pattern.search(text)
-            if not match:
-                continue
-            start, end = match.span(1)
-            for how, value in _moved_text(match.group(1)):
-                yield (
-                    field,
-                    how,
-                    lambda raw, s=start, e=end, v=value: (
-                        raw.decode("utf-8", "replace")[:s] + v + raw.decode("utf-8", "replace")[e:]
-                    ).encode(),
-                )
-            line_start, line_end = match.span(0)
-            yield (
-                field,
-                "removed",
-                lambda raw, s=line_start, e=line_end: (
-                    raw.decode("utf-8", "replace")[:s] + raw.decode("utf-8", "replace")[e:]
-                ).encode(),
-            )
+            if match:
+                yield from _text_mutations(field, match, 1)
 
     return mutations
 
