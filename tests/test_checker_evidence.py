@@ -618,3 +618,14 @@ def test_an_accuracy_entry_whose_token_count_is_not_its_data(tree):
     path.write_text(text[: count.start(1)] + str(int(count.group(1)) * 2 + 1) + text[count.end(1) :])
     found = [f for f in errors(tree) if f.rule == "accuracy-duplicates"]
     assert found and "token_count" in found[0].message, [f.line() for f in errors(tree)]
+
+
+def test_a_verify_file_without_a_line_the_reference_writes(tree):
+    text = "\n".join(line for line in TEST07_FILE.format(**TEST07).splitlines() if "Accuracy threshold" not in line)
+    _gpt_oss_tree(tree, {"TEST07/verify_accuracy.txt": text + "\n"})
+    assert any("lacks the line(s)" in f.message and "accuracy_threshold" in f.message for f in _verify_findings(tree))
+
+
+def test_a_check_line_false_beside_test_pass(tree):
+    _gpt_oss_tree(tree, {"TEST09/verify_output_len.txt": TEST09_FILE.format(**{**TEST09, "max_ok": False})})
+    assert any("Max check pass: False" in f.message for f in _verify_findings(tree))

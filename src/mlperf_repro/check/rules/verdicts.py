@@ -378,6 +378,22 @@ def _test09_run(ctx: TreeContext, path: Path, record: Record) -> list[Finding]:
     return []
 
 
+# The lines every published verify file of a kind holds (all 1,641 of v6.0 and v5.1, bar six
+# TEST01 verify_performance.txt files without a verdict, which compliance fails) and the
+# workflow's own writer prints too: a line missing leaves its check nothing to judge.
+REQUIRED_FIELDS = {
+    ("TEST01", "verify_accuracy.txt"): tuple(VERIFY_FILES[("TEST01", "verify_accuracy.txt")].fields),
+    ("TEST01", "verify_performance.txt"): ("verdict", "reference_score", "test_score"),
+    ("TEST04", "verify_performance.txt"): ("verdict", "reference_score", "test_score"),
+    ("TEST06", "verify_accuracy.txt"): ("first_token_check", "eos_check", "sample_length_check"),
+    ("TEST07", "verify_accuracy.txt"): ("verdict", "accuracy_score", "accuracy_threshold", "accuracy_check"),
+    ("TEST08", "verify_accuracy.txt"): tuple(f for f in VERIFY_FILES[("TEST08", "verify_accuracy.txt")].fields),
+    ("TEST09", "verify_output_len.txt"): ("verdict", "mean_output_tokens"),
+}
+# A check line's own verdict (the reference writes True or False from the numbers beside it).
+CHECK_LINES = {"accuracy_check": "Accuracy check pass", "min_check": "Min check pass", "max_check": "Max check pass"}
+
+
 _REDO: dict[tuple[str, str], Callable[..., _Check]] = {
     ("TEST01", "verify_accuracy.txt"): _test01_accuracy,
     ("TEST01", "verify_performance.txt"): lambda r, c, res, e: _band_check(r, c, res, e, two_sided=True),
@@ -550,12 +566,24 @@ def _judge(ctx: TreeContext, result: ScenarioResult, spec: VerifyFile, path: Pat
     check = _REDO[(spec.test, spec.name)](record, ctx, result, entry)
     where = ctx.rel(path)
     findings = [Finding("verify-evidence", where, problem) for problem in check.problems]
+    missing = [name for name in REQUIRED_FIELDS.get((spec.test, spec.name), ()) if name not in record]
+    if missing:
+        findings.append(
+            Finding(
+                "verify-evidence",
+                where,
+                f"lacks the line(s) the reference script writes for {', '.join(missing)}: its verdict cannot be redone",
+            )
+        )
     verdicts = record.get("verdict") if "verdict" in spec.fields else None
     stated = {v.upper().split(":")[0].strip() for v in verdicts or []}
     if stated == {"TEST PASS", "TEST FAIL"}:
         findings.append(Finding("verify-evidence", where, "states both TEST PASS and TEST FAIL"))
     if spec.test == "TEST09":
         findings.extend(_test09_run(ctx, path, record))
+    failed_checks = [CHECK_LINES[n] for n in CHECK_LINES if n in spec.fields and "False" in (record.get(n) or [])]
+    if failed_checks and "TEST PASS" in stated:
+        findings.append(Finding("verify-evidence", where, f"says TEST PASS beside {', '.join(failed_checks)}: False"))
     if check.failures and ("TEST PASS" in stated or (spec.test == "TEST06" and not stated)):
         findings.append(
             Finding(
