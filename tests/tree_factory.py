@@ -127,11 +127,10 @@ def patch_detail(path: Path, values: dict) -> None:
                 values.setdefault(requested, values[f"effective_{key}"])
     if {"effective_samples_per_query", "effective_min_query_count"} & values.keys():
         # LoadGen's min_sample_count is min_query_count x samples_per_query.
-        logged = {
-            json.loads(line[len(":::MLLOG") :])["key"]: json.loads(line[len(":::MLLOG") :])["value"]
-            for line in path.read_text().splitlines()
-            if line.startswith(":::MLLOG")
-        }
+        records = [
+            json.loads(line[len(":::MLLOG") :]) for line in path.read_text().splitlines() if line.startswith(":::MLLOG")
+        ]
+        logged = {record["key"]: record["value"] for record in records}
         merged = {**logged, **values}
         if all(isinstance(merged.get(k), int) for k in ("effective_min_query_count", "effective_samples_per_query")):
             values.setdefault(

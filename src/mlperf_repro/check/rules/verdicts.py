@@ -163,13 +163,6 @@ def _one(record: Record, name: str) -> float | None:
     return next(iter(numbers)) if len(numbers) == 1 else None
 
 
-def _stated(record: Record) -> str | None:
-    verdicts = {v.upper() for v in record.get("verdict") or []}
-    if "TEST FAIL" in verdicts:
-        return "TEST FAIL"
-    return "TEST PASS" if "TEST PASS" in verdicts else None
-
-
 @dataclass
 class _Check:
     """What one verify file's own numbers say: the failures they imply (why each), and the
