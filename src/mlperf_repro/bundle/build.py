@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -201,22 +202,34 @@ def _project_wheel(root: Path, manifest: dict[str, Any], progress: Callable[[str
     if dest.exists():
         shutil.rmtree(dest)  # always this checkout's code: cheap to rebuild
     dest.mkdir(parents=True)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(dest),
-            str(project),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    # setuptools builds in the source folder's build/: two bundles built at once from one
+    # checkout (parallel tests, two users) would delete each other's files there, and the
+    # checkout would keep the leftovers. A private copy of what the wheel is made of avoids both.
+    with tempfile.TemporaryDirectory(prefix="mlperf-repro-wheel-") as scratch:
+        source = Path(scratch) / "source"
+        source.mkdir()
+        shutil.copy2(project / "pyproject.toml", source / "pyproject.toml")
+        shutil.copytree(
+            project / "src",
+            source / "src",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
+        )
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "-q",
+                "-w",
+                str(dest),
+                str(source),
+            ],
+            capture_output=True,
+            text=True,
+        )
     if done.returncode != 0:
         raise UserError(f"building this project's wheel failed: {done.stderr.strip()[-500:]}")
     manifest["files"] = {k: v for k, v in manifest["files"].items() if v["part"] != part}
