@@ -17,6 +17,7 @@ from tree_factory import RULES as ROUND
 from mlperf_repro.check import evidence
 from mlperf_repro.check.rules.verdicts import VERIFY_FILES, read_verify
 from mlperf_repro.check.tree import check_tree
+from mlperf_repro.loadgen_logs import read_detail
 
 RESULTS = f"closed/{SUBMITTER}/results/{SYSTEM}/{BENCH}"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "checker.md"
@@ -629,3 +630,43 @@ def test_a_verify_file_without_a_line_the_reference_writes(tree):
 def test_a_check_line_false_beside_test_pass(tree):
     _gpt_oss_tree(tree, {"TEST09/verify_output_len.txt": TEST09_FILE.format(**{**TEST09, "max_ok": False})})
     assert any("Max check pass: False" in f.message for f in _verify_findings(tree))
+
+
+# -- a detail log against its own clock --------------------------------------------------------------
+
+
+def _logged(path: Path, key: str):
+    return read_detail(path)[key]
+
+
+def test_an_offline_run_shortened_on_paper_keeps_its_clock(tree):
+    # The latency and the rate redone for a run 3 s shorter; the power window still says how long it took.
+    path = tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt"
+    detail = read_detail(path)
+    shorter = int(detail["result_max_latency_ns"] - 3e9)
+    patch_detail(
+        path,
+        {
+            "result_max_latency_ns": shorter,
+            "result_samples_per_second": round(detail["generated_samples_per_query"] / (shorter / 1e9), 4),
+            "power_end": detail["power_end"],
+        },
+    )
+    found = only_rule(tree, "clock-evidence", "Offline/performance")
+    assert "an Offline run ends with its last sample" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"generated_query_duration": 10**13}, "generated_query_duration 1e+13 is longer than the run's window"),
+        ({"result_max_latency_ns": 10**13, "result_99.90_percentile_latency_ns": 10**13}, "is longer than"),
+        ({"power_begin": "yesterday"}, "is not a time as LoadGen writes it"),
+        ({"power_begin": "12-07-2099 10:00:00.000"}, "is before power_begin"),
+    ],
+)
+def test_a_server_run_against_its_clock(tree, values, said):
+    path = tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt"
+    patch_detail(path, {**values, "power_end": _logged(path, "power_end")})
+    found = errors(tree, "clock-evidence")
+    assert len(found) == 1 and said in found[0].message and "Server/performance" in found[0].path, found

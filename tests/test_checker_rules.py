@@ -102,6 +102,7 @@ def test_every_rule_is_covered_below():
         "verify-evidence",
         "settings-evidence",
         "validity-evidence",
+        "clock-evidence",
         "log-records-once",
         "log-records-present",
     }

@@ -9,6 +9,7 @@ can break exactly one thing.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -137,6 +138,8 @@ def patch_detail(path: Path, values: dict) -> None:
                 "effective_min_sample_count",
                 merged["effective_min_query_count"] * merged["effective_samples_per_query"],
             )
+    if "power_end" not in values:
+        values.update(_power_window_for(path, values))
     lines = []
     scenario = None
     for line in path.read_text().splitlines():
@@ -154,6 +157,38 @@ def patch_detail(path: Path, values: dict) -> None:
         summary.write_text(
             "".join(_summary_line(line, values, scenario) for line in summary.read_text().splitlines(True))
         )
+
+
+_POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
+
+
+def _power_window_for(path: Path, values: dict) -> dict:
+    """power_end where the patched figures need a longer or shorter window than the run
+    took, as LoadGen's clock would have shown it: an Offline run's window is its max latency;
+    other runs last at least their longest sample, their serial queries and their schedule."""
+    records = [
+        json.loads(line[len(":::MLLOG") :]) for line in path.read_text().splitlines() if line.startswith(":::MLLOG")
+    ]
+    merged = {**{r["key"]: r["value"] for r in records}, **values}
+    if not isinstance(merged.get("power_begin"), str) or not isinstance(
+        merged.get("result_max_latency_ns"), int | float
+    ):
+        return {}
+    begin = datetime.datetime.strptime(merged["power_begin"], _POWER_TIME)
+    end = datetime.datetime.strptime(merged["power_end"], _POWER_TIME)
+    longest = merged["result_max_latency_ns"] / 1e9
+    if merged.get("effective_scenario") == "Offline":
+        seconds = longest
+    else:
+        needed = [longest]
+        if merged.get("effective_scenario") in ("SingleStream", "MultiStream"):
+            needed.append(merged.get("result_query_count", 0) * merged.get("result_mean_latency_ns", 0) / 1e9)
+        if merged.get("effective_scenario") == "Server":
+            needed.append(merged.get("generated_query_duration", 0) / 1e9)
+        seconds = max((end - begin).total_seconds(), *needed)
+    stop = begin + datetime.timedelta(seconds=round(seconds, 3))
+    shown = stop.strftime(_POWER_TIME)[:-3]
+    return {} if shown == merged["power_end"] else {"power_end": shown}
 
 
 def _summary_line(line: str, values: dict, scenario: str | None) -> str:

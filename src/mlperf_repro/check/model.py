@@ -128,6 +128,7 @@ class TreeContext:
     files: TreeFiles | None = None
     _systems: dict[str, dict | None] = field(default_factory=dict)
     _exact: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _logs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.files = files_of(self.root, self.files)
@@ -138,6 +139,13 @@ class TreeContext:
         if key not in self._exact:
             self._exact[key] = Record(DETAIL_LOG, read_detail(self.files.lines(path), summary_record, exact=True))
         return self._exact[key]
+
+    def detail_at(self, path: Path) -> dict[str, Any]:
+        """Any detail log of the tree parsed (cached: several rules read the compliance runs')."""
+        key = self.rel(path)
+        if key not in self._logs:
+            self._logs[key] = Record(DETAIL_LOG, read_detail(self.files.lines(path)))
+        return self._logs[key]
 
     def read_json(self, path: Path) -> Any:
         """A JSON file of the tree parsed; raises ValueError (with what is wrong) if it is not JSON."""
@@ -306,6 +314,31 @@ def performance_logs(ctx: TreeContext):
         detail = result.detail(PERF)
         if detail is not None:
             yield result, detail, ctx.rel(result.log_path(PERF))
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """One LoadGen detail log a result holds, and what made it: the result's own performance or
+    accuracy run (``test`` None), or the run of one compliance test."""
+
+    path: Path
+    test: str | None
+
+
+_COMPLIANCE_FOLDER = re.compile(r"^TEST\d\d$")
+
+
+def run_logs(ctx: TreeContext, result: ScenarioResult) -> list[RunLog]:
+    """Every detail log of a result: performance/, accuracy/ and each TESTxx folder's (in the
+    scenario folder since v6.0, under compliance/ before), wherever in them it lies."""
+    found: dict[Path, RunLog] = {}
+    for folder in dict.fromkeys((result.path, result.compliance_path)):
+        inside = len(Path(ctx.rel(folder)).parts)
+        for rel, entry in ctx.files.walk(folder):
+            if entry.kind == "file" and Path(rel).name == DETAIL_LOG:
+                tests = [part for part in Path(rel).parts[inside:] if _COMPLIANCE_FOLDER.match(part)]
+                found.setdefault(ctx.root / rel, RunLog(ctx.root / rel, tests[0] if tests else None))
+    return sorted(found.values(), key=lambda log: log.path)
 
 
 def early_stopping(ctx: TreeContext, scenario_folder: str) -> bool:

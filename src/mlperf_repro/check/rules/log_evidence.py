@@ -12,6 +12,7 @@ holds in every one of the 1,952 published v6.0 and v5.1 performance logs (bench/
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from ...loadgen_logs import MLLOG_PREFIX, finite_number, parse_summary
 from ..evidence import cross_checked, derived, trust
 from ..findings import Finding
-from ..model import ACC, DETAIL_LOG, PERF, SUMMARY_LOG, TreeContext, performance_logs, rule
+from ..model import ACC, DETAIL_LOG, PERF, SUMMARY_LOG, TreeContext, performance_logs, rule, run_logs
 
 # effective_<key> is LoadGen's copy of requested_<key> (or of the scenario's requested_<scenario>_<key>).
 COPIED_SETTINGS = (
@@ -538,6 +539,8 @@ WRITTEN_RECORDS = {
         "sut_name",
         "qsl_name",
         "test_datetime",
+        "power_begin",
+        "power_end",
         "loadgen_version",
         "result_validity",
         "result_min_duration_met",
@@ -707,6 +710,103 @@ def check_records_present(ctx: TreeContext) -> list[Finding]:
                         ctx.rel(summary),
                         f"does not print {', '.join(absent[:6])}{' ...' if len(absent) > 6 else ''}: LoadGen's "
                         "summary of every performance run does",
+                    )
+                )
+    return findings
+
+
+# LoadGen logs the wall clock when the performance run starts issuing and when its last
+# sample completes (power_begin, power_end: "%m-%d-%Y %H:%M:%S.mmm", for power meters). That
+# window is a clock the latencies cannot move: no sample takes longer than the run; an
+# Offline run's one query is issued at the start and its last sample ends the run, so its
+# max latency is the window; serial queries (SingleStream, MultiStream) take no more than it
+# together; a Server run lasts at least its schedule. Each holds in every published v6.0 and
+# v5.1 performance log (2,253 with results, compliance runs included), Offline to the ms.
+_POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
+
+
+def _power_time(value: Any) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.strptime(value, _POWER_TIME) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def clock_problems(detail: dict) -> list[str]:
+    """The run's figures against its power window (empty where the log lacks either: the
+    records' presence is log-records-present's)."""
+    n = finite_number
+    longest = n(detail.get("result_max_latency_ns"))
+    stamps = {key: detail[key] for key in ("power_begin", "power_end") if key in detail}
+    if len(stamps) < 2 or longest is None:
+        return []
+    unreadable = [f"{k} {json.dumps(v)}" for k, v in stamps.items() if _power_time(v) is None]
+    if unreadable:
+        return [f"{' and '.join(unreadable)} is not a time as LoadGen writes it (MM-DD-YYYY HH:MM:SS.mmm)"]
+    window = (_power_time(stamps["power_end"]) - _power_time(stamps["power_begin"])).total_seconds()
+    if window < 0:
+        return [f"power_end {detail.get('power_end')} is before power_begin {detail.get('power_begin')}"]
+    # The window is printed to the ms; a tenth of a per mille covers the logging calls' order.
+    slack = max(0.005, 1e-4 * window)
+    shown = f"the run's window power_begin {detail.get('power_begin')} to power_end {detail.get('power_end')} ({window:.3f} s)"
+    problems = []
+    scenario = detail.get("effective_scenario")
+    if longest / 1e9 > window + slack:
+        problems.append(f"result_max_latency_ns {longest:g} is longer than {shown}")
+    elif scenario == "Offline" and abs(longest / 1e9 - window) > slack:
+        problems.append(f"result_max_latency_ns {longest:g} is not {shown}: an Offline run ends with its last sample")
+    queries, mean = n(detail.get("result_query_count")), n(detail.get("result_mean_latency_ns"))
+    if scenario in ("SingleStream", "MultiStream") and None not in (queries, mean):
+        busy = queries * mean / 1e9
+        if busy > window * (1 + 1e-3) + slack:
+            problems.append(
+                f"result_query_count {queries:g} queries of result_mean_latency_ns {mean:g} take {busy:.3f} s, "
+                f"longer than {shown} (the queries run one after another)"
+            )
+    if scenario == "Server":
+        scheduled = n(detail.get("generated_query_duration"))
+        if scheduled is not None and scheduled / 1e9 > window + slack:
+            problems.append(f"generated_query_duration {scheduled:g} is longer than {shown}")
+    return problems
+
+
+@rule(
+    "clock-evidence",
+    evidence=[
+        cross_checked(
+            DETAIL_LOG,
+            "power_begin",
+            "with power_end, the run's wall-clock window: the latencies, the query count and the schedule fit in it",
+        ),
+        cross_checked(DETAIL_LOG, "power_end", "with power_begin, the run's wall-clock window (see power_begin)"),
+        cross_checked(
+            DETAIL_LOG,
+            "result_max_latency_ns",
+            "the power window (no longer; in Offline, equal to the ms); result_samples_per_second (Offline)",
+        ),
+        cross_checked(
+            DETAIL_LOG,
+            "result_mean_latency_ns",
+            "min and max latency; the power window (SingleStream, MultiStream: queries x mean fit in it)",
+        ),
+    ],
+)
+def check_clock_evidence(ctx: TreeContext) -> list[Finding]:
+    """Every performance-mode log of a result (compliance runs included) against its own
+    wall clock: a run shortened on paper keeps the window it really took."""
+    findings = []
+    for result in ctx.results:
+        if result.is_endpoints:
+            continue
+        for log in run_logs(ctx, result):
+            detail = ctx.detail_at(log.path)
+            if detail.get("effective_test_mode") != "PerformanceOnly":
+                continue
+            problems = clock_problems(detail)
+            if problems:
+                findings.append(
+                    Finding(
+                        "clock-evidence", ctx.rel(log.path), "the log contradicts its clock: " + "; ".join(problems[:3])
                     )
                 )
     return findings
