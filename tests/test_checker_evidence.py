@@ -670,3 +670,15 @@ def test_a_server_run_against_its_clock(tree, values, said):
     patch_detail(path, {**values, "power_end": _logged(path, "power_end")})
     found = errors(tree, "clock-evidence")
     assert len(found) == 1 and said in found[0].message and "Server/performance" in found[0].path, found
+
+
+@pytest.mark.parametrize(
+    ("scenario", "key"),
+    [("Offline", "result_tokens_per_second"), ("Server", "result_completed_tokens_per_second")],
+)
+def test_a_token_rate_the_scored_output_length_does_not_give(tree, scenario, key):
+    # The benchmark's metric raised 10% in the log and its summary alike.
+    path = tree / RESULTS / f"{scenario}/performance/run_1/mlperf_log_detail.txt"
+    patch_detail(path, {key: round(_logged(path, key) * 1.1, 3)})
+    found = only_rule(tree, "output-length-evidence", f"{scenario}/performance")
+    assert "tokens_per_sample" in found[0].message

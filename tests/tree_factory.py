@@ -138,6 +138,14 @@ def patch_detail(path: Path, values: dict) -> None:
                 "effective_min_sample_count",
                 merged["effective_min_query_count"] * merged["effective_samples_per_query"],
             )
+    # A sample rate changed alone keeps the run's tokens per sample: the token rate moves with it.
+    logged = {r["key"]: r["value"] for r in _records(path)}
+    for samples, tokens in (
+        ("result_samples_per_second", "result_tokens_per_second"),
+        ("result_completed_samples_per_sec", "result_completed_tokens_per_second"),
+    ):
+        if samples in values and tokens not in values and logged.get(tokens) and logged.get(samples):
+            values[tokens] = round(logged[tokens] * values[samples] / logged[samples], 3)
     if "power_end" not in values:
         values.update(_power_window_for(path, values))
     lines = []
@@ -160,6 +168,12 @@ def patch_detail(path: Path, values: dict) -> None:
 
 
 _POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
+
+
+def _records(path: Path) -> list[dict]:
+    return [
+        json.loads(line[len(":::MLLOG") :]) for line in path.read_text().splitlines() if line.startswith(":::MLLOG")
+    ]
 
 
 def _power_window_for(path: Path, values: dict) -> dict:
@@ -359,7 +373,16 @@ def build_tree(
                 for line in log.read_text().splitlines()
                 if '"key": "result_query_count"' in line
             )
-            patch_detail(log, full_scale_values(scenario, facts, queries))
+            scaled = full_scale_values(scenario, facts, queries)
+            # The token rate of a run whose answers are as long as the accuracy run's.
+            if "tokens_per_sample" in values:
+                for samples, tokens in (
+                    ("result_samples_per_second", "result_tokens_per_second"),
+                    ("result_completed_samples_per_sec", "result_completed_tokens_per_second"),
+                ):
+                    if samples in scaled:
+                        scaled[tokens] = round(scaled[samples] * values["tokens_per_sample"], 3)
+            patch_detail(log, scaled)
             # ... and the user.conf that asked for them.
             conf = folder / "user.conf"
             text = re.sub(r"(\.min_duration = )\d+", rf"\g<1>{RULES.min_duration_ms}", conf.read_text())

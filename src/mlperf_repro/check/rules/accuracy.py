@@ -23,6 +23,7 @@ from ..model import (
     accuracy_entries,
     issued_accuracy_samples,
     number,
+    performance_logs,
     plain,
     rule,
 )
@@ -430,6 +431,66 @@ def _endpoints_accuracy(ctx: TreeContext, result: ScenarioResult, severity: str)
 # The classification evaluators' line ("accuracy=76.078%, good=38039, total=50000").
 _GOOD_TOTAL = re.compile(r"accuracy=([\d.]+)%, good=(\d+), total=(\d+)")
 _PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\d.]+)")
+
+
+# The mean output length a performance run implies (its token rate over its sample rate)
+# against the accuracy run's tokens_per_sample: both generate the same dataset with the same
+# model. In the 730 published v6.0 and v5.1 LLM results that print it the two agree within
+# 2.3% (the performance run samples the set, batching varies the answers a little); a run
+# that is 5% off produced other outputs, or its rate was edited.
+OUTPUT_LENGTH_TOLERANCE = 0.05
+_TOKEN_RATES = {
+    "Offline": ("result_tokens_per_second", "result_samples_per_second"),
+    "Server": ("result_completed_tokens_per_second", "result_completed_samples_per_sec"),
+}
+
+
+@rule(
+    "output-length-evidence",
+    evidence=[
+        cross_checked(
+            DETAIL_LOG,
+            "result_tokens_per_second",
+            "over result_samples_per_second, the mean output length of accuracy.txt's tokens_per_sample (Offline)",
+        ),
+        cross_checked(
+            DETAIL_LOG,
+            "result_completed_tokens_per_second",
+            "over result_completed_samples_per_sec, accuracy.txt's tokens_per_sample (Server, Interactive)",
+        ),
+        cross_checked(ACCURACY_TXT, "tokens_per_sample", "the performance run's tokens per sample (its two rates)"),
+    ],
+)
+def check_output_length_evidence(ctx: TreeContext) -> list[Finding]:
+    """A performance run's token rate against the output length the accuracy run measured:
+    the benchmark's metric (tokens/s) forged alone, or a run that wrote shorter answers than
+    the ones scored, no longer agree."""
+    findings = []
+    for result, detail, where in performance_logs(ctx):
+        txt = result.path / "accuracy" / "accuracy.txt"
+        rates = _TOKEN_RATES.get(str(detail.get("effective_scenario")))
+        if result.is_endpoints or rates is None or not ctx.files.is_file(txt):
+            continue
+        printed = dict(_PRINTED_COUNT.findall(ctx.files.read_text(txt)))
+        tokens, samples = (number(detail.get(k)) for k in rates)
+        try:
+            measured = float(printed["tokens_per_sample"])
+        except (KeyError, ValueError):
+            continue
+        if None in (tokens, samples) or samples <= 0 or measured <= 0:
+            continue
+        implied = tokens / samples
+        if abs(implied / measured - 1) > OUTPUT_LENGTH_TOLERANCE:
+            findings.append(
+                Finding(
+                    "output-length-evidence",
+                    where,
+                    f"{rates[0]} {tokens:g} over {rates[1]} {samples:g} is {implied:.1f} tokens per sample; "
+                    f"{ctx.rel(txt)} measured tokens_per_sample {measured:g} on the same dataset "
+                    f"({abs(implied / measured - 1):.1%} apart, at most {OUTPUT_LENGTH_TOLERANCE:.0%})",
+                )
+            )
+    return findings
 
 
 @rule(
