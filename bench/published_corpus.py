@@ -68,6 +68,12 @@ ON_PURPOSE = {
     ("verify-evidence", ""): "a compliance verify file whose own numbers contradict its verdict, its threshold "
     "or the round's sample count (TEST07 and TEST09 runs swapped, a TEST01 file of another benchmark); the "
     "official checker reads the verdict line only",
+    ("audit-settings", ""): "a compliance run's log does not show its test's audit.config (a TEST04 run that "
+    "issued no sample twice, a TEST09 folder holding a run with TEST07's settings, a TEST01 run that logged no "
+    "sampled accuracy): it is not the test's run; the official checker reads the verify file only",
+    ("run-provenance", ""): "one run claimed by two results that cannot share it (one machine filed under two "
+    "system names, another benchmark's TEST01 run, the performance run in the accuracy or TEST01 folder), or an "
+    "accuracy.txt naming another result's accuracy log; the official checker reads each folder alone",
 }
 
 

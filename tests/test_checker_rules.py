@@ -104,6 +104,9 @@ def test_every_rule_is_covered_below():
         "validity-evidence",
         "clock-evidence",
         "output-length-evidence",
+        # tests/test_checker_provenance.py
+        "audit-settings",
+        "run-provenance",
         "log-records-once",
         "log-records-present",
     }

@@ -63,7 +63,8 @@ record_kind(
         cross_checked(
             ACCURACY_TXT,
             "hash",
-            "present (the official checker's pattern); the whole log's sha256 in accuracy-evidence",
+            "present (the official checker's pattern), 64 hex digits; the whole log's sha256 in accuracy-evidence. "
+            "The first line is read: the truncation script appends one more each time it is rerun",
         ),
     ],
 )

@@ -3,6 +3,7 @@ verdicts redone from the compliance runs' logs where the tree holds them."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..model import (
     number,
     plain,
     rule,
+    run_logs,
 )
 
 # A verify file passes with this line unless the round's table says otherwise.
@@ -451,3 +453,80 @@ def _scaled_band(text: str, low: float, high: float) -> tuple[float, float] | st
 
 # The compliance tests whose verdict the tree holds the evidence for.
 COMPLIANCE_EVIDENCE = {"TEST01": _test01, "TEST04": _test04, "TEST06": _test06, "TEST09": _test09}
+
+
+# How a compliance run's log shows each key of its test's audit.config (LoadGen logs what it
+# ran with as effective_*), and what the log must then hold: the mode a test runs in, the
+# seed that picks the samples it logs and the issue pattern it audits exactly; at least the
+# samples and queries the test needs (more only audits more); a min_duration of 0 is the
+# floor lifted, which a longer run does not undo. The thresholds (test07_*, test09_*) are
+# the verifier's, not LoadGen's, and are not logged.
+_TEST_MODES = {0: "SubmissionRun", 1: "AccuracyOnly", 2: "PerformanceOnly", 3: "FindPeakPerformance"}
+AUDIT_RECORDS = {
+    "mode": ("effective_test_mode", "equal"),
+    "accuracy_log_rng_seed": ("effective_accuracy_log_rng_seed", "equal"),
+    "accuracy_log_sampling_target": ("effective_accuracy_log_sampling_target", "at_least"),
+    # requested_: in Offline LoadGen runs one query (effective_min_query_count 1) of at least
+    # the requested count of samples.
+    "min_query_count": ("requested_min_query_count", "at_least"),
+    "performance_issue_same": ("effective_performance_issue_same", "equal"),
+    "performance_issue_same_index": ("effective_performance_issue_same_index", "equal"),
+    "performance_issue_unique": ("effective_performance_issue_unique", "equal"),
+    "sample_concatenate_permutation": ("effective_sample_concatenate_permutation", "equal"),
+}
+
+
+_FLAGS = ("performance_issue_same", "performance_issue_unique", "sample_concatenate_permutation")
+
+
+def _as_logged(key: str, value):
+    if key == "mode":
+        return _TEST_MODES.get(value, value)
+    return bool(value) if key in _FLAGS and isinstance(value, int) else value
+
+
+@rule(
+    "audit-settings",
+    evidence=[
+        cross_checked(DETAIL_LOG, record, f"a compliance run's: its test's audit.config ({key}, {how})")
+        for key, (record, how) in AUDIT_RECORDS.items()
+        if record != "effective_test_mode"
+    ]
+    + [cross_checked(DETAIL_LOG, "effective_test_mode", "a compliance run's: PerformanceOnly (audit.config mode 2)")],
+)
+def check_audit_settings(ctx: TreeContext) -> list[Finding]:
+    """Each compliance run's log shows the audit.config of its test, as the round's table
+    holds it: a TEST04 folder holding a copy of the performance run, or TEST09's folder
+    holding TEST07's run, has the settings of another run."""
+    findings = []
+    for result in ctx.results:
+        if result.facts is None or result.is_endpoints:
+            continue
+        for log in run_logs(ctx, result):
+            if log.test not in result.facts.compliance_tests:
+                continue
+            entry = ctx.rules.compliance_test(log.test, result.facts.name)
+            unchecked = set(entry.get("audit_config_unchecked") or ())
+            detail = ctx.detail_at(log.path)
+            wrong = []
+            for key, wanted in (entry.get("audit_config") or {}).items():
+                if key not in AUDIT_RECORDS or key in unchecked:
+                    continue
+                record, how = AUDIT_RECORDS[key]
+                if record not in detail:
+                    continue  # an old LoadGen's log; log-records-present judges the result's own runs
+                found, want = detail[record], _as_logged(key, wanted)
+                value = number(found) if how == "at_least" else None
+                if how == "at_least" and (value is None or value < want):
+                    wrong.append(f"{record} = {json.dumps(found)} (audit.config {key} = {wanted}: at least that)")
+                elif how == "equal" and found != want:
+                    wrong.append(f"{record} = {json.dumps(found)} (audit.config {key} = {wanted})")
+            if wrong:
+                findings.append(
+                    Finding(
+                        "audit-settings",
+                        ctx.rel(log.path),
+                        f"is not a {log.test} run: " + "; ".join(wrong[:4]) + f" ({ctx.rules.name}'s {log.test})",
+                    )
+                )
+    return findings

@@ -658,7 +658,8 @@ trust(
     {
         "effective_target_duration_ms": "LoadGen's planned duration, stated once; present (log-records-present)",
         "qsl_name": "the harness's name for its sample library, stated once; present (log-records-present)",
-        "test_datetime": "when the run started, stated once; present (log-records-present)",
+        "test_datetime": "when the run started, stated once; present (log-records-present); with the run's records, "
+        "what tells it from another run (run-provenance)",
         "requested_min_query_count": "LoadGen raises the query minimum to what the scenario needs, so the request "
         "need not be effective_min_query_count; present (log-records-present)",
         "requested_offline_expected_qps": "sizes the Offline query with min_duration (generated_samples_per_query "

@@ -33,6 +33,7 @@ from ..model import (
     performance_logs,
     plain,
     rule,
+    run_logs,
 )
 
 record_kind(
@@ -215,27 +216,33 @@ def check_test_mode(ctx: TreeContext) -> list[Finding]:
 
 @rule(
     "scenario-match",
-    evidence=[cross_checked(DETAIL_LOG, "effective_scenario", "the scenario folder it is in")],
+    evidence=[
+        cross_checked(DETAIL_LOG, "effective_scenario", "the scenario folder it is in (every log of the result)")
+    ],
 )
 def check_scenario_match(ctx: TreeContext) -> list[Finding]:
-    """The log was produced for this folder's scenario (Interactive = LoadGen Server)."""
+    """Every log of a result was produced for its folder's scenario (Interactive = LoadGen
+    Server): the performance run, the accuracy run and each compliance run. An accuracy
+    folder copied in from another scenario scored that scenario's run."""
     findings = []
-    for result, detail, where in performance_logs(ctx):
-        if result.scenario not in ctx.rules.scenario_folders:
+    for result in ctx.results:
+        if result.scenario not in ctx.rules.scenario_folders or result.is_endpoints:
             continue
         expected = ctx.rules.loadgen_scenario(result.scenario)
         allowed = [expected]
         if "edge" in ctx.system_type(result.system):
             allowed += (ctx.rules.data.get("inferred_scenarios") or {}).get("edge", {}).get(result.scenario, [])
-        if detail.get("effective_scenario") not in allowed:
-            findings.append(
-                Finding(
-                    "scenario-match",
-                    where,
-                    f"the log is a {detail.get('effective_scenario')} run; "
-                    f"a {result.scenario} folder needs LoadGen {expected}",
+        for log in run_logs(ctx, result):
+            found = ctx.detail_at(log.path).get("effective_scenario")
+            # (the performance run's log must say: log-records-present leaves it to this rule)
+            if found not in allowed and (found is not None or log.path == result.log_path(PERF)):
+                findings.append(
+                    Finding(
+                        "scenario-match",
+                        ctx.rel(log.path),
+                        f"the log is of a LoadGen {found} run; a {result.scenario} folder needs LoadGen {expected}",
+                    )
                 )
-            )
     return findings
 
 

@@ -1,0 +1,185 @@
+"""Each run belongs to one result: a LoadGen run (or an accuracy run's scores) found under
+two results of a submitter was made once and claimed twice.
+
+A run is known by when it started, what it ran with and what it measured: its
+``test_datetime`` and every ``effective_*``, ``generated_*`` and ``result_*`` record (two
+runs do not share all of them). The same run
+may stand in two places only where the rules let one run serve both:
+
+- two benchmarks LoadGen runs as one model (``loadgen_model``: llama2-70b-99 and -99.9,
+  yolo-95 and -99), of the same system, in the same part of their folders: the run that
+  meets the higher accuracy target is the lower one's too;
+- the scenarios an edge system's result may be inferred from (the round's
+  ``inferred_scenarios``: a SingleStream run in the MultiStream folder), of the same
+  benchmark and system; scenario-match judges which scenario the run is;
+- the copy a compliance folder keeps of its own run (``TEST04/`` and
+  ``TEST04/performance/run_1/``).
+
+Everything else is an error: a run of another system (a 22-node run filed as the 1-node
+system's), a TEST04 folder holding the performance run, the TEST01 run of another
+benchmark. So is an accuracy.txt whose ``hash=`` line (the sha256 of its accuracy log)
+another result's accuracy.txt holds while the two truncated logs differ. The published
+trees that share runs otherwise are listed apart in bench/published_corpus.py (one machine
+filed under two system names, a compliance folder holding another run).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..evidence import cross_checked
+from ..findings import Finding
+from ..model import (
+    ACC,
+    HASH_LINE,
+    RunLog,
+    ScenarioResult,
+    TreeContext,
+    accuracy_entries,
+    rule,
+    run_logs,
+)
+
+ACCURACY_LOG = "mlperf_log_accuracy.json"
+
+
+def run_identity(detail: dict[str, Any]) -> tuple | None:
+    """What tells a run from any other; None for a log without a start time."""
+    started = detail.get("test_datetime")
+    if not isinstance(started, str):
+        return None
+    measured = sorted((key, repr(value)) for key, value in detail.items() if key.startswith(("result_", "generated_")))
+    return (started, tuple(measured))
+
+
+def _part(log: RunLog, result: ScenarioResult) -> str:
+    """Which of the result's runs a log is: a compliance test's, or the folder it lies in."""
+    if log.test:
+        return log.test
+    folder = result.path if log.path.is_relative_to(result.path) else result.compliance_path
+    relative = log.path.relative_to(folder).parts
+    return relative[0] if len(relative) > 1 else "."
+
+
+def _one_model(ctx: TreeContext, a: ScenarioResult, b: ScenarioResult) -> bool:
+    if a.benchmark == b.benchmark:
+        return True
+    if a.facts is None or b.facts is None:
+        return False
+    models = {
+        facts.loadgen_model(scenario)
+        for facts, scenario in ((a.facts, a.scenario), (b.facts, b.scenario))
+        if scenario in facts.facts.get("loadgen_model", {})
+    }
+    return len(models) == 1
+
+
+def _may_share(ctx: TreeContext, a: tuple[ScenarioResult, str], b: tuple[ScenarioResult, str]) -> bool:
+    (first, part_a), (second, part_b) = a, b
+    if first is second:
+        return part_a == part_b
+    if first.system != second.system or part_a != part_b or not _one_model(ctx, first, second):
+        return False
+    if first.scenario == second.scenario:
+        return True
+    inferred = (ctx.rules.data.get("inferred_scenarios") or {}).get("edge", {})
+    edge = "edge" in ctx.system_type(first.system)
+    return edge and (
+        first.scenario in inferred.get(second.scenario, []) or second.scenario in inferred.get(first.scenario, [])
+    )
+
+
+def _shown(ctx: TreeContext, result: ScenarioResult, part: str) -> str:
+    return f"{ctx.rel(result.path)}{'' if part == '.' else '/' + part}"
+
+
+@rule(
+    "run-provenance",
+    evidence=[
+        cross_checked(
+            "accuracy.txt",
+            "hash",
+            "another result's accuracy.txt naming it names the same log: where both are truncated, their kept ends",
+        ),
+    ],
+)
+def check_run_provenance(ctx: TreeContext) -> list[Finding]:
+    """A run, or an accuracy log's scores, claimed by two results that cannot share it."""
+    findings = []
+    holders: dict[tuple, list[tuple[ScenarioResult, str, Path]]] = defaultdict(list)
+    for result in ctx.results:
+        if result.is_endpoints:
+            continue
+        for log in run_logs(ctx, result):
+            identity = run_identity(ctx.detail_at(log.path))
+            if identity is not None:
+                holders[identity].append((result, _part(log, result), log.path))
+    for held in holders.values():
+        first = held[0]
+        for other in held[1:]:
+            if not _may_share(ctx, first[:2], other[:2]):
+                findings.append(
+                    Finding(
+                        "run-provenance",
+                        ctx.rel(other[2]),
+                        f"is the run {ctx.rel(first[2])} holds (same test_datetime and results): one run cannot be "
+                        f"both {_shown(ctx, *first[:2])} and {_shown(ctx, *other[:2])}",
+                    )
+                )
+    findings += _shared_scores(ctx)
+    return findings
+
+
+def _shared_scores(ctx: TreeContext) -> list[Finding]:
+    """accuracy.txt files naming one accuracy log (the same hash line). One sha256 is one
+    log, so where both logs are truncated their kept ends are the same bytes: kept ends that
+    differ say one accuracy.txt was copied from the other result (an error). Where they are
+    the same but two systems' accuracy runs are not one run, a deterministic model may have
+    written the same log twice (resnet50 SingleStream on two systems of one GPU does), or
+    the log was copied with its scores: a warning, for a reviewer to decide. (One system's
+    deterministic SUT writes one log in each scenario: not worth a word.)"""
+    by_hash: dict[str, list[ScenarioResult]] = defaultdict(list)
+    for result in ctx.results:
+        txt = result.path / "accuracy" / "accuracy.txt"
+        if result.is_endpoints or not ctx.files.is_file(txt):
+            continue
+        found = HASH_LINE.search(ctx.files.read_text(txt))
+        if found:
+            by_hash[found.group(1)].append(result)
+    findings = []
+    for digest, results in by_hash.items():
+        first = results[0]
+        for other in results[1:]:
+            logs = [r.path / "accuracy" / ACCURACY_LOG for r in (first, other)]
+            if not all(ctx.files.is_file(log) for log in logs):
+                continue  # accuracy-files names a missing log
+            contents = [ctx.files.read_bytes(log) for log in logs]
+            truncated = all(accuracy_entries(ctx, log) is None for log in logs)
+            where = ctx.rel(other.path / "accuracy" / "accuracy.txt")
+            named = f"{ctx.rel(first.path / 'accuracy' / 'accuracy.txt')} (hash={digest[:16]}...)"
+            if contents[0] != contents[1]:
+                if truncated:
+                    findings.append(
+                        Finding(
+                            "run-provenance",
+                            where,
+                            f"names the accuracy log {named} names, but the two folders' logs differ: one sha256 is "
+                            "one log, so these scores were copied from the other result",
+                        )
+                    )
+                continue  # (a whole log: accuracy-evidence compares its sha256 with the hash line)
+            run = run_identity(first.detail(ACC) or {})
+            if first.system != other.system and (run is None or run != run_identity(other.detail(ACC) or {})):
+                if not _may_share(ctx, (first, "accuracy"), (other, "accuracy")):
+                    findings.append(
+                        Finding(
+                            "run-provenance",
+                            where,
+                            f"holds the accuracy log {named} holds, byte for byte, from another accuracy run: a "
+                            "deterministic model can write one log twice, or the log was copied with its scores",
+                            severity="warning",
+                        )
+                    )
+    return findings

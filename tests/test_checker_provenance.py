@@ -1,0 +1,174 @@
+"""Each record belongs to its folder: every log of a result is of the result's scenario, a
+compliance folder holds a run with its test's audit.config, and one run is claimed by one
+result (or by the results the rules let share it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from tree_factory import BENCH, SUBMITTER, SYSTEM, build_tree, make_runs, patch_detail
+from tree_factory import RULES as ROUND
+
+from mlperf_repro.check.tree import check_tree
+
+SYSTEM_DIR = f"closed/{SUBMITTER}/results/{SYSTEM}"
+RESULTS = f"{SYSTEM_DIR}/{BENCH}"
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    return make_runs(tmp_path_factory.mktemp("loadgen-runs"))
+
+
+@pytest.fixture(scope="session")
+def good_tree(runs, tmp_path_factory):
+    return build_tree(tmp_path_factory.mktemp("good") / "tree", runs)
+
+
+@pytest.fixture
+def tree(good_tree, tmp_path):
+    copy = tmp_path / "tree"
+    shutil.copytree(good_tree, copy)
+    return copy
+
+
+def findings(root: Path, rule: str, severity: str = "error") -> list:
+    return [f for f in check_tree(root, ROUND) if f.rule == rule and f.severity == severity]
+
+
+def errors(root: Path) -> list:
+    return [f for f in check_tree(root, ROUND) if f.severity == "error"]
+
+
+def _with_test06_log(tree: Path, runs, scenario: str = "Server") -> Path:
+    """The TEST06 folder keeping its run's detail log, as most published trees do."""
+    log = tree / RESULTS / scenario / "TEST06" / "mlperf_log_detail.txt"
+    shutil.copyfile(runs[(scenario, "TEST06")] / "mlperf_log_detail.txt", log)
+    return log
+
+
+# -- compliance runs with their test's settings -----------------------------------------------------
+
+
+def test_a_compliance_run_with_its_tests_audit_config_passes(tree, runs):
+    _with_test06_log(tree, runs)
+    assert errors(tree) == []
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"effective_accuracy_log_rng_seed": 1}, "effective_accuracy_log_rng_seed = 1"),
+        ({"effective_accuracy_log_sampling_target": 10}, "at least that"),
+        ({"requested_min_query_count": 5}, "requested_min_query_count = 5"),
+        ({"effective_sample_concatenate_permutation": True}, "effective_sample_concatenate_permutation = true"),
+        ({"effective_test_mode": "AccuracyOnly"}, "effective_test_mode"),
+    ],
+)
+def test_a_compliance_run_without_its_tests_settings(tree, runs, values, said):
+    patch_detail(_with_test06_log(tree, runs), values)
+    found = findings(tree, "audit-settings")
+    assert len(found) == 1 and said in found[0].message and "not a TEST06 run" in found[0].message, found
+    assert found[0].path.endswith("Server/TEST06/mlperf_log_detail.txt")
+
+
+def test_more_sampled_samples_than_the_test_needs_pass(tree, runs):
+    patch_detail(_with_test06_log(tree, runs), {"effective_accuracy_log_sampling_target": 100000})
+    assert findings(tree, "audit-settings") == []
+
+
+def test_the_performance_run_filed_as_the_compliance_run(tree):
+    # A TEST folder holding a copy of the result's performance run: not TEST06's settings, and a
+    # run claimed twice.
+    folder = tree / RESULTS / "Server"
+    shutil.copyfile(folder / "performance/run_1/mlperf_log_detail.txt", folder / "TEST06/mlperf_log_detail.txt")
+    assert {f.rule for f in errors(tree)} == {"audit-settings", "run-provenance"}
+    claimed = findings(tree, "run-provenance")
+    assert len(claimed) == 1 and "Server/TEST06" in claimed[0].message
+
+
+# -- every log of the folder's scenario -------------------------------------------------------------
+
+
+def test_an_accuracy_folder_copied_from_another_scenario(tree):
+    server = tree / RESULTS / "Server"
+    shutil.rmtree(server / "accuracy")
+    shutil.copytree(tree / RESULTS / "Offline" / "accuracy", server / "accuracy")
+    wrong = findings(tree, "scenario-match")
+    assert [f.path for f in wrong] == [f"{RESULTS}/Server/accuracy/mlperf_log_detail.txt"]
+    assert "LoadGen Offline run" in wrong[0].message
+    # ... and the Offline accuracy run is now claimed by two results.
+    assert any("Server/accuracy" in f.path for f in findings(tree, "run-provenance"))
+
+
+def test_a_compliance_run_of_another_scenario(tree, runs):
+    shutil.copyfile(
+        runs[("Offline", "TEST06")] / "mlperf_log_detail.txt", tree / RESULTS / "Server/TEST06/mlperf_log_detail.txt"
+    )
+    wrong = findings(tree, "scenario-match")
+    assert [f.path for f in wrong] == [f"{RESULTS}/Server/TEST06/mlperf_log_detail.txt"]
+
+
+# -- one run, one result ------------------------------------------------------------------------------
+
+
+def _second_system(tree: Path, name: str = "sys2") -> Path:
+    systems = tree / f"closed/{SUBMITTER}/systems"
+    shutil.copyfile(systems / f"{SYSTEM}.json", systems / f"{name}.json")
+    shutil.copytree(tree / SYSTEM_DIR, tree / f"closed/{SUBMITTER}/results/{name}")
+    return tree / f"closed/{SUBMITTER}/results/{name}"
+
+
+def test_a_run_filed_under_two_systems(tree):
+    _second_system(tree)
+    claimed = findings(tree, "run-provenance")
+    logs = {f.path for f in claimed if f.path.endswith("mlperf_log_detail.txt")}
+    # Every log of every result, each once, named under the second system.
+    assert logs == {
+        f"closed/{SUBMITTER}/results/sys2/{BENCH}/{scenario}/{part}/mlperf_log_detail.txt"
+        for scenario in ("Offline", "Server", "Interactive")
+        for part in ("performance/run_1", "accuracy")
+    }
+    assert all("one run cannot be both" in f.message for f in claimed if f.path in logs)
+
+
+def test_one_run_for_both_accuracy_targets_of_a_model_is_allowed(tree):
+    # llama2-70b-99 and -99.9 are one model to LoadGen: the run meeting 99.9% serves both.
+    shutil.copytree(tree / RESULTS, tree / f"{SYSTEM_DIR}/llama2-70b-99.9")
+    assert findings(tree, "run-provenance") == []
+    assert findings(tree, "run-provenance", "warning") == []
+
+
+def test_scores_copied_from_another_result(tree):
+    # Offline's accuracy.txt put beside Server's own (truncated) accuracy log.
+    shutil.copyfile(tree / RESULTS / "Offline/accuracy/accuracy.txt", tree / RESULTS / "Server/accuracy/accuracy.txt")
+    claimed = findings(tree, "run-provenance")
+    assert [f.path for f in claimed] == [f"{RESULTS}/Server/accuracy/accuracy.txt"]
+    assert "copied from the other result" in claimed[0].message
+
+
+def test_the_same_accuracy_log_from_two_runs_is_a_warning(tree):
+    # Two systems whose deterministic model wrote one log twice: their accuracy runs differ
+    # (other start times), the logs and the hash lines do not.
+    other = _second_system(tree)
+    for hour, scenario in enumerate(("Offline", "Server", "Interactive")):
+        for minute, part in enumerate(("performance/run_1", "accuracy")):
+            path = other / BENCH / scenario / part / "mlperf_log_detail.txt"
+            patch_detail(path, {"test_datetime": f"2026-01-01T0{hour}:0{minute}:00Z"})
+    assert findings(tree, "run-provenance") == []
+    warned = findings(tree, "run-provenance", "warning")
+    assert len(warned) == 3 and all("byte for byte" in f.message for f in warned)
+
+
+def test_run_identity_reads_any_log(good_tree):
+    from mlperf_repro.check.rules.provenance import run_identity
+
+    assert run_identity({}) is None
+    assert run_identity({"test_datetime": 5}) is None
+    a = run_identity({"test_datetime": "t", "result_validity": "VALID", "sut_name": "a"})
+    assert a == run_identity({"test_datetime": "t", "result_validity": "VALID", "sut_name": "b"})
+    assert a != run_identity({"test_datetime": "t", "result_validity": "INVALID"})
+    json.dumps(a)  # plain data
