@@ -172,3 +172,13 @@ def test_run_identity_reads_any_log(good_tree):
     assert a == run_identity({"test_datetime": "t", "result_validity": "VALID", "sut_name": "b"})
     assert a != run_identity({"test_datetime": "t", "result_validity": "INVALID"})
     json.dumps(a)  # plain data
+
+
+def test_a_scenario_describing_another_model_is_a_warning(tree):
+    path = tree / RESULTS / "Server" / "measurements.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "weight_data_types": "fp8"}))
+    assert errors(tree) == []
+    warned = findings(tree, "measurements-agree", "warning")
+    assert [f.path for f in warned] == [f"{RESULTS}/Server/measurements.json"]
+    assert '"fp8" against "mxfp4"' in warned[0].message

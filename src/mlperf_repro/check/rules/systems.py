@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -15,6 +16,17 @@ from ..model import (
 )
 
 MEASUREMENTS = "measurements.json"
+# What a measurements file says about the model a result ran: one benchmark's scenarios on
+# one system run one model, so these agree across them in all 251 published v6.0 system and
+# benchmark folders. The rules we hold do not forbid a scenario its own quantization, so a
+# disagreement is a warning: a copied file, or a model worth a reviewer's question.
+MODEL_FIELDS = (
+    "weight_data_types",
+    "input_data_types",
+    "starting_weights_filename",
+    "weight_transformations",
+    "retraining",
+)
 
 
 def _round_fields(*path: str) -> set[str]:
@@ -47,7 +59,7 @@ record_kind(
     "how the result was measured: data types, weights, transformations",
     trusted={
         key: "stated once; present and non-empty as the round's table asks (measurements)"
-        for key in sorted(_round_fields("measurements_keys") - {"retraining"})
+        for key in sorted(_round_fields("measurements_keys") - {"retraining"} - set(MODEL_FIELDS))
     },
 )
 
@@ -203,3 +215,48 @@ def check_measurements(ctx: TreeContext) -> list[Finding]:
         if ctx.division == "closed" and str(data.get("retraining", "")).strip().lower() not in NO_RETRAINING:
             findings.append(Finding("measurements", ctx.rel(path), "retraining is not allowed in the closed division"))
     return findings
+
+
+@rule(
+    "measurements-agree",
+    evidence=[
+        cross_checked(MEASUREMENTS, key, "the same system's other scenarios of the benchmark (a warning)")
+        for key in MODEL_FIELDS
+        if key != "retraining"
+    ]
+    + [cross_checked(MEASUREMENTS, "retraining", "the other scenarios of the benchmark (a warning)")],
+)
+def check_measurements_agree(ctx: TreeContext) -> list[Finding]:
+    """The model a benchmark's scenarios say they ran, compared across the scenarios."""
+    described: dict[tuple[str, str], list[tuple[str, dict]]] = {}
+    for result in ctx.results:
+        path = result.measurements_file()
+        try:
+            data = ctx.read_json(path) if ctx.files.is_file(path) else None
+        except ValueError:
+            continue  # (measurements names it)
+        if isinstance(data, dict):
+            described.setdefault((result.system, result.benchmark), []).append(
+                (ctx.rel(path), Record(MEASUREMENTS, data))
+            )
+    findings = []
+    for files in described.values():
+        first_path, first = files[0]
+        for path, data in files[1:]:
+            differ = [k for k in MODEL_FIELDS if _stated(data.get(k)) != _stated(first.get(k))]
+            if differ:
+                shown = "; ".join(f"{k} {json.dumps(data.get(k))} against {json.dumps(first.get(k))}" for k in differ)
+                findings.append(
+                    Finding(
+                        "measurements-agree",
+                        path,
+                        f"describes another model than {first_path}: {shown} (one benchmark's scenarios run one "
+                        "model on a system)",
+                        severity="warning",
+                    )
+                )
+    return findings
+
+
+def _stated(value):
+    return value.strip() if isinstance(value, str) else value
