@@ -22,7 +22,7 @@ from mlperf_repro.benchmarks import load_round
 from mlperf_repro.check.rules.log_evidence import COPIED_SETTINGS, SCENARIO_PREFIX
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.compliance.verify import verify_test06, write_verdict
-from mlperf_repro.loadgen_logs import summary_key
+from mlperf_repro.loadgen_logs import finite_number, summary_key
 from mlperf_repro.package.systems import system_description
 from mlperf_repro.package.truncate import hash_line, write_truncated_log
 
@@ -144,9 +144,10 @@ def patch_detail(path: Path, values: dict) -> None:
         ("result_samples_per_second", "result_tokens_per_second"),
         ("result_completed_samples_per_sec", "result_completed_tokens_per_second"),
     ):
-        if samples in values and tokens not in values and logged.get(tokens) and logged.get(samples):
-            values[tokens] = round(logged[tokens] * values[samples] / logged[samples], 3)
-    if "power_end" not in values:
+        rates = [finite_number(v) for v in (logged.get(tokens), values.get(samples), logged.get(samples))]
+        if samples in values and tokens not in values and None not in rates and rates[2] != 0:
+            values[tokens] = round(rates[0] * rates[1] / rates[2], 3)
+    if "power_end" not in values and not isinstance(logged.get("result_max_latency_ns"), bool):
         values.update(_power_window_for(path, values))
     lines = []
     scenario = None
@@ -180,27 +181,32 @@ def _power_window_for(path: Path, values: dict) -> dict:
     """power_end where the patched figures need a longer or shorter window than the run
     took, as LoadGen's clock would have shown it: an Offline run's window is its max latency;
     other runs last at least their longest sample, their serial queries and their schedule."""
-    records = [
-        json.loads(line[len(":::MLLOG") :]) for line in path.read_text().splitlines() if line.startswith(":::MLLOG")
-    ]
-    merged = {**{r["key"]: r["value"] for r in records}, **values}
-    if not isinstance(merged.get("power_begin"), str) or not isinstance(
-        merged.get("result_max_latency_ns"), int | float
-    ):
+    merged = {**{r["key"]: r["value"] for r in _records(path)}, **values}
+    try:
+        begin = datetime.datetime.strptime(merged["power_begin"], _POWER_TIME)
+        end = datetime.datetime.strptime(merged["power_end"], _POWER_TIME)
+    except (KeyError, TypeError, ValueError):
+        return {}  # a test's own edit of the window: kept as it is
+
+    def figure(key: str) -> float:
+        return finite_number(merged.get(key)) or 0.0
+
+    longest = figure("result_max_latency_ns") / 1e9
+    if not longest:
         return {}
-    begin = datetime.datetime.strptime(merged["power_begin"], _POWER_TIME)
-    end = datetime.datetime.strptime(merged["power_end"], _POWER_TIME)
-    longest = merged["result_max_latency_ns"] / 1e9
     if merged.get("effective_scenario") == "Offline":
         seconds = longest
     else:
         needed = [longest]
         if merged.get("effective_scenario") in ("SingleStream", "MultiStream"):
-            needed.append(merged.get("result_query_count", 0) * merged.get("result_mean_latency_ns", 0) / 1e9)
+            needed.append(figure("result_query_count") * figure("result_mean_latency_ns") / 1e9)
         if merged.get("effective_scenario") == "Server":
-            needed.append(merged.get("generated_query_duration", 0) / 1e9)
+            needed.append(figure("generated_query_duration") / 1e9)
         seconds = max((end - begin).total_seconds(), *needed)
-    stop = begin + datetime.timedelta(seconds=round(seconds, 3))
+    try:
+        stop = begin + datetime.timedelta(seconds=round(seconds, 3))
+    except OverflowError:
+        return {}
     shown = stop.strftime(_POWER_TIME)[:-3]
     return {} if shown == merged["power_end"] else {"power_end": shown}
 

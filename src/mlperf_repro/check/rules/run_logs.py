@@ -226,20 +226,24 @@ def check_scenario_match(ctx: TreeContext) -> list[Finding]:
     folder copied in from another scenario scored that scenario's run."""
     findings = []
     for result in ctx.results:
-        if result.scenario not in ctx.rules.scenario_folders or result.is_endpoints:
+        if result.scenario not in ctx.rules.scenario_folders:
             continue
         expected = ctx.rules.loadgen_scenario(result.scenario)
         allowed = [expected]
         if "edge" in ctx.system_type(result.system):
             allowed += (ctx.rules.data.get("inferred_scenarios") or {}).get("edge", {}).get(result.scenario, [])
-        for log in run_logs(ctx, result):
-            found = ctx.detail_at(log.path).get("effective_scenario")
+        # An endpoints result's harness files, read under LoadGen's keys, stand for its run.
+        logs = [(result.log_path(PERF), result.detail(PERF))] if result.detail(PERF) is not None else []
+        logs = logs if result.is_endpoints else []
+        logs += [(log.path, ctx.detail_at(log.path)) for log in run_logs(ctx, result) if not result.is_endpoints]
+        for path, detail in logs:
+            found = detail.get("effective_scenario")
             # (the performance run's log must say: log-records-present leaves it to this rule)
-            if found not in allowed and (found is not None or log.path == result.log_path(PERF)):
+            if found not in allowed and (found is not None or path == result.log_path(PERF)):
                 findings.append(
                     Finding(
                         "scenario-match",
-                        ctx.rel(log.path),
+                        ctx.rel(path),
                         f"the log is of a LoadGen {found} run; a {result.scenario} folder needs LoadGen {expected}",
                     )
                 )
