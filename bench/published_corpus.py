@@ -72,8 +72,9 @@ ON_PURPOSE = {
     "issued no sample twice, a TEST09 folder holding a run with TEST07's settings, a TEST01 run that logged no "
     "sampled accuracy): it is not the test's run; the official checker reads the verify file only",
     ("run-provenance", ""): "one run claimed by two results that cannot share it (one machine filed under two "
-    "system names, another benchmark's TEST01 run, the performance run in the accuracy or TEST01 folder), or an "
-    "accuracy.txt naming another result's accuracy log; the official checker reads each folder alone",
+    "system names, another benchmark's TEST01 run, the performance run in the accuracy or TEST01 folder, the "
+    "accuracy run's log in a TEST06 folder), or an accuracy.txt naming another result's accuracy log; the official "
+    "checker reads each folder alone",
 }
 
 

@@ -683,3 +683,34 @@ def test_a_token_rate_the_scored_output_length_does_not_give(tree, scenario, key
     patch_detail(path, {key: round(_logged(path, key) * 1.1, 3)})
     found = only_rule(tree, "output-length-evidence", f"{scenario}/performance")
     assert "tokens_per_sample" in found[0].message
+
+
+def test_a_mean_outside_its_own_minimum_and_maximum(tree):
+    # The mean first-token latency lowered below the fastest first token (summary alike).
+    path = tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt"
+    fastest = _logged(path, "result_first_token_min_latency_ns")
+    patch_detail(path, {"result_first_token_mean_latency_ns": fastest // 2})
+    found = only_rule(tree, "validity-evidence", "Server/performance")
+    assert "result_first_token_mean_latency_ns" in found[0].message
+
+
+def test_an_early_stopping_estimate_above_the_longest_latency():
+    from mlperf_repro.check.rules.log_evidence import _percentile_problems
+
+    for scenario, estimate, longest in (
+        ("SingleStream", "early_stopping_latency_ss", "result_max_latency_ns"),
+        ("MultiStream", "early_stopping_latency_ms", "result_max_query_latency_ns"),
+    ):
+        assert _percentile_problems({"effective_scenario": scenario, estimate: 10, longest: 10}) == []
+        (said,) = _percentile_problems({"effective_scenario": scenario, estimate: 11, longest: 10})
+        assert estimate in said and "one of the run's latencies" in said
+
+
+def test_a_compliance_runs_log_is_held_to_its_own_figures(tree, runs):
+    # The TEST06 run's log kept in its folder, its percentiles edited out of order.
+    log = tree / RESULTS / "Server/TEST06/mlperf_log_detail.txt"
+    shutil.copyfile(runs[("Server", "TEST06")] / "mlperf_log_detail.txt", log)
+    assert errors(tree) == []
+    patch_detail(log, {"result_50.00_percentile_latency_ns": 10**15})
+    found = only_rule(tree, "validity-evidence", "Server/TEST06")
+    assert "result_50.00_percentile_latency_ns" in found[0].message

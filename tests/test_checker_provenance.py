@@ -182,3 +182,11 @@ def test_a_scenario_describing_another_model_is_a_warning(tree):
     warned = findings(tree, "measurements-agree", "warning")
     assert [f.path for f in warned] == [f"{RESULTS}/Server/measurements.json"]
     assert '"fp8" against "mxfp4"' in warned[0].message
+
+
+def test_a_compliance_folder_holding_the_accuracy_runs_log(tree):
+    folder = tree / RESULTS / "Server"
+    shutil.copyfile(folder / "accuracy/mlperf_log_accuracy.json", folder / "TEST06/accuracy/mlperf_log_accuracy.json")
+    claimed = findings(tree, "run-provenance")
+    assert [f.path for f in claimed] == [f"{RESULTS}/Server/TEST06/accuracy/mlperf_log_accuracy.json"]
+    assert "the accuracy run's log, byte for byte" in claimed[0].message

@@ -299,9 +299,39 @@ _PERCENTILE_SERIES = (
 )
 
 
+# Each latency series' minimum, mean and maximum: the mean lies between the other two (in
+# every published v6.0 and v5.1 performance log but two Offline ones, below).
+_MEAN_SERIES = (
+    ("result_min_latency_ns", "result_mean_latency_ns", "result_max_latency_ns"),
+    ("result_first_token_min_latency_ns", "result_first_token_mean_latency_ns", "result_first_token_max_latency_ns"),
+    ("result_time_to_output_token_min", "result_time_to_output_token_mean", "result_time_to_output_token_max"),
+    ("result_min_query_latency_ns", "result_mean_query_latency_ns", "result_max_query_latency_ns"),
+)
+# LoadGen's early-stopping estimate is one of the run's own latencies (an order statistic of
+# them): never above the run's longest.
+_ESTIMATE_BOUNDS = (
+    ("early_stopping_latency_ss", "result_max_latency_ns"),
+    ("early_stopping_latency_ms", "result_max_query_latency_ns"),
+)
+
+
 def _percentile_problems(detail: dict) -> list[str]:
-    """Percentiles rise with the percentile, between the minimum and the maximum."""
+    """Percentiles rise with the percentile, between the minimum and the maximum; each mean
+    lies between its minimum and maximum; an early-stopping estimate is at most the maximum."""
     problems = []
+    n = finite_number
+    # (Offline excepted: LoadGen's Offline mean of dlrm-v2's aggregated samples falls below
+    # the minimum in two published v5.1 logs.)
+    for low, mean, high in _MEAN_SERIES if detail.get("effective_scenario") != "Offline" else ():
+        a, m, b = n(detail.get(low)), n(detail.get(mean)), n(detail.get(high))
+        if None not in (a, m) and m < a:
+            problems.append(f"{mean} {m:g} < {low} {a:g}")
+        if None not in (m, b) and m > b:
+            problems.append(f"{mean} {m:g} > {high} {b:g}")
+    for estimate, high in _ESTIMATE_BOUNDS:
+        e, b = n(detail.get(estimate)), n(detail.get(high))
+        if None not in (e, b) and e > b:
+            problems.append(f"{estimate} {e:g} > {high} {b:g} (the estimate is one of the run's latencies)")
     for template, low, high in _PERCENTILE_SERIES:
         series = [(low, finite_number(detail.get(low)))] if low else []
         series += [(template.format(p=p), finite_number(detail.get(template.format(p=p)))) for p in _PERCENTILES]
@@ -378,12 +408,24 @@ _FLAG_EVIDENCE = [
 ]
 
 
+def _performance_mode_logs(ctx: TreeContext):
+    """(result, detail, where) of every PerformanceOnly LoadGen log a result holds."""
+    for result in ctx.results:
+        if result.is_endpoints:
+            continue
+        for log in run_logs(ctx, result):
+            detail = ctx.detail_at(log.path)
+            if detail.get("effective_test_mode") == "PerformanceOnly":
+                yield result, detail, ctx.rel(log.path)
+
+
 @rule("validity-evidence", evidence=_FLAG_EVIDENCE)
 def check_validity_evidence(ctx: TreeContext) -> list[Finding]:
-    """A performance log's verdict and constraint flags against the figures they rest on."""
+    """A performance-mode log's verdict and constraint flags against the figures they rest
+    on: the result's own run and each compliance run (LoadGen computes them alike)."""
     findings = []
-    for result, detail, where in performance_logs(ctx):
-        if result.is_endpoints or "result_validity" not in detail:
+    for result, detail, where in _performance_mode_logs(ctx):
+        if "result_validity" not in detail:
             continue
         problems = []
         flags = _flags(detail)
@@ -796,18 +838,10 @@ def check_clock_evidence(ctx: TreeContext) -> list[Finding]:
     """Every performance-mode log of a result (compliance runs included) against its own
     wall clock: a run shortened on paper keeps the window it really took."""
     findings = []
-    for result in ctx.results:
-        if result.is_endpoints:
-            continue
-        for log in run_logs(ctx, result):
-            detail = ctx.detail_at(log.path)
-            if detail.get("effective_test_mode") != "PerformanceOnly":
-                continue
-            problems = clock_problems(detail)
-            if problems:
-                findings.append(
-                    Finding(
-                        "clock-evidence", ctx.rel(log.path), "the log contradicts its clock: " + "; ".join(problems[:3])
-                    )
-                )
+    for _result, detail, where in _performance_mode_logs(ctx):
+        problems = clock_problems(detail)
+        if problems:
+            findings.append(
+                Finding("clock-evidence", where, "the log contradicts its clock: " + "; ".join(problems[:3]))
+            )
     return findings

@@ -129,6 +129,35 @@ def check_run_provenance(ctx: TreeContext) -> list[Finding]:
                     )
                 )
     findings += _shared_scores(ctx)
+    findings += _compliance_logs_of_the_accuracy_run(ctx)
+    return findings
+
+
+def _compliance_logs_of_the_accuracy_run(ctx: TreeContext) -> list[Finding]:
+    """A compliance test's accuracy log that is the result's accuracy run's, byte for byte: a
+    compliance run samples or covers another set (TEST01's sampled outputs, TEST06's 100
+    samples, TEST07's compliance set), so its log is never the accuracy run's."""
+    findings = []
+    for result in ctx.results:
+        own = result.path / "accuracy" / ACCURACY_LOG
+        if result.is_endpoints or not ctx.files.is_file(own):
+            continue
+        scored = ctx.files.read_bytes(own)
+        for folder in dict.fromkeys((result.path, result.compliance_path)):
+            for rel, entry in ctx.files.walk(folder):
+                path = ctx.root / rel
+                tests = [p for p in Path(rel).parts if p.startswith("TEST")]
+                if entry.kind != "file" or path.name != ACCURACY_LOG or not tests or path == own:
+                    continue
+                if ctx.files.size(path) == len(scored) and ctx.files.read_bytes(path) == scored:
+                    findings.append(
+                        Finding(
+                            "run-provenance",
+                            ctx.rel(path),
+                            f"is {ctx.rel(own)}, the accuracy run's log, byte for byte: {tests[0]}'s run logs other "
+                            "samples, so its verdict was not drawn from its own run",
+                        )
+                    )
     return findings
 
 
