@@ -714,3 +714,68 @@ def test_a_compliance_runs_log_is_held_to_its_own_figures(tree, runs):
     patch_detail(log, {"result_50.00_percentile_latency_ns": 10**15})
     found = only_rule(tree, "validity-evidence", "Server/TEST06")
     assert "result_50.00_percentile_latency_ns" in found[0].message
+
+
+# -- the gpt-oss evaluator's report against its own sums ------------------------------------------------
+
+
+def _score_report(rows: list[tuple[str, int, int, int]], exact_match: str | None = None) -> str:
+    """A report as the gpt-oss evaluator prints it, from (dataset, correct, total, repeats)."""
+    score = sum(c / r for _, c, _t, r in rows)
+    best = sum(t / r for _, _c, t, r in rows)
+    lines = ["Dataset                    Correct    Total  Repeats      Score   Accuracy"]
+    lines += [f"{n:<26} {c:>7} {t:>8} {r:>8} {c / r:>10.2f} {100 * c / t:>9.2f}%" for n, c, t, r in rows]
+    lines += [f"FINAL SCORE: {100 * score / best:.2f}% ({score:.2f}/{best:.2f})", ""]
+    lines.append(f"'exact_match': {exact_match or f'{100 * score / best:.3f}'}")
+    return "\n".join(lines) + "\n"
+
+
+_ROWS = st.lists(
+    st.tuples(
+        st.sampled_from(["aime25", "gpqa_diamond", "livecodebench_v6", "math500"]),
+        st.integers(0, 4000),
+        st.integers(200, 4000),  # the published sets hold 240 to 3,165 answers
+        st.integers(1, 8),
+    ).filter(lambda row: row[1] <= row[2]),
+    min_size=1,
+    max_size=4,
+    unique_by=lambda row: row[0],
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=_ROWS)
+def test_a_report_that_adds_up_passes(rows):
+    from mlperf_repro.check.rules.accuracy import score_report_problems
+
+    assert score_report_problems(_score_report(rows)) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=_ROWS, raise_by=st.floats(0.1, 40))
+def test_a_score_printed_for_the_checker_above_its_report_is_caught(rows, raise_by):
+    from mlperf_repro.check.rules.accuracy import score_report_problems
+
+    score = sum(c / r for _, c, _t, r in rows) / sum(t / r for _, _c, t, r in rows)
+    found = score_report_problems(_score_report(rows, f"{100 * score + raise_by:.3f}"))
+    assert any("exact_match" in p for p in found), found
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=_ROWS, which=st.integers(0, 3), more=st.integers(1, 500))
+def test_a_dataset_row_edited_alone_is_caught(rows, which, more):
+    from mlperf_repro.check.rules.accuracy import score_report_problems
+
+    text = _score_report(rows)
+    name, correct, total, repeats = rows[which % len(rows)]
+    line = next(x for x in text.splitlines() if x.startswith(name))
+    edited = line.replace(f" {correct:>7} ", f" {correct + more:>7} ", 1)
+    assert score_report_problems(text.replace(line, edited, 1)) != []
+
+
+def test_an_accuracy_txt_printing_another_score_than_its_report(tree):
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    rows = [("aime25", 204, 240, 8), ("gpqa_diamond", 749, 990, 5)]
+    txt.write_text(_score_report(rows, "90.000") + txt.read_text())
+    found = only_rule(tree, "accuracy-evidence", "Offline/accuracy/accuracy.txt")
+    assert "exact_match" in found[0].message

@@ -429,6 +429,61 @@ def _endpoints_accuracy(ctx: TreeContext, result: ScenarioResult, severity: str)
     return findings
 
 
+# The gpt-oss evaluator's report: a row per dataset (Correct, Total, Repeats, Score =
+# Correct / Repeats, Accuracy = Correct / Total), the sums, "FINAL SCORE: x% (Score/Max)"
+# and the figure it prints for the checker. All 123 published v6.0 reports (accuracy.txt and
+# TEST07's verify files) add up to the rounding of their two decimals.
+_FINAL_SCORE = re.compile(r"^FINAL SCORE:\s*([\d.]+)%\s*\(([\d.]+)/([\d.]+)\)", re.MULTILINE)
+_DATASET_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)%\s*$", re.MULTILINE)
+_EXACT_MATCH = re.compile(r"'exact_match':\s*([\d.]+)")
+
+
+def score_report_problems(text: str) -> list[str]:
+    """Where a gpt-oss evaluator's report does not add up (empty for any other text)."""
+    final = _FINAL_SCORE.search(text)
+    if not final:
+        return []
+    try:
+        percent, score, best = (float(v) for v in final.groups())
+    except ValueError:
+        return ["FINAL SCORE is not a number"]
+    problems = []
+    if best <= 0:
+        return [f"FINAL SCORE's maximum is {best:g}"]
+    # Score and Max are printed to two decimals: the ratio of the printed pair is that far off.
+    slack = 100 * 0.005 * (1 / best + score / best**2) + 1e-9
+    if abs(100 * score / best - percent) > 0.005 + slack:
+        problems.append(f"FINAL SCORE {percent:g}% is not its own {score:g}/{best:g} ({100 * score / best:.3f}%)")
+    rows = []
+    for name, correct, total, repeats, row_score, row_accuracy in _DATASET_ROW.findall(text):
+        c, t, r = int(correct), int(total), int(repeats)
+        if t <= 0 or r <= 0 or c > t:
+            problems.append(f"{name}: {c} correct of {t} in {r} repeats")
+            continue
+        rows.append((c / r, t / r))
+        if abs(c / r - float(row_score)) > 0.0051:
+            problems.append(f"{name}'s Score {row_score} is not {c}/{r} ({c / r:.2f})")
+        if abs(100 * c / t - float(row_accuracy)) > 0.0051:
+            problems.append(f"{name}'s Accuracy {row_accuracy}% is not {c}/{t} ({100 * c / t:.2f}%)")
+    if rows:
+        if abs(sum(r[0] for r in rows) - score) > 0.01 * len(rows):
+            problems.append(f"the datasets' Scores add up to {sum(r[0] for r in rows):.2f}, not {score:g}")
+        if abs(sum(r[1] for r in rows) - best) > 0.01 * len(rows):
+            problems.append(f"the datasets' maxima add up to {sum(r[1] for r in rows):.2f}, not {best:g}")
+    printed = _EXACT_MATCH.search(text)
+    if printed:
+        try:
+            value = float(printed.group(1))
+        except ValueError:
+            value = None
+        if value is None or abs(value - 100 * score / best) > 0.0005 + slack + 0.005:
+            problems.append(
+                f"prints 'exact_match': {printed.group(1)} for the checker, but its FINAL SCORE is "
+                f"{100 * score / best:.3f}% ({score:g}/{best:g})"
+            )
+    return problems
+
+
 # The classification evaluators' line ("accuracy=76.078%, good=38039, total=50000").
 _GOOD_TOTAL = re.compile(r"accuracy=([\d.]+)%, good=(\d+), total=(\d+)")
 _PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\d.]+)")
@@ -513,6 +568,13 @@ def check_output_length_evidence(ctx: TreeContext) -> list[Finding]:
         derived(ACCURACY_TXT, "accuracy", "good / total on the same line (classification evaluators)"),
         cross_checked(ACCURACY_TXT, "good", "accuracy x total"),
         cross_checked(ACCURACY_TXT, "total", "good / accuracy"),
+        derived(
+            ACCURACY_TXT,
+            "FINAL SCORE",
+            "its own Score / Max; each dataset row's Score and Accuracy from its Correct, Total and Repeats "
+            "(the gpt-oss evaluator's report)",
+        ),
+        cross_checked(ACCURACY_TXT, "exact_match", "the report's own FINAL SCORE (gpt-oss: the figure judged)"),
     ],
 )
 def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
@@ -528,6 +590,13 @@ def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
             continue
         text = ctx.files.read_text(txt)
         where = ctx.rel(txt)
+        report = score_report_problems(text)
+        if report:
+            findings.append(
+                Finding(
+                    "accuracy-evidence", where, "the evaluator's report contradicts itself: " + "; ".join(report[:3])
+                )
+            )
         printed = {}
         for name, value in _PRINTED_COUNT.findall(text):
             try:
