@@ -71,6 +71,8 @@ ON_PURPOSE = {
     ("audit-settings", ""): "a compliance run's log does not show its test's audit.config (a TEST04 run that "
     "issued no sample twice, a TEST09 folder holding a run with TEST07's settings, a TEST01 run that logged no "
     "sampled accuracy): it is not the test's run; the official checker reads the verify file only",
+    ("compliance", "keeps no log of its run"): "a TEST06 verdict with no accuracy log of its run in the folder: "
+    "nothing in the tree supports it; the official checker reads the verdict lines only",
     ("run-provenance", ""): "one run claimed by two results that cannot share it (one machine filed under two "
     "system names, another benchmark's TEST01 run, the performance run in the accuracy or TEST01 folder, the "
     "accuracy run's log in a TEST06 folder), or an accuracy.txt naming another result's accuracy log; the official "

@@ -190,3 +190,18 @@ def test_a_compliance_folder_holding_the_accuracy_runs_log(tree):
     claimed = findings(tree, "run-provenance")
     assert [f.path for f in claimed] == [f"{RESULTS}/Server/TEST06/accuracy/mlperf_log_accuracy.json"]
     assert "the accuracy run's log, byte for byte" in claimed[0].message
+
+
+def test_a_test06_verdict_without_its_runs_log(tree):
+    shutil.rmtree(tree / RESULTS / "Interactive/TEST06/accuracy")
+    found = findings(tree, "compliance")
+    assert [f.path for f in found] == [f"{RESULTS}/Interactive/TEST06"]
+    assert "keeps no log of its run" in found[0].message
+
+
+def test_a_test06_log_kept_beside_its_verdict_passes(tree):
+    # The layout of some published trees: the run's log one level up.
+    folder = tree / RESULTS / "Interactive/TEST06"
+    shutil.move(folder / "accuracy/mlperf_log_accuracy.json", folder / "mlperf_log_accuracy.json")
+    shutil.rmtree(folder / "accuracy")
+    assert findings(tree, "compliance") == []

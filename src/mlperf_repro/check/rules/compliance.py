@@ -37,7 +37,7 @@ def compliance_passed(
     test: str, folder: Path, rules: Round, facts: Benchmark | None = None, files: TreeFiles | None = None
 ) -> tuple[bool, str]:
     """A compliance folder's verdict, from the table's test entry (for this benchmark):
-    ``required_files`` exist, and each verify file (``verify_files``, or the one
+    ``required_files`` exist, one of each ``required_one_of`` group, and each verify file (``verify_files``, or the one
     ``verify_file``) holds, for every group of ``pass_lines``, one of the group's lines. A
     verify_accuracy.txt that fails still passes where the entry has an accuracy fallback
     (TEST01: non-deterministic outputs) and the compliance run's accuracy is within
@@ -47,6 +47,9 @@ def compliance_passed(
     for relative in entry.get("required_files", []):
         if not files.is_file(folder / relative):
             return False, f"{relative} is missing"
+    for group in entry.get("required_one_of", []):
+        if not any(files.is_file(folder / relative) for relative in group):
+            return False, f"keeps no log of its run ({' or '.join(group)}): the verdict rests on nothing in the tree"
     for name in entry.get("verify_files") or [entry["verify_file"]]:
         verify = folder / name
         if not files.is_file(verify):
