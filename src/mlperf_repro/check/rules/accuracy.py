@@ -491,7 +491,7 @@ _PRINTED_COUNT = re.compile(r"'(gen_num|gen_tok_len|tokens_per_sample)':\s*'?([\
 
 # The mean output length a performance run implies (its token rate over its sample rate)
 # against the accuracy run's tokens_per_sample: both generate the same dataset with the same
-# model (where the round gives both runs one set). In the 730 published v6.0 and v5.1 LLM
+# model (where the round gives both runs one set). In the 607 published v6.0 and v5.1 LLM
 # results that print it the two agree within
 # 2.3% (the performance run samples the set, batching varies the answers a little); a run
 # that is 5% off produced other outputs, or its rate was edited.

@@ -17,9 +17,9 @@ from ..model import (
 
 MEASUREMENTS = "measurements.json"
 # What a measurements file says about the model a result ran: one benchmark's scenarios on
-# one system run one model, so these agree across them in all 251 published v6.0 system and
-# benchmark folders. The rules we hold do not forbid a scenario its own quantization, so a
-# disagreement is a warning: a copied file, or a model worth a reviewer's question.
+# one system run one model, so these agree across them in all 202 published v6.0 system and
+# benchmark folders of two or more scenarios. The rules we hold do not forbid a scenario its
+# own quantization, so a disagreement is a warning: a copied file, or a question to ask.
 MODEL_FIELDS = (
     "weight_data_types",
     "input_data_types",
