@@ -373,7 +373,6 @@ KNOWN_GAPS = {
     ),
     "qsl_reported_performance_count": (ALL, "checked only where no performance_sample_count override is set"),
     "qsl_reported_total_count": (ALL, "checked in the accuracy run's log; the performance run's is not compared"),
-    "requested_min_query_count": (ALL, "held to the audit.config in compliance runs (audit-settings) only"),
     "result_token_throughput_with_loadgen_overhead": (ALL, "LoadGen 6.0.15's summary of these runs does not print it"),
     # Offline: LoadGen sets these itself (no requested_* twin) and its summary prints no
     # token early-stopping block, so nothing else in the tree records them.

@@ -703,7 +703,8 @@ trust(
         "test_datetime": "when the run started, stated once; present (log-records-present); with the run's records, "
         "what tells it from another run (run-provenance)",
         "requested_min_query_count": "LoadGen raises the query minimum to what the scenario needs, so the request "
-        "need not be effective_min_query_count; present (log-records-present)",
+        "need not be effective_min_query_count; present (log-records-present); in a compliance run, at least its "
+        "audit.config's (audit-settings)",
         "requested_offline_expected_qps": "sizes the Offline query with min_duration (generated_samples_per_query "
         "is at least their product, not equal to it); present (log-records-present)",
         "result_token_throughput": "LoadGen divides by nanoseconds here, and no summary line prints it; present "

@@ -220,11 +220,17 @@ def check_measurements(ctx: TreeContext) -> list[Finding]:
 @rule(
     "measurements-agree",
     evidence=[
-        cross_checked(MEASUREMENTS, key, "the same system's other scenarios of the benchmark (a warning)")
+        cross_checked(
+            MEASUREMENTS, key, "the same system's other scenarios of the benchmark (a warning)", severity="warning"
+        )
         for key in MODEL_FIELDS
         if key != "retraining"
     ]
-    + [cross_checked(MEASUREMENTS, "retraining", "the other scenarios of the benchmark (a warning)")],
+    + [
+        cross_checked(
+            MEASUREMENTS, "retraining", "the other scenarios of the benchmark (a warning)", severity="warning"
+        )
+    ],
 )
 def check_measurements_agree(ctx: TreeContext) -> list[Finding]:
     """The model a benchmark's scenarios say they ran, compared across the scenarios."""
