@@ -12,8 +12,8 @@ import numpy as np
 
 from ...benchmarks import Benchmark, Round
 from ...compliance.verify import test04_score, test06_failures, test06_lines
-from ...loadgen_logs import read_detail, result_is_valid
-from ..evidence import Record, cross_checked, record_kind
+from ...loadgen_logs import result_is_valid
+from ..evidence import cross_checked, record_kind
 from ..files import TreeFiles, files_of
 from ..findings import Finding
 from ..model import (
@@ -209,7 +209,7 @@ def _first_file(ctx: TreeContext, folder: Path, names: list[str]) -> Path | None
 
 def _compliance_detail(ctx: TreeContext, folder: Path) -> tuple[Path, dict] | None:
     path = _first_file(ctx, folder, [f"performance/run_1/{DETAIL_LOG}", DETAIL_LOG])
-    return None if path is None else (path, Record(DETAIL_LOG, read_detail(ctx.files.lines(path))))
+    return None if path is None else (path, ctx.detail_at(path))
 
 
 def _verdict(text: str) -> str | None:

@@ -1,9 +1,8 @@
 """Each run belongs to one result: a LoadGen run (or an accuracy run's scores) found under
 two results of a submitter was made once and claimed twice.
 
-A run is known by when it started, what it ran with and what it measured: its
-``test_datetime`` and every ``effective_*``, ``generated_*`` and ``result_*`` record (two
-runs do not share all of them). The same run
+A run is known by when it started and what it measured: its ``test_datetime`` and every
+``generated_*`` and ``result_*`` record (two runs do not share all of them). The same run
 may stand in two places only where the rules let one run serve both:
 
 - two benchmarks LoadGen runs as one model (``loadgen_model``: llama2-70b-99 and -99.9,
