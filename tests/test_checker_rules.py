@@ -410,6 +410,20 @@ def test_compliance_failed(tree):
     only_rule(tree, "compliance", "Server/TEST06")
 
 
+def test_compliance_is_optional_in_the_open_division(runs, tmp_path):
+    """An open result's unfinished or failed test is a warning (compliance is optional there,
+    and the official checker skips it); the same file in the closed division is an error."""
+    tree = build_tree(tmp_path / "open", runs, division="open")
+    verify = tree / RESULTS.replace("closed/", "open/", 1) / "Server" / "TEST06" / "verify_accuracy.txt"
+    verify.write_text("Verifying accuracy.\n")  # cut off before any result line
+    assert errors(tree) == []
+    warned = {f.rule for f in check_tree(tree, ROUND) if f.severity == "warning" and "Server/TEST06" in f.path}
+    assert warned == {"compliance", "verify-evidence"}
+    closed = build_tree(tmp_path / "closed", runs)
+    (closed / RESULTS / "Server" / "TEST06" / "verify_accuracy.txt").write_text("Verifying accuracy.\n")
+    assert {f.rule for f in errors(closed)} == {"compliance", "verify-evidence"}
+
+
 @pytest.mark.parametrize(
     "breakage, fragment",
     [
@@ -432,6 +446,19 @@ def test_open_division_records_accuracy_without_failing(runs, tmp_path):
     findings = check_tree(tree, ROUND)
     assert errors(tree) == []
     assert {f.rule for f in findings} == {"accuracy-target"} and all(f.severity == "warning" for f in findings)
+
+
+def test_open_division_may_run_another_of_the_rounds_scenarios(runs, tmp_path):
+    """Open results in a scenario the benchmark does not list: a warning when it is one of
+    the round's scenarios (the official checker reads no open scenario set), an error
+    for a folder that names no scenario at all."""
+    tree = build_tree(tmp_path / "open", runs, division="open")
+    bench = tree / f"open/{SUBMITTER}/results/{SYSTEM}/{BENCH}"
+    shutil.copytree(bench / "Offline", bench / "SingleStream")
+    shutil.copytree(bench / "Offline", bench / "Sideways")
+    found = {f.path.rsplit("/", 1)[-1]: f for f in check_tree(tree, ROUND) if f.rule == "scenario-set"}
+    assert set(found) == {"SingleStream", "Sideways"}
+    assert found["SingleStream"].severity == "warning" and found["Sideways"].severity == "error"
 
 
 def test_failing_closed_result_is_excluded_from_the_package(tree):

@@ -141,7 +141,10 @@ def check_compliance(ctx: TreeContext) -> list[Finding]:
                 continue
             ok, why = compliance_passed(test, folder, ctx.rules, result.facts, ctx.files)
             if not ok:
-                findings.append(Finding("compliance", ctx.rel(folder), f"{test} failed: {why}"))
+                # Where compliance is optional (the open division) a failed test is
+                # reported, but the result does not rest on it.
+                severity = "error" if ctx.enforces_compliance else "warning"
+                findings.append(Finding("compliance", ctx.rel(folder), f"{test} failed: {why}", severity=severity))
     return findings
 
 
