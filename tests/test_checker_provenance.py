@@ -205,3 +205,62 @@ def test_a_test06_log_kept_beside_its_verdict_passes(tree):
     shutil.move(folder / "accuracy/mlperf_log_accuracy.json", folder / "mlperf_log_accuracy.json")
     shutil.rmtree(folder / "accuracy")
     assert findings(tree, "compliance") == []
+
+
+# -- one unmodified LoadGen ---------------------------------------------------------------------------
+
+PERF_LOG = "performance/run_1/mlperf_log_detail.txt"
+
+
+def _file_hashes(log: Path) -> dict:
+    line = next(x for x in log.read_text().splitlines() if '"key": "loadgen_file_sha1"' in x)
+    return json.loads(line.removeprefix(":::MLLOG "))["value"]
+
+
+def test_a_loadgen_built_from_changed_sources(tree):
+    log = tree / RESULTS / "Offline" / PERF_LOG
+    patch_detail(log, {"loadgen_git_status_message": " M loadgen.cc\n M results.cc"})
+    found = findings(tree, "loadgen-build")
+    assert len(found) == 1 and found[0].path.endswith(f"Offline/{PERF_LOG}") and "M loadgen.cc" in found[0].message
+
+
+@pytest.mark.parametrize("status", ["", "NA", "  "])
+def test_a_clean_or_outside_git_status_passes(tree, status):
+    patch_detail(tree / RESULTS / "Offline" / PERF_LOG, {"loadgen_git_status_message": status})
+    assert findings(tree, "loadgen-build") == []
+
+
+def test_one_log_whose_loadgen_source_hashes_otherwise(tree):
+    """Every log of the tree names one LoadGen commit: one whose loadgen.cc hashes otherwise
+    was built from other sources, and it (not the many that agree) is named."""
+    log = tree / RESULTS / "Server" / PERF_LOG
+    hashes = _file_hashes(log)
+    patch_detail(log, {"loadgen_file_sha1": {**hashes, "/loadgen.cc": "0" * 40}})
+    found = findings(tree, "loadgen-build")
+    assert len(found) == 1 and found[0].path.endswith(f"Server/{PERF_LOG}"), found
+    assert "/loadgen.cc" in found[0].message and hashes["/loadgen.cc"][:12] in found[0].message
+
+
+@pytest.mark.parametrize("bad", ["", "86bc3765", "x" * 40, None])
+def test_a_hash_loadgen_cannot_have_written(tree, bad):
+    log = tree / RESULTS / "Offline" / PERF_LOG
+    patch_detail(log, {"loadgen_file_sha1": {**_file_hashes(log), "/results.cc": bad}})
+    found = findings(tree, "loadgen-build")
+    assert len(found) == 1 and "/results.cc" in found[0].message and "40 hex digits" in found[0].message
+
+
+def test_builds_without_a_commit_and_built_packages_are_not_compared(tree):
+    """A LoadGen built outside git ("@ NA") names no sources, and a wheel's hash changes
+    with each build: neither is compared across logs."""
+    offline = tree / RESULTS / "Offline" / PERF_LOG
+    server = tree / RESULTS / "Server" / PERF_LOG
+    hashes = _file_hashes(offline)
+    version = next(x for x in offline.read_text().splitlines() if '"key": "loadgen_version"' in x)
+    release = json.loads(version.removeprefix(":::MLLOG "))["value"].split("@")[0].strip()
+    patch_detail(offline, {"loadgen_file_sha1": {**hashes, "/mlcommons_loadgen-x.whl": "1" * 40}})
+    patch_detail(server, {"loadgen_file_sha1": {**hashes, "/mlcommons_loadgen-x.whl": "2" * 40}})
+    assert findings(tree, "loadgen-build") == []
+    for log in (offline, server):
+        patch_detail(log, {"loadgen_version": f"{release} @ NA"})
+    patch_detail(server, {"loadgen_file_sha1": {**hashes, "/mlperf.conf": "3" * 40}})
+    assert findings(tree, "loadgen-build") == []

@@ -107,6 +107,7 @@ def test_every_rule_is_covered_below():
         # tests/test_checker_provenance.py
         "audit-settings",
         "run-provenance",
+        "loadgen-build",
         "measurements-agree",
         "log-records-once",
         "log-records-present",

@@ -584,6 +584,8 @@ WRITTEN_RECORDS = {
         "power_begin",
         "power_end",
         "loadgen_version",
+        "loadgen_git_status_message",
+        "loadgen_file_sha1",
         "result_validity",
         "result_min_duration_met",
         "result_min_queries_met",

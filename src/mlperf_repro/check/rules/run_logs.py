@@ -42,7 +42,8 @@ record_kind(
     "mllog",
     "a LoadGen run's every setting, figure and verdict",
     trusted={
-        "loadgen_version": "named in messages only: the seeds are judged from the log, never the version string",
+        "loadgen_version": "names the build only: the seeds are judged from the log, and loadgen-build compares the "
+        "source hashes of logs naming one commit, never the string itself",
         "result_invalid_reason": "LoadGen's free-text advice; quoted in messages, the verdict is judged from the flags",
     },
 )
