@@ -51,6 +51,10 @@ ON_PURPOSE = {
     "which the checker never follows (hygiene reports the link)",
     ("summary-detail", ""): "a run's summary and detail log disagree (one was edited, or they come from two "
     "runs); the official checker reads the detail log only",
+    ("compliance-evidence", "sampled answer(s)"): "a compliance run's accuracy log holding far fewer answers "
+    "than its audit.config samples (33 published llama TEST06 logs of v5.1/v6.0 Intel-family CPU and GPU systems, "
+    "and Google's deepseek-r1, hold none: their TEST06 verdict checked no output); the official checker reads the "
+    "verdict lines only",
     ("compliance-evidence", ""): "a verify file's scores or verdict are not what the compliance and performance "
     "logs in the tree give (verified against another run, or copied from another result); the official checker "
     "reads the verdict line only",

@@ -264,3 +264,42 @@ def test_builds_without_a_commit_and_built_packages_are_not_compared(tree):
         patch_detail(log, {"loadgen_version": f"{release} @ NA"})
     patch_detail(server, {"loadgen_file_sha1": {**hashes, "/mlperf.conf": "3" * 40}})
     assert findings(tree, "loadgen-build") == []
+
+
+# -- a compliance run's sampled answers ---------------------------------------------------------------
+
+
+def _test06_answers(tree: Path, scenario: str = "Server") -> Path:
+    return tree / RESULTS / scenario / "TEST06" / "accuracy" / "mlperf_log_accuracy.json"
+
+
+@pytest.mark.parametrize("kept", [0, 10, 49])
+def test_a_compliance_log_cut_below_its_sampling_target(tree, kept):
+    """TEST06 samples 100 answers (its audit.config): a log of far fewer was cut, or its run
+    returned none, and the verdict rests on too few."""
+    log = _test06_answers(tree)
+    log.write_text(json.dumps(json.loads(log.read_text())[:kept]))
+    found = findings(tree, "compliance-evidence")
+    assert len(found) == 1 and f"holds {kept} sampled answer(s)" in found[0].message, found
+    assert found[0].path.endswith("Server/TEST06/accuracy/mlperf_log_accuracy.json")
+
+
+def test_a_sampling_shortfall_within_chance_passes(tree):
+    """LoadGen samples each answer at random: 80 of 100 (as published logs hold) is chance."""
+    log = _test06_answers(tree)
+    log.write_text(json.dumps(json.loads(log.read_text())[:80]))
+    assert findings(tree, "compliance-evidence") == []
+
+
+def test_a_compliance_log_with_more_answers_or_other_samples_than_its_run(tree, runs):
+    """With the run's detail log beside it: no more answers than the run issued, and no
+    qsl_idx outside the sample library it loaded."""
+    _with_test06_log(tree, runs)
+    log = _test06_answers(tree)
+    entries = json.loads(log.read_text())
+    log.write_text(json.dumps(entries + entries[:5]))
+    found = findings(tree, "compliance-evidence")
+    assert len(found) == 1 and "the TEST06 run issued 100 samples" in found[0].message, found
+    log.write_text(json.dumps([{**entries[0], "qsl_idx": 4000}, *entries[1:]]))
+    found = findings(tree, "compliance-evidence")
+    assert len(found) == 1 and "qsl_idx 4000" in found[0].message and "library of 32" in found[0].message, found

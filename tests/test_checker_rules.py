@@ -737,10 +737,14 @@ def test_test09_mean_output_length_against_its_samples(tree):
     (gpt / "TEST09/accuracy").mkdir(parents=True)
     (gpt / "TEST09/accuracy/mlperf_log_accuracy.json").write_text(json.dumps(entries))
     verify = gpt / "TEST09/verify_output_len.txt"
+
+    def mean_findings():  # (4 answers, not the ~6,400 TEST09 samples: that count has its own test)
+        return [f for f in check_tree(tree, ROUND, only=["compliance-evidence"]) if "sampled answer" not in f.message]
+
     verify.write_text("Mean output tokens: 1201.50\nTEST PASS\n")
-    assert check_tree(tree, ROUND, only=["compliance-evidence"]) == []
+    assert mean_findings() == []
     verify.write_text("Mean output tokens: 1301.50\nTEST PASS\n")
-    (found,) = check_tree(tree, ROUND, only=["compliance-evidence"])
+    (found,) = mean_findings()
     assert "1301.50" in found.message and "give 1201.50" in found.message
 
 

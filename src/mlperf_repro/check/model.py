@@ -41,6 +41,9 @@ _ENDPOINT_PARTS = {
 
 
 HASH_LINE = re.compile(r"^hash=([\w\d]+)$", re.MULTILINE)
+# An accuracy log entry's first two fields, as LoadGen writes them (read line by line: a
+# full-scale tree keeps only a truncated log's two ends).
+ACCURACY_ENTRY = re.compile(r'\{\s*"seq_id"\s*:\s*(\d+)\s*,\s*"qsl_idx"\s*:\s*(\d+)')
 
 
 @dataclass

@@ -16,6 +16,7 @@ from ..evidence import cross_checked, derived, record_kind
 from ..findings import Finding
 from ..model import (
     ACC,
+    ACCURACY_ENTRY,
     DETAIL_LOG,
     HASH_LINE,
     ScenarioResult,
@@ -273,7 +274,6 @@ def check_accuracy_files(ctx: TreeContext) -> list[Finding]:
 
 # The start of one accuracy-log entry (LoadGen writes one per line); a truncated log keeps
 # whole entries at its ends and the start of the one cut at its first 4 KB.
-ACCURACY_ENTRY = re.compile(r'\{\s*"seq_id"\s*:\s*(\d+)\s*,\s*"qsl_idx"\s*:\s*(\d+)')
 
 
 # An LLM accuracy-log entry whole enough to count its tokens (as in every published LLM log).

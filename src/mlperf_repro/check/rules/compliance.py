@@ -17,6 +17,7 @@ from ..evidence import cross_checked, record_kind
 from ..files import TreeFiles, files_of
 from ..findings import Finding
 from ..model import (
+    ACCURACY_ENTRY,
     DETAIL_LOG,
     ENDPOINTS_RESULT,
     PERF,
@@ -190,6 +191,7 @@ def _endpoints_compliance(ctx: TreeContext, result: ScenarioResult) -> list[Find
     return findings
 
 
+ACCURACY_LOG = "mlperf_log_accuracy.json"
 _SCORE_LINE = re.compile(r"^\s*(reference|test) score\s*=\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 
 
@@ -239,6 +241,13 @@ def _relative_gap(a: float, b: float) -> float:
         cross_checked(
             DETAIL_LOG, "early_stopping_latency_*", "TEST01's and TEST04's verify files (SingleStream, MultiStream)"
         ),
+        cross_checked(
+            ACCURACY_LOG,
+            "<entries>",
+            "a compliance run's sampled answers: as many as its test's accuracy_log_sampling_target (the rules "
+            "tables' audit.config) gives, less 5 standard deviations of LoadGen's sampling; no more than the run "
+            "issued; each qsl_idx below its run's qsl_reported_total_count",
+        ),
     ],
 )
 def check_compliance_evidence(ctx: TreeContext) -> list[Finding]:
@@ -256,9 +265,74 @@ def check_compliance_evidence(ctx: TreeContext) -> list[Finding]:
             if not ctx.files.is_dir(folder):
                 continue
             entry = ctx.rules.compliance_test(test, result.facts.name)
+            findings.extend(_sampled_log(ctx, folder, test, entry))
             redo = COMPLIANCE_EVIDENCE.get(test)
             if redo is not None:
                 findings.extend(redo(ctx, result, folder, entry, reference))
+    return findings
+
+
+def _sampled_log(ctx: TreeContext, folder: Path, test: str, entry: dict) -> list[Finding]:
+    """A compliance run's accuracy log against what LoadGen samples. With
+    accuracy_log_sampling_target T, LoadGen logs each issued sample with probability T over
+    the samples it expects (at least the audit.config's min_query_count), so a run logs
+    about min(T, min_query_count) answers or more (binomially: published TEST06 logs hold 80
+    to 109 for T = 100). Fewer than 5 standard deviations below that is a log cut short (or
+    a run that returned no answers: the verdict rests on none); more than the run issued,
+    or a qsl_idx outside its sample library, is the log of another run."""
+    audit = entry.get("audit_config") or {}
+    target = number(audit.get("accuracy_log_sampling_target"))
+    log = _first_file(ctx, folder, ["accuracy/mlperf_log_accuracy.json", "mlperf_log_accuracy.json"])
+    if not target or log is None or ctx.test_scale:
+        return []  # (a test-scale stand-in samples from its own short runs)
+    where = ctx.rel(log)
+    run = _compliance_detail(ctx, folder)
+    detail = run[1] if run else {}
+    findings = []
+    total = number(detail.get("qsl_reported_total_count"))
+    if total is not None:
+        outside = sorted(
+            {int(q) for line in ctx.files.lines(log) for _seq, q in ACCURACY_ENTRY.findall(line) if int(q) >= total}
+        )
+        if outside:
+            findings.append(
+                Finding(
+                    "compliance-evidence",
+                    where,
+                    f"logs qsl_idx {', '.join(map(str, outside[:5]))}, but the {test} run ({ctx.rel(run[0])}) "
+                    f"loaded a sample library of {plain(total)}: the log is not of this run",
+                )
+            )
+    entries = accuracy_entries(ctx, log)
+    if entries is None:
+        return findings  # (truncated: its count is not known)
+    floor_queries = number(audit.get("min_query_count"))
+    expected = min(target, floor_queries) if floor_queries else target
+    issued = None
+    queries, per_query = number(detail.get("generated_query_count")), number(detail.get("generated_samples_per_query"))
+    if queries is not None and per_query is not None:
+        issued = queries * per_query
+        expected = min(expected, issued)
+    least = math.floor(expected - 5 * math.sqrt(expected))
+    if len(entries) < least:
+        findings.append(
+            Finding(
+                "compliance-evidence",
+                where,
+                f"holds {len(entries)} sampled answer(s); a {test} run logs about {plain(expected)} "
+                f"(accuracy_log_sampling_target {plain(target)}), and fewer than {least} is a log cut short or a run "
+                "that returned no answers: its verdict rests on too few",
+            )
+        )
+    elif issued is not None and len(entries) > issued:
+        findings.append(
+            Finding(
+                "compliance-evidence",
+                where,
+                f"holds {len(entries)} answers, but the {test} run issued {plain(issued)} samples: it is not this "
+                "run's log",
+            )
+        )
     return findings
 
 
