@@ -246,6 +246,52 @@ def test_mixed_node_system_gives_counts_per_kind_of_node(tree):
     assert "host_processor_core_count" in only_rule(tree, "system-description", SYSTEM)[0].message
 
 
+@pytest.mark.parametrize("placeholder", ["TODO", "tbd", "TBD.", "xxx", "?", "<fill in>", "fill me"])
+def test_system_description_placeholder(tree, placeholder):
+    path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc = json.loads(path.read_text())
+    desc["operating_system"] = placeholder
+    path.write_text(json.dumps(desc))
+    found = only_rule(tree, "system-description", SYSTEM)
+    assert "operating_system is a placeholder" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("count", "name", "said"),
+    [
+        ("0", "AMD Instinct MI350X", "names 'AMD Instinct MI350X'"),
+        (0, "AMD Instinct MI350X", "names"),
+        ("0 (MI300X), 0 (MI325X)", "AMD Instinct MI300X", "names"),
+        ("8", "N/A", "name the accelerator"),
+        (8, "", "name the accelerator"),
+    ],
+)
+def test_system_accelerator_count_against_its_name(tree, runs, tmp_path, count, name, said):
+    """A named accelerator counted 0 times (or one counted but not named) is an error; in
+    the open division a warning (v5.1 open/Lenovo names its SE100's integrated GPU, 0)."""
+    path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc = json.loads(path.read_text())
+    desc.update(accelerators_per_node=count, accelerator_model_name=name)
+    path.write_text(json.dumps(desc))
+    found = [f for f in errors(tree) if f.rule == "system-description" and "accelerators_per_node is" in f.message]
+    assert len(found) == 1 and said in found[0].message, [f.line() for f in errors(tree)]
+    opened = build_tree(tmp_path / "open", runs, division="open")
+    open_path = opened / f"open/{SUBMITTER}/systems/{SYSTEM}.json"
+    open_desc = json.loads(open_path.read_text())
+    open_desc.update(accelerators_per_node=count, accelerator_model_name=name)
+    open_path.write_text(json.dumps(open_desc))
+    warned = [f for f in check_tree(opened, ROUND) if "accelerators_per_node is" in f.message]
+    assert [f.severity for f in warned] == ["warning"]
+
+
+def test_a_system_without_accelerators_passes(tree):
+    path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc = json.loads(path.read_text())
+    desc.update(accelerators_per_node="0", accelerator_model_name="N/A")
+    path.write_text(json.dumps(desc))
+    assert errors(tree) == []
+
+
 def test_edge_system_needs_the_edge_scenarios(tree):
     """Scenario sets depend on the system's system_type."""
     path = tree / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"

@@ -40,15 +40,22 @@ def _round_fields(*path: str) -> set[str]:
     return names
 
 
-_JUDGED_SYSTEM_FIELDS = {"division", "submitter", "status", "system_type"}
+_JUDGED_SYSTEM_FIELDS = {
+    "division",
+    "submitter",
+    "status",
+    "system_type",
+    "accelerators_per_node",
+    "accelerator_model_name",
+}
 record_kind(
     SYSTEM_JSON,
     "/systems/<system>.json",
     "json",
     "the system's hardware and software",
     trusted={
-        key: "a hardware or software fact no other record of the tree states; required, non-empty and "
-        "integer where the round's table says (system-description)"
+        key: "a hardware or software fact no other record of the tree states; required, non-empty, no "
+        "placeholder (TODO, TBD) and integer where the round's table says (system-description)"
         for key in sorted(_round_fields("system_description", "required") - _JUDGED_SYSTEM_FIELDS)
     },
 )
@@ -92,6 +99,13 @@ def per_node_type_counts(value: Any) -> list[int] | None:
         cross_checked(SYSTEM_JSON, "submitter", "the submitter folder it is in"),
         cross_checked(SYSTEM_JSON, "status", "the round's statuses"),
         cross_checked(SYSTEM_JSON, "system_type", "the round's system types; the scenario folders (scenario-set)"),
+        cross_checked(
+            SYSTEM_JSON,
+            "accelerators_per_node",
+            "accelerator_model_name: no accelerator named with a count above 0, none counted with one named (a "
+            "warning in the open division, where v5.1 Lenovo names its SE100's integrated GPU with 0)",
+        ),
+        cross_checked(SYSTEM_JSON, "accelerator_model_name", "accelerators_per_node (see there)"),
         *(
             cross_checked(SYSTEM_JSON, key, "the division: a network-division field, absent elsewhere")
             for key in sorted(_round_fields("system_description", "network_only"))
@@ -156,6 +170,17 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
                         f'("64(AMD EPYC 9534) and 96(AMD EPYC 9655)"), got {desc[key]!r}',
                     )
                 )
+        for key in fields["meaningful"]:
+            if key in desc and _PLACEHOLDER.fullmatch(str(desc[key]).strip()):
+                findings.append(
+                    Finding(
+                        "system-description", where, f"field {key} is a placeholder ({desc[key]!r}): give its value"
+                    )
+                )
+        accelerators = _accelerator_problem(desc)
+        if accelerators:
+            severity = "warning" if ctx.division == "open" else "error"
+            findings.append(Finding("system-description", where, accelerators, severity=severity))
         if str(desc.get("status", "")).lower() not in ctx.rules["statuses"]:
             findings.append(
                 Finding(
@@ -184,6 +209,32 @@ def check_systems(ctx: TreeContext) -> list[Finding]:
                         )
                     )
     return findings
+
+
+# What a system description writes for "no accelerator" (published: N/A, 0 counted).
+NO_ACCELERATOR = ("", "n/a", "na", "none", "-", "not applicable", "null", "0")
+# A value left to be filled in: the field says nothing (published closed trees hold "TODO"
+# and "TBD" in fields the round requires; the official checker accepts them).
+_PLACEHOLDER = re.compile(r"(todo|tbd|tba|tbc|fixme|xxx+|\?+|fill(\s*(me|in))?|placeholder|<[^<>]*>)[.!:]?", re.I)
+
+
+def _accelerator_problem(desc: Record) -> str | None:
+    counts = per_node_type_counts(desc.get("accelerators_per_node"))
+    name = str(desc.get("accelerator_model_name", "")).strip()
+    if counts is None or "accelerator_model_name" not in desc:
+        return None  # (a missing or non-integer field has its own message)
+    named = name.lower() not in NO_ACCELERATOR
+    if named and not any(counts):
+        return (
+            f"accelerators_per_node is {desc.get('accelerators_per_node')!r} but accelerator_model_name names "
+            f"{name!r}: count the accelerators the result ran on, or write N/A for a system without one"
+        )
+    if not named and any(counts):
+        return (
+            f"accelerators_per_node is {desc.get('accelerators_per_node')!r} but accelerator_model_name is "
+            f"{name!r}: name the accelerator, or count 0 for a system without one"
+        )
+    return None
 
 
 # How measurements.json says "no retraining" in published trees.
