@@ -84,6 +84,11 @@ ON_PURPOSE = {
     ("system-description", "is a placeholder"): "a required system field left as TODO or TBD (v6.0 Supermicro's "
     "8xMI355X, v5.1 Dell_Broadcom and The_Stage): the field says nothing, as an empty one would; the official "
     "checker reads only that it is non-empty",
+    ("seeds", "TEST07"): "a compliance run made with other seeds than the round's (v6.0 RedHat's gpt-oss Offline "
+    "TEST07 logs seeds 0): its performance-mode schedule is not the round's; the official checker reads the seeds "
+    "of the performance run only",
+    ("round-settings", "the TEST01 run"): "a TEST01 run logged with TEST04's audit pattern (v6.0 Lenovo's 3d-unet "
+    "TEST01 folders hold resnet's TEST04 run): not the test's run; the official checker reads the verify file only",
     ("loadgen-build", ""): "a LoadGen whose source files hash otherwise than its commit's in the submitter's "
     "other logs (v5.1 Google's H200 retinanet logs: test_settings_internal.cc is not b9ed3c7fec's, whose sha1 "
     "the other 29 logs give): the rules allow only an unmodified LoadGen; the official checker does not look",

@@ -303,3 +303,113 @@ def test_a_compliance_log_with_more_answers_or_other_samples_than_its_run(tree, 
     log.write_text(json.dumps([{**entries[0], "qsl_idx": 4000}, *entries[1:]]))
     found = findings(tree, "compliance-evidence")
     assert len(found) == 1 and "qsl_idx 4000" in found[0].message and "library of 32" in found[0].message, found
+
+
+# -- the settings the round fixes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scenario", "values", "said"),
+    [
+        ("Offline", {"effective_performance_issue_same": True}, "effective_performance_issue_same is true"),
+        ("Server", {"effective_performance_issue_unique": True}, "effective_performance_issue_unique is true"),
+        ("Offline", {"effective_sample_concatenate_permutation": False}, "sample_concatenate_permutation is false"),
+    ],
+)
+def test_a_run_with_a_setting_the_round_fixes_changed(tree, scenario, values, said):
+    patch_detail(tree / RESULTS / scenario / PERF_LOG, values)
+    found = findings(tree, "round-settings")
+    assert len(found) == 1 and said in found[0].message and found[0].path.endswith(f"{scenario}/{PERF_LOG}"), found
+
+
+def test_a_compliance_run_keeps_the_settings_its_audit_config_leaves_alone(tree, runs):
+    """TEST06's audit.config shortens the run (min_duration 0) but sets no issue pattern."""
+    log = _with_test06_log(tree, runs)
+    patch_detail(log, {"effective_min_duration_ms": 0})
+    assert findings(tree, "round-settings") == []
+    # A round whose TEST06 leaves the duration alone: the run must then last the round's.
+    tests = {**ROUND.data["compliance_tests"], "TEST06": {**ROUND.data["compliance_tests"]["TEST06"]}}
+    tests["TEST06"]["audit_config"] = {k: v for k, v in tests["TEST06"]["audit_config"].items() if k != "min_duration"}
+    shortened = ROUND.__class__({**ROUND.data, "compliance_tests": tests})
+    found = [f for f in check_tree(tree, shortened) if f.rule == "round-settings"]
+    assert len(found) == 1 and "effective_min_duration_ms 0" in found[0].message, found
+    patch_detail(log, {"effective_performance_issue_same": True})
+    found = findings(tree, "round-settings")
+    assert len(found) == 1 and "not the TEST06 run's" in found[0].message, found
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "said"),
+    [
+        ("mlperf.conf", "llama2-70b.Server.ttft_latency = 4000", "ttft_latency = 4000"),
+        ("mlperf.conf", "llama2-70b.*.sample_concatenate_permutation = 0", "sample_concatenate_permutation = 0"),
+        ("mlperf.conf", "*.Server.min_duration = 60000", "min_duration = 60000"),
+        ("user.conf", "llama2-70b.Server.tpot_latency = 400", "tpot_latency = 400"),
+        ("user.conf", "*.Server.target_latency_percentile = 90", "target_latency_percentile = 90"),
+        ("user.conf", "llama2-70b.Server.target_latency = 30000", "target_latency = 30000"),
+    ],
+)
+def test_a_conf_file_that_loosens_a_setting_the_round_fixes(tree, name, line, said):
+    conf = tree / RESULTS / "Server" / name
+    conf.write_text((conf.read_text() if conf.is_file() else "") + line + "\n")
+    found = findings(tree, "round-settings")
+    assert len(found) == 1 and said in found[0].message and found[0].path.endswith(f"Server/{name}"), found
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "*.Server.target_latency_percentile = 99",  # the round's own value, repeated (published)
+        "llama2-70b.*.sample_concatenate_permutation = 1",
+        "llama2-70b.Server.target_latency = 0",  # tighter than the round's (mlperf.conf's LLM value)
+        "*.Server.min_duration = 1200000",  # longer
+        "*.*.qsl_rng_seed = 1",  # (a folder's mlperf.conf copy may be another release's: seeds are judged in logs)
+        "resnet50.Server.ttft_latency = 1",  # another model's line
+    ],
+)
+def test_a_conf_file_repeating_or_tightening_the_rounds_settings_passes(tree, line):
+    conf = tree / RESULTS / "Server" / "mlperf.conf"
+    conf.write_text((conf.read_text() if conf.is_file() else "") + line + "\n")
+    assert findings(tree, "round-settings") == []
+
+
+def test_an_audit_pattern_left_in_a_results_user_conf_is_a_warning(tree):
+    conf = tree / RESULTS / "Offline" / "user.conf"
+    conf.write_text(conf.read_text() + "llama2-70b.Offline.performance_issue_same = 1\n")
+    assert findings(tree, "round-settings") == []
+    assert len(findings(tree, "round-settings", "warning")) == 1
+
+
+def test_every_run_of_a_result_has_the_rounds_seeds(tree, runs):
+    """The compliance and accuracy runs too: another round's seeds are another LoadGen's; an
+    accuracy run seeded 0 by its harness scores the same samples (published) and passes."""
+    log = _with_test06_log(tree, runs)
+    old = {"effective_qsl_rng_seed": 1780908523862526354, "effective_sample_index_rng_seed": 14771362308971278857}
+    patch_detail(log, {**old, "effective_schedule_rng_seed": 18209322760996052031})
+    found = findings(tree, "seeds")
+    assert len(found) == 1 and "the TEST06 run's LoadGen" in found[0].message and "v5.1 seeds" in found[0].message
+    accuracy = tree / RESULTS / "Offline" / "accuracy" / "mlperf_log_detail.txt"
+    patch_detail(accuracy, {"effective_qsl_rng_seed": 0, "effective_sample_index_rng_seed": 0})
+    assert len(findings(tree, "seeds")) == 1
+    patch_detail(accuracy, {**old, "effective_schedule_rng_seed": 18209322760996052031})
+    assert len(findings(tree, "seeds")) == 2
+
+
+@pytest.mark.parametrize(
+    ("benchmark", "folder", "logged", "wanted"),
+    [
+        ("resnet", "SingleStream", "SingleStream", 0.9),
+        ("resnet", "MultiStream", "MultiStream", 0.99),
+        ("resnet", "MultiStream", "SingleStream", 0.9),  # an edge MultiStream result inferred from SingleStream
+        ("pointpainting", "SingleStream", "SingleStream", 0.999),  # its own mlperf.conf line
+        (BENCH, "Interactive", "Server", 0.99),
+        (BENCH, "Offline", "Offline", None),
+    ],
+)
+def test_the_percentile_a_run_is_judged_at(benchmark, folder, logged, wanted):
+    from types import SimpleNamespace
+
+    from mlperf_repro.check.rules.log_evidence import _round_percentile
+
+    result = SimpleNamespace(scenario=folder, facts=ROUND.benchmark(benchmark))
+    assert _round_percentile(SimpleNamespace(rules=ROUND), result, logged) == wanted

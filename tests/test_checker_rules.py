@@ -108,6 +108,7 @@ def test_every_rule_is_covered_below():
         "audit-settings",
         "run-provenance",
         "loadgen-build",
+        "round-settings",
         "measurements-agree",
         "log-records-once",
         "log-records-present",
@@ -591,7 +592,8 @@ def to_older_layout(tree: Path) -> None:
         for test_dir in sorted(scenario_dir.glob("TEST*")):
             (base / "compliance" / where).mkdir(parents=True, exist_ok=True)
             test_dir.rename(base / "compliance" / where / test_dir.name)
-        patch_detail(scenario_dir / "performance/run_1/mlperf_log_detail.txt", seeds)
+    for log in sorted(base.rglob("mlperf_log_detail.txt")):  # every run was made with that round's LoadGen
+        patch_detail(log, seeds)
 
 
 def test_a_tree_in_the_older_layout_is_checked_by_that_rounds_table(tree):

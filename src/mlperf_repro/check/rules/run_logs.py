@@ -4,6 +4,7 @@ twice (its summary; the user.conf it was run with)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,18 @@ def _round_of_seeds(seeds: dict[str, Any]) -> str | None:
     return None
 
 
+def _seeded_logs(ctx: TreeContext):
+    """Each run's log the seeds are judged on: the performance run's, and for a LoadGen result
+    the accuracy and compliance runs' too (each is a run of the round's LoadGen)."""
+    for result, detail, where in performance_logs(ctx):
+        yield result, detail, where
+        if result.is_endpoints:
+            continue
+        for log in run_logs(ctx, result):
+            if log.path != result.log_path(PERF):
+                yield result, ctx.detail_at(log.path), ctx.rel(log.path)
+
+
 @rule(
     "seeds",
     evidence=[cross_checked(DETAIL_LOG, "effective_*_rng_seed", "the round's seeds (rules table loadgen.seeds)")],
@@ -150,12 +163,17 @@ def check_seeds(ctx: TreeContext) -> list[Finding]:
     """The seeds the log shows LoadGen used; the LoadGen version string is not judged
     (a release from before the round's last one may carry the same seeds)."""
     findings = []
-    for result, detail, where in performance_logs(ctx):
+    for result, detail, where in _seeded_logs(ctx):
         found = {key: detail.get(f"effective_{key}") for key in ctx.rules.seeds}
         # The endpoints harness logs only its dataloader and scheduler seeds (no QSL seed).
         judged = result.endpoints.get("seeds", []) if result.is_endpoints else list(ctx.rules.seeds)
         wrong = [k for k, v in ctx.rules.seeds.items() if k in judged and (found[k] is None or str(found[k]) != str(v))]
         if not wrong:
+            continue
+        if detail.get("effective_test_mode") == "AccuracyOnly" and _round_of_seeds(found) is None:
+            # An accuracy run scores every sample once whatever their order: a harness may
+            # seed it otherwise (v5.1 Google's and NVIDIA's accuracy runs log 0). Another
+            # round's seeds, though, are another LoadGen's.
             continue
         if result.is_endpoints:
             fields = result.endpoints.get("fields") or {}
@@ -172,8 +190,12 @@ def check_seeds(ctx: TreeContext) -> list[Finding]:
             continue
         other = _round_of_seeds(found)
         version = str(detail.get("loadgen_version", "")).split(" ")[0] or "?"
+        test = re.search(r"/(TEST\d\d)/", where)
+        run = f"the {test.group(1)} run's " if test else ""
         because = (
-            f"LoadGen {version} ran with the {other} seeds" if other else f"LoadGen {version} ran with other seeds"
+            f"{run}LoadGen {version} ran with the {other} seeds"
+            if other
+            else f"{run}LoadGen {version} ran with other seeds"
         )
         findings.append(
             Finding(
