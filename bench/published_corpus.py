@@ -89,6 +89,8 @@ ON_PURPOSE = {
     "of the performance run only",
     ("round-settings", "the TEST01 run"): "a TEST01 run logged with TEST04's audit pattern (v6.0 Lenovo's 3d-unet "
     "TEST01 folders hold resnet's TEST04 run): not the test's run; the official checker reads the verify file only",
+    ("sut-match", ""): "a result's runs on two systems under test (v6.0 Lenovo's 3d-unet TEST01 folders hold "
+    "resnet's LWIS_Server run): not the result's run; the official checker reads each folder alone",
     ("loadgen-build", ""): "a LoadGen whose source files hash otherwise than its commit's in the submitter's "
     "other logs (v5.1 Google's H200 retinanet logs: test_settings_internal.cc is not b9ed3c7fec's, whose sha1 "
     "the other 29 logs give): the rules allow only an unmodified LoadGen; the official checker does not look",

@@ -413,3 +413,38 @@ def test_the_percentile_a_run_is_judged_at(benchmark, folder, logged, wanted):
 
     result = SimpleNamespace(scenario=folder, facts=ROUND.benchmark(benchmark))
     assert _round_percentile(SimpleNamespace(rules=ROUND), result, logged) == wanted
+
+
+def test_a_compliance_run_of_another_system_under_test(tree, runs):
+    log = _with_test06_log(tree, runs)
+    patch_detail(log, {"sut_name": "Another_SUT"})
+    found = findings(tree, "sut-match")
+    assert len(found) == 1 and "'Another_SUT'" in found[0].message
+    assert found[0].path.endswith("Server/TEST06/mlperf_log_detail.txt")
+
+
+def test_a_compliance_run_missing_records_loadgen_writes(tree, runs):
+    """A compliance run is a performance-mode run: it writes every record one does."""
+    log = _with_test06_log(tree, runs)
+    log.write_text(
+        "".join(x for x in log.read_text().splitlines(True) if '"key": "effective_performance_issue_same"' not in x)
+    )
+    found = findings(tree, "log-records-present")
+    assert len(found) == 1 and "effective_performance_issue_same" in found[0].message and "TEST06" in found[0].path
+
+
+def test_a_run_said_to_meet_its_minimum_duration_that_its_clock_denies(tree):
+    patch_detail(tree / RESULTS / "Server" / PERF_LOG, {"effective_min_duration_ms": 3_600_000})
+    found = [f for f in findings(tree, "clock-evidence") if "result_min_duration_met is true" in f.message]
+    assert len(found) == 1 and "shorter than effective_min_duration_ms 3.6e+06" in found[0].message, found
+
+
+def test_a_test07_or_test09_verdict_without_its_runs_log(tree):
+    """Every published TEST07 and TEST09 folder keeps its run's detail log."""
+    gpt = tree / f"{SYSTEM_DIR}/gpt-oss-120b/Offline"
+    shutil.copytree(tree / RESULTS / "Offline", gpt)
+    for test, verify in (("TEST07", "verify_accuracy.txt"), ("TEST09", "verify_output_len.txt")):
+        (gpt / test).mkdir()
+        (gpt / test / verify).write_text("TEST PASS\n")
+    found = [f for f in findings(tree, "compliance") if "keeps no log of its run" in f.message]
+    assert {f.path.rsplit("/", 1)[-1] for f in found} == {"TEST07", "TEST09"}, [f.line() for f in errors(tree)]

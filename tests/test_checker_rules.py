@@ -109,6 +109,7 @@ def test_every_rule_is_covered_below():
         "run-provenance",
         "loadgen-build",
         "round-settings",
+        "sut-match",
         "measurements-agree",
         "log-records-once",
         "log-records-present",

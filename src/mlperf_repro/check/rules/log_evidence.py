@@ -730,13 +730,24 @@ trust(
 )
 
 
+def _performance_and_compliance_logs(ctx: TreeContext):
+    """The performance run's log of each result, and each compliance run's (a TESTxx
+    folder's performance-mode run writes every record a performance run does)."""
+    for result, detail, where in performance_logs(ctx):
+        yield result, detail, where
+        if not result.is_endpoints:
+            for log in run_logs(ctx, result):
+                if log.test:
+                    yield result, ctx.detail_at(log.path), ctx.rel(log.path)
+
+
 @rule("log-records-present")
 def check_records_present(ctx: TreeContext) -> list[Finding]:
     """A result's performance log holds every record LoadGen writes in a run of its scenario,
     and its summary every line LoadGen prints: a record removed leaves the rules that read it
     nothing to judge."""
     findings = []
-    for result, detail, where in performance_logs(ctx):
+    for result, detail, where in _performance_and_compliance_logs(ctx):
         if result.is_endpoints or detail.get("effective_test_mode", "PerformanceOnly") != "PerformanceOnly":
             continue  # (an accuracy run in performance/: test-mode names it)
         scenario = detail.get("effective_scenario")
@@ -760,7 +771,7 @@ def check_records_present(ctx: TreeContext) -> list[Finding]:
                 )
             )
         summary = result.path / "performance" / "run_1" / SUMMARY_LOG
-        if ctx.files.is_file(summary):
+        if where == ctx.rel(result.log_path(PERF)) and ctx.files.is_file(summary):
             printed = parse_summary(ctx.files.read_text(summary))
             labels = (*PRINTED_LABELS, *(PRINTED_TOKEN_LABELS.get(scenario, ()) if tokens else ()))
             absent = [label for label in labels if label not in printed]
@@ -825,6 +836,13 @@ def clock_problems(detail: dict) -> list[str]:
                 f"result_query_count {queries:g} queries of result_mean_latency_ns {mean:g} take {busy:.3f} s, "
                 f"longer than {shown} (the queries run one after another)"
             )
+    floor = n(detail.get("effective_min_duration_ms"))
+    if detail.get("result_min_duration_met") is True and floor is not None and floor / 1e3 > window + max(0.5, slack):
+        # LoadGen times the run from its start to its last completion, which the window
+        # holds (less the moment before power_begin is logged).
+        problems.append(
+            f"result_min_duration_met is true, but {shown} is shorter than effective_min_duration_ms {floor:g}"
+        )
     if scenario == "Server":
         scheduled = n(detail.get("generated_query_duration"))
         # The schedule is timed from the run's start, before power_begin is logged: half a
@@ -843,6 +861,9 @@ def clock_problems(detail: dict) -> list[str]:
             "with power_end, the run's wall-clock window: the latencies, the query count and the schedule fit in it",
         ),
         cross_checked(DETAIL_LOG, "power_end", "with power_begin, the run's wall-clock window (see power_begin)"),
+        cross_checked(
+            DETAIL_LOG, "result_min_duration_met", "the power window: at least effective_min_duration_ms when true"
+        ),
         cross_checked(
             DETAIL_LOG,
             "result_max_latency_ns",

@@ -32,7 +32,9 @@ from ..evidence import cross_checked
 from ..findings import Finding
 from ..model import (
     ACC,
+    DETAIL_LOG,
     HASH_LINE,
+    PERF,
     RunLog,
     ScenarioResult,
     TreeContext,
@@ -210,4 +212,48 @@ def _shared_scores(ctx: TreeContext) -> list[Finding]:
                             severity="warning",
                         )
                     )
+    return findings
+
+
+@rule(
+    "sut-match",
+    evidence=[
+        cross_checked(
+            DETAIL_LOG,
+            "sut_name",
+            "the performance run's, for each compliance run of the result: one system under test; all "
+            "published v5.1 and v6.0 results agree but v6.0 Lenovo's 3d-unet, whose TEST01 folders hold resnet's run",
+        )
+    ],
+)
+def check_sut_match(ctx: TreeContext) -> list[Finding]:
+    """Every compliance run of a result names the performance run's system under test: a run
+    of another SUT is another system's (or another benchmark's) run."""
+    findings = []
+    for result in ctx.results:
+        if result.is_endpoints:
+            continue
+        named: dict[str, list[Path]] = defaultdict(list)
+        for log in run_logs(ctx, result):
+            if not log.test and log.path != result.log_path(PERF):
+                continue  # (the accuracy run's: settings-evidence compares it)
+            sut = ctx.detail_at(log.path).get("sut_name")
+            if isinstance(sut, str):
+                named[sut].append(log.path)
+        if len(named) < 2:
+            continue
+        performance = result.log_path(PERF)
+        usual = next((s for s, paths in named.items() if performance in paths), None) or max(
+            named, key=lambda s: len(named[s])
+        )
+        for sut, paths in sorted(named.items()):
+            if sut != usual:
+                findings.append(
+                    Finding(
+                        "sut-match",
+                        ctx.rel(min(paths)),
+                        f"ran on SUT {sut!r}, but the result's performance run ({ctx.rel(performance)}) on {usual!r}: "
+                        "every run of a result is of the same system under test",
+                    )
+                )
     return findings
