@@ -268,6 +268,8 @@ TEST01_OK = dict(entries=1525, dups=0, acc_mismatch=0, perf=64, match=64, mismat
         ({"match": 0, "missing": 64}, "num_perf_log_qsl_idx_match = 0"),
         ({"missing": 5}, "each performance-log entry is either matched or missing"),
         ({"acc_mismatch": 2}, "exceeds num_acc_log_duplicate_keys"),
+        ({"entries": 762}, "the result's accuracy run (accuracy/mlperf_log_detail.txt) logged 1525 samples"),
+        ({"entries": 1527, "dups": 2}, None),  # (a duplicated entry counted apart)
     ],
 )
 def test_test01_accuracy_counts_are_redone(change, said):
@@ -279,8 +281,17 @@ def test_test01_accuracy_counts_are_redone(change, said):
     class _Ctx:
         test_scale = False
 
+        def rel(self, path):
+            return str(path)
+
     class _Result:
         facts = None
+
+        def detail(self, kind):  # the accuracy run's log: 1,525 samples
+            return {"qsl_reported_total_count": 1525, "effective_accuracy_sample_count": 1525}
+
+        def log_path(self, kind):
+            return "accuracy/mlperf_log_detail.txt"
 
     check = _test01_accuracy(record, _Ctx(), _Result(), {})
     said_all = "; ".join(check.failures + check.problems)
@@ -592,6 +603,28 @@ def test_an_accuracy_hash_that_is_not_a_sha256(tree):
     assert "not a sha256" in found[0].message
 
 
+def test_a_classification_score_of_fewer_samples_than_the_run_scored(tree):
+    """total= is the samples scored: not the accuracy run's count is another set's score."""
+    path = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    detail = (tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt").read_text()
+    issued = int(re.search(r'"key": "qsl_reported_total_count", "value": (\d+)', detail).group(1))
+    path.write_text(path.read_text() + f"accuracy=50.000%, good={issued // 2}, total={issued * 2}\n")
+    found = only_rule(tree, "accuracy-evidence", "Offline/accuracy/accuracy.txt")
+    assert any(f"total={issued * 2} samples" in f.message for f in found), [f.line() for f in found]
+    path.write_text(
+        re.sub(r"accuracy=50.000%.*", f"accuracy=50.000%, good={issued // 2}, total={issued}", path.read_text())
+    )
+    assert errors(tree) == []
+
+
+@pytest.mark.parametrize(("wer", "accuracy", "flagged"), [("3.51", "97.89", True), ("2.1479", "97.8521", False)])
+def test_a_word_error_rate_beside_an_accuracy_it_does_not_give(tree, wer, accuracy, flagged):
+    path = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    path.write_text(path.read_text() + f"Word Error Rate: {wer}%, accuracy={accuracy}%\n")
+    found = [f for f in errors(tree) if f.rule == "accuracy-evidence" and "Word Error Rate" in f.message]
+    assert len(found) == (1 if flagged else 0), [f.line() for f in errors(tree)]
+
+
 def test_a_classification_accuracy_its_counts_do_not_give(tree):
     path = tree / RESULTS / "Offline/accuracy/accuracy.txt"
     path.write_text(path.read_text() + "accuracy=76.078%, good=37000, total=50000\n")
@@ -722,7 +755,12 @@ def _score_report(rows: list[tuple[str, int, int, int]], exact_match: str | None
     """A report as the gpt-oss evaluator prints it, from (dataset, correct, total, repeats)."""
     score = sum(c / r for _, c, _t, r in rows)
     best = sum(t / r for _, _c, t, r in rows)
-    lines = ["Dataset                    Correct    Total  Repeats      Score   Accuracy"]
+    correct, total = sum(c for _, c, _t, _r in rows), sum(t for _, _c, t, _r in rows)
+    lines = [
+        f"Total samples evaluated: {total}",
+        f"Overall raw accuracy: {100 * correct / total:.2f}% ({correct}/{total})",
+    ]
+    lines += ["Dataset                    Correct    Total  Repeats      Score   Accuracy"]
     lines += [f"{n:<26} {c:>7} {t:>8} {r:>8} {c / r:>10.2f} {100 * c / t:>9.2f}%" for n, c, t, r in rows]
     lines += [f"FINAL SCORE: {100 * score / best:.2f}% ({score:.2f}/{best:.2f})", ""]
     lines.append(f"'exact_match': {exact_match or f'{100 * score / best:.3f}'}")
@@ -770,6 +808,37 @@ def test_a_dataset_row_edited_alone_is_caught(rows, which, more):
     line = next(x for x in text.splitlines() if x.startswith(name))
     edited = line.replace(f" {correct:>7} ", f" {correct + more:>7} ", 1)
     assert score_report_problems(text.replace(line, edited, 1)) != []
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=_ROWS, which=st.sampled_from(["Total samples evaluated: ", "Overall raw accuracy: "]), more=st.integers(1, 99)
+)
+def test_a_reports_sample_counts_edited_alone_are_caught(rows, which, more):
+    from mlperf_repro.check.rules.accuracy import score_report_problems
+
+    text = _score_report(rows)
+    line = next(x for x in text.splitlines() if x.startswith(which))
+    number = re.search(r"(\d+)\)?$", line).group(1)
+    edited = (
+        line[: len(line) - len(number) - line.endswith(")")]
+        + str(int(number) + more)
+        + (")" if line.endswith(")") else "")
+    )
+    assert score_report_problems(text.replace(line, edited, 1)) != []
+
+
+def test_a_report_of_fewer_samples_than_the_accuracy_run(tree):
+    """A dataset dropped from the report, every sum redone: the accuracy run scored more."""
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    detail = (tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt").read_text()
+    issued = int(re.search(r'"key": "qsl_reported_total_count", "value": (\d+)', detail).group(1))
+    original = txt.read_text()
+    txt.write_text(_score_report([("aime25", issued // 2, issued, 8)]) + original)
+    assert [f for f in errors(tree) if f.rule == "accuracy-evidence"] == []
+    txt.write_text(_score_report([("aime25", issued // 2, issued - 1, 8)]) + original)
+    found = only_rule(tree, "accuracy-evidence", "Offline/accuracy/accuracy.txt")
+    assert any(f"scores {issued - 1} samples" in f.message for f in found), [f.line() for f in found]
 
 
 def test_an_accuracy_txt_printing_another_score_than_its_report(tree):

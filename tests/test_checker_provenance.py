@@ -160,7 +160,11 @@ def test_the_same_accuracy_log_from_two_runs_is_a_warning(tree):
             patch_detail(path, {"test_datetime": f"2026-01-01T0{hour}:0{minute}:00Z"})
     assert findings(tree, "run-provenance") == []
     warned = findings(tree, "run-provenance", "warning")
-    assert len(warned) == 3 and all("byte for byte" in f.message for f in warned)
+    scores = [f for f in warned if f.path.endswith("accuracy/accuracy.txt")]
+    assert len(scores) == 3 and all("byte for byte" in f.message for f in scores)
+    # ... and so did each TEST06 run: the same answers on two systems (a warning too).
+    tests = [f for f in warned if "TEST06" in f.path]
+    assert len(tests) == 3 and all("deterministic model" in f.message for f in tests), warned
 
 
 def test_run_identity_reads_any_log(good_tree):
@@ -448,3 +452,24 @@ def test_a_test07_or_test09_verdict_without_its_runs_log(tree):
         (gpt / test / verify).write_text("TEST PASS\n")
     found = [f for f in findings(tree, "compliance") if "keeps no log of its run" in f.message]
     assert {f.path.rsplit("/", 1)[-1] for f in found} == {"TEST07", "TEST09"}, [f.line() for f in errors(tree)]
+
+
+def test_a_compliance_log_copied_from_another_scenario(tree):
+    """Server's TEST06 log is Interactive's, byte for byte: another scenario's run."""
+    shutil.copyfile(_test06_answers(tree, "Interactive"), _test06_answers(tree, "Server"))
+    found = [f for f in findings(tree, "run-provenance") if "byte for byte" in f.message]
+    assert len(found) == 1 and "Server/TEST06" in found[0].path and "Interactive" in found[0].message, found
+
+
+def test_a_compliance_log_copied_from_another_system_is_a_warning(tree):
+    """Two systems may run one deterministic model to the same bytes (published): a warning."""
+    system_dir = tree / SYSTEM_DIR
+    twin = system_dir.parent / "sys2"
+    shutil.copytree(system_dir, twin)
+    systems = tree / f"closed/{SUBMITTER}/systems"
+    shutil.copyfile(systems / f"{SYSTEM}.json", systems / "sys2.json")
+    for log in twin.rglob("mlperf_log_detail.txt"):  # (other runs, but the same TEST06 answers)
+        patch_detail(log, {"test_datetime": "2026-01-02T03:04:05Z"})
+    warned = [f for f in findings(tree, "run-provenance", "warning") if "TEST06" in f.path]
+    assert warned and all("deterministic model" in f.message for f in warned), warned
+    assert [f for f in findings(tree, "run-provenance") if "TEST06" in f.path] == []

@@ -263,6 +263,8 @@ def full_scale_values(scenario: str, facts, queries: int = 0) -> dict:
         # The queries completed over the run's length, a little behind the schedule.
         rate = round(queries / FULL_SCALE_SECONDS, 3)
         values.update(result_completed_samples_per_sec=rate, result_scheduled_samples_per_sec=round(rate * 1.001, 3))
+        # ... scheduled at the rate that gives that many queries in that time (a Poisson schedule).
+        values.update(effective_target_qps=rate, requested_server_target_qps=rate)
     if RULES.loadgen_scenario(scenario) == "Offline":
         samples = facts.facts["offline_min_samples_per_query"]
         longest = int(FULL_SCALE_SECONDS * 1e9)
@@ -297,6 +299,8 @@ SERVER_TOO_FEW_QUERIES = {
     "generated_query_count": 10,
     "result_completed_samples_per_sec": 0.0164,
     "result_scheduled_samples_per_sec": 0.0165,
+    "effective_target_qps": 0.0165,
+    "requested_server_target_qps": 0.0165,
 }
 
 
@@ -395,6 +399,8 @@ def build_tree(
             text = re.sub(
                 r"(\.performance_sample_count_override = )\d+", rf"\g<1>{facts.facts['performance_sample_count']}", text
             )
+            if "effective_target_qps" in scaled:
+                text = re.sub(r"(\.target_qps = )[\d.]+", rf"\g<1>{scaled['effective_target_qps']}", text)
             conf.write_text(text)
             patch_detail(
                 folder / "accuracy/mlperf_log_detail.txt",

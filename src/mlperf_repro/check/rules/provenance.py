@@ -24,6 +24,7 @@ filed under two system names, a compliance folder holding another run).
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,46 @@ def check_run_provenance(ctx: TreeContext) -> list[Finding]:
                 )
     findings += _shared_scores(ctx)
     findings += _compliance_logs_of_the_accuracy_run(ctx)
+    findings += _compliance_logs_shared(ctx)
+    return findings
+
+
+def _compliance_logs_shared(ctx: TreeContext) -> list[Finding]:
+    """One compliance run's accuracy log in two results that cannot share a run: a TEST06
+    folder copied from another scenario, or from another system (the v5.1 layout's
+    compliance/ tree). Another scenario of the same system ran another schedule: an error.
+    Two systems may be one deterministic model's twins (v6.0 Dell's and GigaComputing's
+    8xMI355X TEST06 logs are the same bytes): a warning. An empty log ("[]") says nothing."""
+    by_content: dict[bytes, list[tuple[ScenarioResult, str, Path]]] = defaultdict(list)
+    for result in ctx.results:
+        if result.is_endpoints:
+            continue
+        for folder in dict.fromkeys((result.path, result.compliance_path)):
+            for rel, entry in ctx.files.walk(folder):
+                path = ctx.root / rel
+                tests = [p for p in Path(rel).parts if p.startswith("TEST")]
+                if entry.kind != "file" or path.name != ACCURACY_LOG or not tests:
+                    continue
+                content = ctx.files.read_bytes(path)
+                if b'"qsl_idx"' in content:
+                    by_content[hashlib.sha256(content).digest()].append((result, tests[0], path))
+    findings = []
+    for held in by_content.values():
+        first = held[0]
+        for other in held[1:]:
+            if other[0] is first[0] or _may_share(ctx, first[:2], other[:2]):
+                continue
+            same_system = first[0].system == other[0].system
+            findings.append(
+                Finding(
+                    "run-provenance",
+                    ctx.rel(other[2]),
+                    f"is {ctx.rel(first[2])}, byte for byte: {other[1]}'s run of {_shown(ctx, other[0], '.')} "
+                    f"cannot be {first[1]}'s run of {_shown(ctx, first[0], '.')}"
+                    + ("" if same_system else " (unless a deterministic model wrote the same log on two systems)"),
+                    severity="error" if same_system else "warning",
+                )
+            )
     return findings
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..evidence import Record, cross_checked, derived, record_kind
 from ..findings import Finding
-from ..model import ScenarioResult, TreeContext, rule
+from ..model import ACC, ScenarioResult, TreeContext, issued_accuracy_samples, rule
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"
 _BOOL = r"(True|False|Skipped)"
@@ -207,6 +207,14 @@ def _test01_accuracy(record: Record, ctx: TreeContext, result: ScenarioResult, e
             f"num_acc_log_entries {total:g} ({duplicates or 0:g} duplicates) is more than the {samples} samples of "
             f"{result.mlperf_benchmark}'s accuracy set"
         )
+    # The script reads the result's accuracy log: its entries are the accuracy run's samples.
+    issued = issued_accuracy_samples(result.detail(ACC))
+    if isinstance(issued, int) and not isinstance(issued, bool) and total is not None and not ctx.test_scale:
+        if total - (duplicates or 0) != issued:
+            problems.append(
+                f"num_acc_log_entries {total:g} ({duplicates or 0:g} duplicates), but the result's accuracy run "
+                f"({ctx.rel(result.log_path(ACC))}) logged {issued} samples: it was checked against another log"
+            )
     return _Check(failures, problems)
 
 
@@ -441,7 +449,7 @@ VERIFY_EVIDENCE = [
     cross_checked(
         "TEST01/verify_accuracy.txt",
         "num_acc_log_entries",
-        "the round's accuracy sample count (plus the duplicates it counts)",
+        "the round's accuracy sample count and the result's accuracy run's (plus the duplicates it counts)",
     ),
     derived(
         "TEST01/verify_performance.txt",
