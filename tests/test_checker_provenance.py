@@ -413,10 +413,10 @@ def test_every_run_of_a_result_has_the_rounds_seeds(tree, runs):
 def test_the_percentile_a_run_is_judged_at(benchmark, folder, logged, wanted):
     from types import SimpleNamespace
 
-    from mlperf_repro.check.rules.log_evidence import _round_percentile
+    from mlperf_repro.check.model import round_percentile
 
     result = SimpleNamespace(scenario=folder, facts=ROUND.benchmark(benchmark))
-    assert _round_percentile(SimpleNamespace(rules=ROUND), result, logged) == wanted
+    assert round_percentile(SimpleNamespace(rules=ROUND), result, logged) == wanted
 
 
 def test_a_compliance_run_of_another_system_under_test(tree, runs):

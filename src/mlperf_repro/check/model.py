@@ -344,6 +344,32 @@ def run_logs(ctx: TreeContext, result: ScenarioResult) -> list[RunLog]:
     return sorted(found.values(), key=lambda log: log.path)
 
 
+def result_logs(ctx: TreeContext, *, compliance_only: bool = False):
+    """(result, detail, where) of each result's performance run, then, for a LoadGen result,
+    of its other runs: every one (accuracy and compliance), or the compliance runs' only."""
+    for result, detail, where in performance_logs(ctx):
+        yield result, detail, where
+        if result.is_endpoints:
+            continue
+        for log in run_logs(ctx, result):
+            if log.path != result.log_path(PERF) and (log.test or not compliance_only):
+                yield result, ctx.detail_at(log.path), ctx.rel(log.path)
+
+
+def round_percentile(ctx: TreeContext, result, scenario: Any) -> float | None:
+    """The percentile the round's mlperf.conf judges a run of this LoadGen scenario at: the
+    benchmark's own (pointpainting's SingleStream p99.9), else the scenario's. The folder's
+    entry where its run is of its own LoadGen scenario (Interactive is a Server run), else
+    the logged scenario's (an edge MultiStream folder may hold a SingleStream run)."""
+    if not isinstance(scenario, str):
+        return None
+    folder = result.scenario
+    if folder not in ctx.rules.scenario_folders or ctx.rules.loadgen_scenario(folder) != scenario:
+        folder = scenario
+    own = ((result.facts.facts if result.facts else {}).get("target_latency_percentile") or {}).get(folder)
+    return own if own is not None else (ctx.rules["scenarios"].get(folder) or {}).get("target_latency_percentile")
+
+
 def early_stopping(ctx: TreeContext, scenario_folder: str) -> bool:
     """LoadGen judges this scenario by early stopping (its table entry says so)."""
     entry = ctx.rules["scenarios"].get(scenario_folder) or {}

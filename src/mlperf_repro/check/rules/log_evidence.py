@@ -22,7 +22,7 @@ from typing import Any
 from ...loadgen_logs import MLLOG_PREFIX, finite_number, parse_summary
 from ..evidence import cross_checked, derived, trust
 from ..findings import Finding
-from ..model import ACC, DETAIL_LOG, PERF, SUMMARY_LOG, TreeContext, performance_logs, rule, run_logs
+from ..model import ACC, DETAIL_LOG, PERF, SUMMARY_LOG, TreeContext, result_logs, round_percentile, rule, run_logs
 
 # effective_<key> is LoadGen's copy of requested_<key> (or of the scenario's requested_<scenario>_<key>).
 COPIED_SETTINGS = (
@@ -240,20 +240,6 @@ def _redone(detail: dict) -> dict[str, tuple[bool, str]]:
     return redone
 
 
-def _round_percentile(ctx: TreeContext, result, scenario: Any) -> float | None:
-    """The percentile the round's mlperf.conf judges a run of this LoadGen scenario at: the
-    benchmark's own (pointpainting's SingleStream p99.9), else the scenario's. The folder's
-    entry where its run is of its own LoadGen scenario (Interactive is a Server run), else
-    the logged scenario's (an edge MultiStream folder may hold a SingleStream run)."""
-    if not isinstance(scenario, str):
-        return None
-    folder = result.scenario
-    if folder not in ctx.rules.scenario_folders or ctx.rules.loadgen_scenario(folder) != scenario:
-        folder = scenario
-    own = ((result.facts.facts if result.facts else {}).get("target_latency_percentile") or {}).get(folder)
-    return own if own is not None else (ctx.rules["scenarios"].get(folder) or {}).get("target_latency_percentile")
-
-
 def _rate_problems(ctx: TreeContext, result, detail: dict) -> list[str]:
     """Server: the completed rate no higher than the schedule's (1% for rounding), so the queries
     took at least the scheduled time, and the constraints judged at the round's percentile.
@@ -294,7 +280,7 @@ def _rate_problems(ctx: TreeContext, result, detail: dict) -> list[str]:
                 f"result_query_count {queries:g} at result_completed_samples_per_sec {completed:g} took "
                 f"{queries / completed:.1f} s, less than the schedule's generated_query_duration {duration / 1e9:.1f} s"
             )
-    wanted = _round_percentile(ctx, result, scenario)
+    wanted = round_percentile(ctx, result, scenario)
     percentile = n(detail.get("effective_target_latency_percentile"))
     if wanted is not None and percentile is not None and percentile != float(wanted):
         problems.append(
@@ -748,24 +734,13 @@ trust(
 )
 
 
-def _performance_and_compliance_logs(ctx: TreeContext):
-    """The performance run's log of each result, and each compliance run's (a TESTxx
-    folder's performance-mode run writes every record a performance run does)."""
-    for result, detail, where in performance_logs(ctx):
-        yield result, detail, where
-        if not result.is_endpoints:
-            for log in run_logs(ctx, result):
-                if log.test:
-                    yield result, ctx.detail_at(log.path), ctx.rel(log.path)
-
-
 @rule("log-records-present")
 def check_records_present(ctx: TreeContext) -> list[Finding]:
     """A result's performance log holds every record LoadGen writes in a run of its scenario,
     and its summary every line LoadGen prints: a record removed leaves the rules that read it
     nothing to judge."""
     findings = []
-    for result, detail, where in _performance_and_compliance_logs(ctx):
+    for result, detail, where in result_logs(ctx, compliance_only=True):
         if result.is_endpoints or detail.get("effective_test_mode", "PerformanceOnly") != "PerformanceOnly":
             continue  # (an accuracy run in performance/: test-mode names it)
         scenario = detail.get("effective_scenario")

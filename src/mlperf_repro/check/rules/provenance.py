@@ -146,15 +146,10 @@ def _compliance_logs_shared(ctx: TreeContext) -> list[Finding]:
     for result in ctx.results:
         if result.is_endpoints:
             continue
-        for folder in dict.fromkeys((result.path, result.compliance_path)):
-            for rel, entry in ctx.files.walk(folder):
-                path = ctx.root / rel
-                tests = [p for p in Path(rel).parts if p.startswith("TEST")]
-                if entry.kind != "file" or path.name != ACCURACY_LOG or not tests:
-                    continue
-                content = ctx.files.read_bytes(path)
-                if b'"qsl_idx"' in content:
-                    by_content[hashlib.sha256(content).digest()].append((result, tests[0], path))
+        for test, path in _compliance_accuracy_logs(ctx, result):
+            content = ctx.files.read_bytes(path)
+            if b'"qsl_idx"' in content:
+                by_content[hashlib.sha256(content).digest()].append((result, test, path))
     findings = []
     for held in by_content.values():
         first = held[0]
@@ -185,22 +180,26 @@ def _compliance_logs_of_the_accuracy_run(ctx: TreeContext) -> list[Finding]:
         if result.is_endpoints or not ctx.files.is_file(own):
             continue
         scored = ctx.files.read_bytes(own)
-        for folder in dict.fromkeys((result.path, result.compliance_path)):
-            for rel, entry in ctx.files.walk(folder):
-                path = ctx.root / rel
-                tests = [p for p in Path(rel).parts if p.startswith("TEST")]
-                if entry.kind != "file" or path.name != ACCURACY_LOG or not tests or path == own:
-                    continue
-                if ctx.files.size(path) == len(scored) and ctx.files.read_bytes(path) == scored:
-                    findings.append(
-                        Finding(
-                            "run-provenance",
-                            ctx.rel(path),
-                            f"is {ctx.rel(own)}, the accuracy run's log, byte for byte: {tests[0]}'s run logs other "
-                            "samples, so its verdict was not drawn from its own run",
-                        )
+        for test, path in _compliance_accuracy_logs(ctx, result):
+            if path != own and ctx.files.size(path) == len(scored) and ctx.files.read_bytes(path) == scored:
+                findings.append(
+                    Finding(
+                        "run-provenance",
+                        ctx.rel(path),
+                        f"is {ctx.rel(own)}, the accuracy run's log, byte for byte: {test}'s run logs other "
+                        "samples, so its verdict was not drawn from its own run",
                     )
+                )
     return findings
+
+
+def _compliance_accuracy_logs(ctx: TreeContext, result: ScenarioResult):
+    """(test, path) of each accuracy log in a result's compliance folders (TESTxx/...)."""
+    for folder in dict.fromkeys((result.path, result.compliance_path)):
+        for rel, entry in ctx.files.walk(folder):
+            tests = [p for p in Path(rel).parts if p.startswith("TEST")]
+            if entry.kind == "file" and Path(rel).name == ACCURACY_LOG and tests:
+                yield tests[0], ctx.root / rel
 
 
 def _shared_scores(ctx: TreeContext) -> list[Finding]:

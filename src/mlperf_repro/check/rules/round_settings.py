@@ -29,7 +29,7 @@ from ...errors import UserError
 from ...published.loadgen_conf import conf_number, effective, parse_conf
 from ..evidence import cross_checked
 from ..findings import Finding
-from ..model import ACC, DETAIL_LOG, PERF, ScenarioResult, TreeContext, number, rule, run_logs
+from ..model import ACC, DETAIL_LOG, PERF, ScenarioResult, TreeContext, number, round_percentile, rule, run_logs
 
 _ISSUE_PATTERNS = ("performance_issue_same", "performance_issue_unique")
 
@@ -59,22 +59,21 @@ def _audit_keys(ctx: TreeContext, result: ScenarioResult, test: str | None) -> s
     return set(audit)
 
 
-def _log_problems(ctx: TreeContext, result: ScenarioResult, detail: dict, test: str | None, where: str) -> list[str]:
+def _log_problems(ctx: TreeContext, result: ScenarioResult, detail: dict, test: str | None) -> list[str]:
     problems = []
     audited = _audit_keys(ctx, result, test)
     for key in _ISSUE_PATTERNS:
         if key not in audited and detail.get(f"effective_{key}") is True:
             owner = f"the {test} run" if test else "a result's own run"
             problems.append(f"effective_{key} is true: the audit pattern is TEST04's, not {owner}'s")
-    # (An accuracy folder's PerformanceOnly log is test-mode's to name.)
-    performance = detail.get("effective_test_mode") == "PerformanceOnly" and (test or "/accuracy/" not in where)
+    performance = detail.get("effective_test_mode") == "PerformanceOnly"
     duration = number(detail.get("effective_min_duration_ms"))
     floor = ctx.rules.data.get("min_duration_ms")
-    # (The result's own performance run: run-length judges its duration.)
+    # (Compliance runs only: run-length judges the result's own performance run's duration.)
     if test and performance and "min_duration" not in audited and duration is not None and floor and duration < floor:
         problems.append(
             f"effective_min_duration_ms {duration:g}: {ctx.rules.name} runs last at least {floor} ms "
-            f"(mlperf.conf's min_duration{'; the ' + test + ' audit.config sets none' if test else ''})"
+            f"(mlperf.conf's min_duration; the {test} audit.config sets none)"
         )
     return problems
 
@@ -90,9 +89,7 @@ def _conf_problems(ctx: TreeContext, result: ScenarioResult, path: Path, name: s
     applied = effective(lines, model, scenario)
     limits = result.facts.latency_limits_ms(result.scenario) or {}
     fixed: dict[str, tuple[str, Any]] = {}  # key -> (how it must compare, the round's value)
-    percentile = (result.facts.facts.get("target_latency_percentile") or {}).get(result.scenario)
-    if percentile is None:
-        percentile = (ctx.rules["scenarios"].get(result.scenario) or {}).get("target_latency_percentile")
+    percentile = round_percentile(ctx, result, scenario)
     if percentile is not None:
         fixed["target_latency_percentile"] = ("equal", float(percentile) * 100)
     for key in ("ttft", "tpot"):
@@ -114,7 +111,7 @@ def _conf_problems(ctx: TreeContext, result: ScenarioResult, path: Path, name: s
         line = applied.get(key)
         if line is None:
             continue
-        value = conf_number(line.value, "int" if key.endswith("seed") else "float")
+        value = conf_number(line.value, "float")
         if value is None:
             continue
         loose = {"equal": value != wanted, "at most": value > wanted, "at least": value < wanted}[how]
@@ -157,7 +154,8 @@ def _conf_problems(ctx: TreeContext, result: ScenarioResult, path: Path, name: s
             "mlperf.conf",
             "<model>.<scenario>.<setting>",
             "the round's fixed settings for the result's model and scenario: percentile, token limits, Server "
-            "target latency, min_duration, seeds, sample_concatenate_permutation, issue patterns",
+            "target latency, min_duration, sample_concatenate_permutation, issue patterns (not the seeds: a "
+            "folder's copy is often another release's; the seeds rule judges the logs)",
         ),
         cross_checked(
             "user.conf",
@@ -176,7 +174,7 @@ def check_round_settings(ctx: TreeContext) -> list[Finding]:
                 if log.test is None and log.path not in (result.log_path(PERF), result.log_path(ACC)):
                     continue  # (a ranging run, or a stray log: not the result's; structure names strays)
                 detail = ctx.detail_at(log.path)
-                problems = _log_problems(ctx, result, detail, log.test, ctx.rel(log.path))
+                problems = _log_problems(ctx, result, detail, log.test)
                 if log.path == result.log_path(PERF) and _permutation_fixed(result):
                     if detail.get("effective_sample_concatenate_permutation") is False:
                         problems.append(

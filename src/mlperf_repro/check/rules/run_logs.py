@@ -33,6 +33,7 @@ from ..model import (
     number,
     performance_logs,
     plain,
+    result_logs,
     rule,
     run_logs,
 )
@@ -143,18 +144,6 @@ def _round_of_seeds(seeds: dict[str, Any]) -> str | None:
     return None
 
 
-def _seeded_logs(ctx: TreeContext):
-    """Each run's log the seeds are judged on: the performance run's, and for a LoadGen result
-    the accuracy and compliance runs' too (each is a run of the round's LoadGen)."""
-    for result, detail, where in performance_logs(ctx):
-        yield result, detail, where
-        if result.is_endpoints:
-            continue
-        for log in run_logs(ctx, result):
-            if log.path != result.log_path(PERF):
-                yield result, ctx.detail_at(log.path), ctx.rel(log.path)
-
-
 @rule(
     "seeds",
     evidence=[cross_checked(DETAIL_LOG, "effective_*_rng_seed", "the round's seeds (rules table loadgen.seeds)")],
@@ -163,7 +152,7 @@ def check_seeds(ctx: TreeContext) -> list[Finding]:
     """The seeds the log shows LoadGen used; the LoadGen version string is not judged
     (a release from before the round's last one may carry the same seeds)."""
     findings = []
-    for result, detail, where in _seeded_logs(ctx):
+    for result, detail, where in result_logs(ctx):
         found = {key: detail.get(f"effective_{key}") for key in ctx.rules.seeds}
         # The endpoints harness logs only its dataloader and scheduler seeds (no QSL seed).
         judged = result.endpoints.get("seeds", []) if result.is_endpoints else list(ctx.rules.seeds)
