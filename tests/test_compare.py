@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +57,9 @@ def test_changed_target_qps_and_engine_setting_rank_first(reference, runs, tmp_p
     server = partner / RESULTS / "Server"
     # What a partner's hand edit of user.conf leaves in the files: the conf and LoadGen's log.
     conf = server / "user.conf"
-    conf.write_text(conf.read_text().replace("target_qps = 100", "target_qps = 90"))
+    conf.write_text(
+        re.sub(r"(Server\.target_qps = )([\d.]+)", lambda m: f"{m[1]}{float(m[2]) * 0.9:g}", conf.read_text())
+    )
     patch_detail(server / "performance/run_1/mlperf_log_detail.txt", {"effective_target_qps": 900})
     (partner / f"closed/{SUBMITTER}/src/README.md").write_text("our fork\n")
     (comparison,) = compare_paths(str(reference), [str(partner)])
