@@ -113,6 +113,8 @@ def test_every_rule_is_covered_below():
         "measurements-agree",
         "log-records-once",
         "log-records-present",
+        # tests/test_checker_power.py
+        "power-evidence",
     }
     assert set(RULES) == tested
 
