@@ -168,7 +168,7 @@ def test_the_same_accuracy_log_from_two_runs_is_a_warning(tree):
 
 
 def test_run_identity_reads_any_log(good_tree):
-    from mlperf_repro.check.rules.provenance import run_identity
+    from mlperf_repro.check.model import run_identity
 
     assert run_identity({}) is None
     assert run_identity({"test_datetime": 5}) is None
@@ -473,3 +473,16 @@ def test_a_compliance_log_copied_from_another_system_is_a_warning(tree):
     warned = [f for f in findings(tree, "run-provenance", "warning") if "TEST06" in f.path]
     assert warned and all("deterministic model" in f.message for f in warned), warned
     assert [f for f in findings(tree, "run-provenance") if "TEST06" in f.path] == []
+
+
+def test_one_run_filed_twice_describing_two_models_is_an_error(tree):
+    """llama2-70b-99 and -99.9 may hold one run; their measurements then describe one model."""
+    shutil.copytree(tree / RESULTS, tree / f"{SYSTEM_DIR}/llama2-70b-99.9")
+    path = tree / f"{SYSTEM_DIR}/llama2-70b-99.9/Offline/measurements.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "weight_data_types": "fp8"}))
+    shared = [f for f in errors(tree) if f.rule == "measurements-agree"]
+    assert [f.path for f in shared] == [f"{SYSTEM_DIR}/llama2-70b-99.9/Offline/measurements.json"], [
+        f.line() for f in errors(tree)
+    ]
+    assert "hold one performance run" in shared[0].message

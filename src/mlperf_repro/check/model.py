@@ -344,6 +344,16 @@ def run_logs(ctx: TreeContext, result: ScenarioResult) -> list[RunLog]:
     return sorted(found.values(), key=lambda log: log.path)
 
 
+def run_identity(detail: dict[str, Any]) -> tuple | None:
+    """What tells a run from any other (its start and every figure it measured; no two
+    runs share all of them); None for a log without a start time."""
+    started = detail.get("test_datetime")
+    if not isinstance(started, str):
+        return None
+    measured = sorted((key, repr(value)) for key, value in detail.items() if key.startswith(("result_", "generated_")))
+    return (started, tuple(measured))
+
+
 def result_logs(ctx: TreeContext, *, compliance_only: bool = False):
     """(result, detail, where) of each result's performance run, then, for a LoadGen result,
     of its other runs: every one (accuracy and compliance), or the compliance runs' only."""

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from ..evidence import cross_checked
 from ..findings import Finding
@@ -41,19 +40,11 @@ from ..model import (
     TreeContext,
     accuracy_entries,
     rule,
+    run_identity,
     run_logs,
 )
 
 ACCURACY_LOG = "mlperf_log_accuracy.json"
-
-
-def run_identity(detail: dict[str, Any]) -> tuple | None:
-    """What tells a run from any other; None for a log without a start time."""
-    started = detail.get("test_datetime")
-    if not isinstance(started, str):
-        return None
-    measured = sorted((key, repr(value)) for key, value in detail.items() if key.startswith(("result_", "generated_")))
-    return (started, tuple(measured))
 
 
 def _part(log: RunLog, result: ScenarioResult) -> str:

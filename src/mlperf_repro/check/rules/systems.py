@@ -10,9 +10,11 @@ from ...benchmarks import available_rounds, load_round
 from ..evidence import Record, cross_checked, record_kind
 from ..findings import Finding
 from ..model import (
+    PERF,
     SYSTEM_JSON,
     TreeContext,
     rule,
+    run_identity,
 )
 
 MEASUREMENTS = "measurements.json"
@@ -271,21 +273,21 @@ def check_measurements(ctx: TreeContext) -> list[Finding]:
 @rule(
     "measurements-agree",
     evidence=[
-        cross_checked(
-            MEASUREMENTS, key, "the same system's other scenarios of the benchmark (a warning)", severity="warning"
-        )
+        cross_checked(MEASUREMENTS, key, "the same system's other scenarios of the benchmark", severity="warning")
         for key in MODEL_FIELDS
-        if key != "retraining"
     ]
     + [
         cross_checked(
-            MEASUREMENTS, "retraining", "the other scenarios of the benchmark (a warning)", severity="warning"
+            MEASUREMENTS, key, "a result holding the same performance run (llama2-70b-99 and -99.9 share one)"
         )
+        for key in MODEL_FIELDS
     ],
 )
 def check_measurements_agree(ctx: TreeContext) -> list[Finding]:
-    """The model a benchmark's scenarios say they ran, compared across the scenarios."""
+    """The model a benchmark's scenarios say they ran, compared across the scenarios (a
+    warning) and between the results that hold one run (an error: the run is one model's)."""
     described: dict[tuple[str, str], list[tuple[str, dict]]] = {}
+    by_run: dict[tuple, list[tuple[str, dict]]] = {}
     for result in ctx.results:
         path = result.measurements_file()
         try:
@@ -293,25 +295,42 @@ def check_measurements_agree(ctx: TreeContext) -> list[Finding]:
         except ValueError:
             continue  # (measurements names it)
         if isinstance(data, dict):
-            described.setdefault((result.system, result.benchmark), []).append(
-                (ctx.rel(path), Record(MEASUREMENTS, data))
-            )
+            entry = (ctx.rel(path), Record(MEASUREMENTS, data))
+            described.setdefault((result.system, result.benchmark), []).append(entry)
+            run = None if result.is_endpoints else run_identity(result.detail(PERF) or {})
+            if run is not None:
+                by_run.setdefault(run, []).append(entry)
     findings = []
     for files in described.values():
-        first_path, first = files[0]
-        for path, data in files[1:]:
-            differ = [k for k in MODEL_FIELDS if _stated(data.get(k)) != _stated(first.get(k))]
-            if differ:
-                shown = "; ".join(f"{k} {json.dumps(data.get(k))} against {json.dumps(first.get(k))}" for k in differ)
-                findings.append(
-                    Finding(
-                        "measurements-agree",
-                        path,
-                        f"describes another model than {first_path}: {shown} (one benchmark's scenarios run one "
-                        "model on a system)",
-                        severity="warning",
-                    )
+        findings += _disagreements(
+            files,
+            "one benchmark's scenarios run one model on a system",
+            "warning",
+        )
+    for files in by_run.values():
+        findings += _disagreements(
+            files,
+            "both results hold one performance run, which measured one model",
+            "error",
+        )
+    return findings
+
+
+def _disagreements(files: list[tuple[str, dict]], why: str, severity: str) -> list[Finding]:
+    first_path, first = files[0]
+    findings = []
+    for path, data in files[1:]:
+        differ = [k for k in MODEL_FIELDS if _stated(data.get(k)) != _stated(first.get(k))]
+        if differ:
+            shown = "; ".join(f"{k} {json.dumps(data.get(k))} against {json.dumps(first.get(k))}" for k in differ)
+            findings.append(
+                Finding(
+                    "measurements-agree",
+                    path,
+                    f"describes another model than {first_path}: {shown} ({why})",
+                    severity=severity,
                 )
+            )
     return findings
 
 
