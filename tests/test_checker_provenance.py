@@ -142,6 +142,82 @@ def test_one_run_for_both_accuracy_targets_of_a_model_is_allowed(tree):
     assert findings(tree, "run-provenance", "warning") == []
 
 
+def _power_begin(path: Path) -> str:
+    return next(
+        json.loads(line[len(":::MLLOG") :])["value"]
+        for line in path.read_text().splitlines()
+        if '"key": "power_begin"' in line
+    )
+
+
+def test_one_run_filed_twice_with_one_figure_edited(tree):
+    """llama2-70b-99 and -99.9 may share a run; the copy whose tokens/s was raised is still
+    that run (same power_begin), with another figure: an error."""
+    twin = tree / f"{SYSTEM_DIR}/llama2-70b-99.9"
+    shutil.copytree(tree / RESULTS, twin)
+    patch_detail(twin / "Server/performance/run_1/mlperf_log_detail.txt", {"result_completed_tokens_per_second": 1.0})
+    edited = [f for f in findings(tree, "run-provenance") if "figures" in f.message]
+    assert len(edited) == 1 and "result_completed_tokens_per_second" in edited[0].message, [
+        f.line() for f in findings(tree, "run-provenance")
+    ]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"test_datetime": "2030-01-01T00:00:00Z"}, {"test_datetime": "2030-01-01T00:00:00Z", "result_max_latency_ns": 7}],
+    ids=["redated", "redated-and-edited"],
+)
+def test_a_run_copied_under_another_system_and_redated(tree, values):
+    """A copy re-dated (test_datetime) and with a figure changed still began at the other run's
+    power_begin, to the millisecond: one run in two systems."""
+    other = _second_system(tree)
+    for scenario in ("Offline", "Server", "Interactive"):  # the other system's own runs began elsewhere
+        for part in ("performance/run_1", "accuracy"):
+            log = other / BENCH / scenario / part / "mlperf_log_detail.txt"
+            patch_detail(log, {"power_begin": "01-01-2031 00:00:00.000", "test_datetime": "2031-01-01T00:00:00Z"})
+    copied = other / BENCH / "Offline/accuracy/mlperf_log_detail.txt"
+    shutil.copyfile(tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt", copied)
+    patch_detail(copied, values)
+    assert _power_begin(copied) == _power_begin(tree / RESULTS / "Offline/accuracy/mlperf_log_detail.txt")
+    claimed = [f for f in findings(tree, "run-provenance") if f.path.endswith("Offline/accuracy/mlperf_log_detail.txt")]
+    assert claimed and "one run cannot be both" in claimed[0].message, [
+        f.line() for f in findings(tree, "run-provenance")
+    ]
+
+
+def test_a_power_results_ranging_run_is_another_run(tree):
+    """performance/ranging and performance/run_1 are two runs: the same log in both is one run twice."""
+    perf = tree / RESULTS / "Offline/performance"
+    (perf / "ranging").mkdir()
+    shutil.copyfile(perf / "run_1/mlperf_log_detail.txt", perf / "ranging/mlperf_log_detail.txt")
+    claimed = findings(tree, "run-provenance")
+    assert any("performance/ranging" in f.message + f.path for f in claimed), [f.line() for f in claimed]
+
+
+def test_one_accuracy_log_scored_two_ways(tree):
+    """-99.9 holds -99's accuracy run and log; its accuracy.txt raised a score: one log, one score."""
+    twin = tree / f"{SYSTEM_DIR}/llama2-70b-99.9"
+    shutil.copytree(tree / RESULTS, twin)
+    txt = twin / "Offline/accuracy/accuracy.txt"
+    txt.write_text(txt.read_text().replace("'rouge1': 44.5", "'rouge1': 44.9"))
+    edited = [f for f in findings(tree, "run-provenance") if "otherwise" in f.message]
+    assert [f.path for f in edited] == [f"{SYSTEM_DIR}/llama2-70b-99.9/Offline/accuracy/accuracy.txt"], [
+        f.line() for f in findings(tree, "run-provenance")
+    ]
+    assert "rouge1" in edited[0].message
+
+
+def test_an_accuracy_log_and_scores_copied_from_another_scenario(tree):
+    """Server's accuracy folder keeps its own run's detail log but Offline's log and scores: a
+    warning (an SUT answering in issue order writes one log in each scenario)."""
+    for name in ("mlperf_log_accuracy.json", "accuracy.txt"):
+        shutil.copyfile(tree / RESULTS / "Offline/accuracy" / name, tree / RESULTS / "Server/accuracy" / name)
+    copied = [f for f in findings(tree, "run-provenance", "warning") if "another scenario's accuracy run" in f.message]
+    assert [f.path for f in copied] == [f"{RESULTS}/Server/accuracy/accuracy.txt"], [
+        f.line() for f in findings(tree, "run-provenance")
+    ]
+
+
 def test_scores_copied_from_another_result(tree):
     # Offline's accuracy.txt put beside Server's own (truncated) accuracy log.
     shutil.copyfile(tree / RESULTS / "Offline/accuracy/accuracy.txt", tree / RESULTS / "Server/accuracy/accuracy.txt")
@@ -157,7 +233,13 @@ def test_the_same_accuracy_log_from_two_runs_is_a_warning(tree):
     for hour, scenario in enumerate(("Offline", "Server", "Interactive")):
         for minute, part in enumerate(("performance/run_1", "accuracy")):
             path = other / BENCH / scenario / part / "mlperf_log_detail.txt"
-            patch_detail(path, {"test_datetime": f"2026-01-01T0{hour}:0{minute}:00Z"})
+            patch_detail(
+                path,
+                {
+                    "test_datetime": f"2026-01-01T0{hour}:0{minute}:00Z",
+                    "power_begin": f"01-01-2026 0{hour}:0{minute}:01.000",
+                },
+            )
     assert findings(tree, "run-provenance") == []
     warned = findings(tree, "run-provenance", "warning")
     scores = [f for f in warned if f.path.endswith("accuracy/accuracy.txt")]

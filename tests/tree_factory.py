@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from mlperf_repro.benchmarks import load_round
+from mlperf_repro.check.model import POWER_TIME
 from mlperf_repro.check.rules.log_evidence import COPIED_SETTINGS, SCENARIO_PREFIX
 from mlperf_repro.compliance import audit_config_text
 from mlperf_repro.compliance.verify import verify_test06, write_verdict
@@ -168,7 +169,6 @@ def patch_detail(path: Path, values: dict) -> None:
         )
 
 
-_POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
 
 
 def _records(path: Path) -> list[dict]:
@@ -183,8 +183,8 @@ def _power_window_for(path: Path, values: dict) -> dict:
     other runs last at least their longest sample, their serial queries and their schedule."""
     merged = {**{r["key"]: r["value"] for r in _records(path)}, **values}
     try:
-        begin = datetime.datetime.strptime(merged["power_begin"], _POWER_TIME)
-        end = datetime.datetime.strptime(merged["power_end"], _POWER_TIME)
+        begin = datetime.datetime.strptime(merged["power_begin"], POWER_TIME)
+        end = datetime.datetime.strptime(merged["power_end"], POWER_TIME)
     except (KeyError, TypeError, ValueError):
         return {}  # a test's own edit of the window: kept as it is
 
@@ -207,7 +207,7 @@ def _power_window_for(path: Path, values: dict) -> dict:
         stop = begin + datetime.timedelta(seconds=round(seconds, 3))
     except OverflowError:
         return {}
-    shown = stop.strftime(_POWER_TIME)[:-3]
+    shown = stop.strftime(POWER_TIME)[:-3]
     return {} if shown == merged["power_end"] else {"power_end": shown}
 
 

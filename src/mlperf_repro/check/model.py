@@ -8,6 +8,7 @@ register them, one module per record the rules read, and ``check_tree`` runs the
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import json
 import re
@@ -352,6 +353,27 @@ def run_identity(detail: dict[str, Any]) -> tuple | None:
         return None
     measured = sorted((key, repr(value)) for key, value in detail.items() if key.startswith(("result_", "generated_")))
     return (started, tuple(measured))
+
+
+# How LoadGen stamps the wall clock (power_begin, power_end), as the power daemon stamps its
+# samples: the host's local time, to the millisecond.
+POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
+
+
+def power_time(value: Any) -> datetime.datetime | None:
+    """A LoadGen wall-clock stamp ("02-05-2026 16:39:10.680") read; None where it is not one."""
+    try:
+        return datetime.datetime.strptime(value.strip(), POWER_TIME) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def run_start(detail: dict[str, Any]) -> str | None:
+    """The instant a run began measuring (``power_begin``, to the millisecond): two logs
+    naming one are one run, whatever else they say (a copy with its test_datetime or one
+    figure edited). Over both published corpora no two runs of a submitter share one."""
+    begin = detail.get("power_begin")
+    return begin if isinstance(begin, str) and begin.strip() else None
 
 
 def result_logs(ctx: TreeContext, *, compliance_only: bool = False):

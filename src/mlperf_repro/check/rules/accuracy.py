@@ -529,7 +529,26 @@ OUTPUT_LENGTH_TOLERANCE = 0.05
 _TOKEN_RATES = {
     "Offline": ("result_tokens_per_second", "result_samples_per_second"),
     "Server": ("result_completed_tokens_per_second", "result_completed_samples_per_sec"),
+    "Interactive": ("result_completed_tokens_per_second", "result_completed_samples_per_sec"),
 }
+# A mean can be no longer than the longest answer: the reference SUT's cap on new tokens
+# (the table's performance_max_output_tokens, or its generation settings), plus the token
+# some harnesses count for the end of sequence, and a rounding. The published means reach
+# 129.0 under llama3.1-8b's 128.
+CAP_SLACK_TOKENS, CAP_SLACK = 1, 0.01
+
+
+def performance_token_cap(facts) -> int | None:
+    """The most new tokens a performance-run answer of the benchmark may have, where the round says."""
+    if facts is None:
+        return None
+    generation = facts.facts.get("generation") or {}
+    cap = (
+        facts.facts.get("performance_max_output_tokens")
+        or generation.get("max_new_tokens_performance")
+        or generation.get("max_new_tokens")
+    )
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) else None
 
 
 def _own_sets(result: ScenarioResult) -> bool:
@@ -553,6 +572,12 @@ def _own_sets(result: ScenarioResult) -> bool:
             "over result_completed_samples_per_sec, accuracy.txt's tokens_per_sample (Server, Interactive)",
         ),
         cross_checked(ACCURACY_TXT, "tokens_per_sample", "the performance run's tokens per sample (its two rates)"),
+        cross_checked(
+            DETAIL_LOG,
+            "result_samples_per_second",
+            "with the token rate, a mean output length no longer than the round's cap on new tokens "
+            "(performance_max_output_tokens; a warning in open)",
+        ),
     ],
 )
 def check_output_length_evidence(ctx: TreeContext) -> list[Finding]:
@@ -563,17 +588,32 @@ def check_output_length_evidence(ctx: TreeContext) -> list[Finding]:
     for result, detail, where in performance_logs(ctx):
         txt = result.path / "accuracy" / "accuracy.txt"
         rates = _TOKEN_RATES.get(str(detail.get("effective_scenario")))
-        if result.is_endpoints or rates is None or not ctx.files.is_file(txt) or _own_sets(result):
+        if result.is_endpoints or rates is None:
+            continue
+        tokens, samples = (number(detail.get(k)) for k in rates)
+        if None in (tokens, samples) or samples <= 0:
+            continue
+        implied = tokens / samples
+        cap = performance_token_cap(result.facts)
+        if cap is not None and not ctx.test_scale and implied > (cap + CAP_SLACK_TOKENS) * (1 + CAP_SLACK):
+            findings.append(
+                Finding(
+                    "output-length-evidence",
+                    where,
+                    f"{rates[0]} {tokens:g} over {rates[1]} {samples:g} is {implied:.1f} tokens per sample, but "
+                    f"{result.mlperf_benchmark}'s answers stop at {cap} new tokens: the mean cannot exceed the longest",
+                    severity="warning" if ctx.division == "open" else "error",
+                )
+            )
+        if not ctx.files.is_file(txt) or _own_sets(result):
             continue
         printed = dict(_PRINTED_COUNT.findall(ctx.files.read_text(txt)))
-        tokens, samples = (number(detail.get(k)) for k in rates)
         try:
             measured = float(printed["tokens_per_sample"])
         except (KeyError, ValueError):
             continue
-        if None in (tokens, samples) or samples <= 0 or measured <= 0:
+        if measured <= 0:
             continue
-        implied = tokens / samples
         if abs(implied / measured - 1) > OUTPUT_LENGTH_TOLERANCE:
             findings.append(
                 Finding(

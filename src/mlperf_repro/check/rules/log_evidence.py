@@ -12,7 +12,6 @@ holds in every one of the 1,952 published v6.0 and v5.1 performance logs (bench/
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import re
@@ -22,7 +21,18 @@ from typing import Any
 from ...loadgen_logs import MLLOG_PREFIX, finite_number, parse_summary
 from ..evidence import cross_checked, derived, trust
 from ..findings import Finding
-from ..model import ACC, DETAIL_LOG, PERF, SUMMARY_LOG, TreeContext, result_logs, round_percentile, rule, run_logs
+from ..model import (
+    ACC,
+    DETAIL_LOG,
+    PERF,
+    SUMMARY_LOG,
+    TreeContext,
+    power_time,
+    result_logs,
+    round_percentile,
+    rule,
+    run_logs,
+)
 
 # effective_<key> is LoadGen's copy of requested_<key> (or of the scenario's requested_<scenario>_<key>).
 COPIED_SETTINGS = (
@@ -787,16 +797,6 @@ def check_records_present(ctx: TreeContext) -> list[Finding]:
 # max latency is the window; serial queries (SingleStream, MultiStream) take no more than it
 # together; a Server run lasts at least its schedule. Each holds in every published v6.0 and
 # v5.1 performance log (2,253 with results, compliance runs included), Offline to the ms.
-_POWER_TIME = "%m-%d-%Y %H:%M:%S.%f"
-
-
-def _power_time(value: Any) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.strptime(value, _POWER_TIME) if isinstance(value, str) else None
-    except ValueError:
-        return None
-
-
 def clock_problems(detail: dict) -> list[str]:
     """The run's figures against its power window (empty where the log lacks either: the
     records' presence is log-records-present's)."""
@@ -805,10 +805,10 @@ def clock_problems(detail: dict) -> list[str]:
     stamps = {key: detail[key] for key in ("power_begin", "power_end") if key in detail}
     if len(stamps) < 2 or longest is None:
         return []
-    unreadable = [f"{k} {json.dumps(v)}" for k, v in stamps.items() if _power_time(v) is None]
+    unreadable = [f"{k} {json.dumps(v)}" for k, v in stamps.items() if power_time(v) is None]
     if unreadable:
         return [f"{' and '.join(unreadable)} is not a time as LoadGen writes it (MM-DD-YYYY HH:MM:SS.mmm)"]
-    window = (_power_time(stamps["power_end"]) - _power_time(stamps["power_begin"])).total_seconds()
+    window = (power_time(stamps["power_end"]) - power_time(stamps["power_begin"])).total_seconds()
     if window < 0:
         return [f"power_end {detail.get('power_end')} is before power_begin {detail.get('power_begin')}"]
     # The window is printed to the ms, and LoadGen logs power_begin just after the run's clock

@@ -33,7 +33,7 @@ from typing import Any
 from ..evidence import Record, cross_checked, derived, note, record_kind
 from ..files import UnreadableFile
 from ..findings import Finding
-from ..model import DETAIL_LOG, TreeContext, rule
+from ..model import DETAIL_LOG, POWER_TIME, TreeContext, power_time, rule
 
 CLIENT_JSON, SERVER_JSON = "power/client.json", "power/server.json"
 SPL = "spl.txt"
@@ -48,7 +48,6 @@ SESSION_FILES = (
     "power/server.log",
     *(f"{run}/{name}" for run in PHASES for name in ("mlperf_log_detail.txt", "mlperf_log_summary.txt", SPL)),
 )
-_STAMP = "%m-%d-%Y %H:%M:%S.%f"
 # The daemon samples once a second; a phase's samples start before the run's window opens
 # and end after it closes (published: at most 1.03 s apart, the first 0.6 s or more before
 # power_begin). A sample more than this late at either end, or a gap longer, leaves part
@@ -96,10 +95,9 @@ class Sample:
 
 
 def _stamp(text: str) -> float | None:
-    try:
-        return datetime.datetime.strptime(text.strip(), _STAMP).replace(tzinfo=datetime.UTC).timestamp()
-    except ValueError:
-        return None
+    """A stamp as seconds (read as UTC, as the session's own times are)."""
+    moment = power_time(text)
+    return None if moment is None else moment.replace(tzinfo=datetime.UTC).timestamp()
 
 
 def _quantities(tokens: list[str]) -> tuple[float, float, float, float]:
@@ -302,7 +300,7 @@ def _samples_problems(samples: list[Sample], mark: str, begin: float, end: float
 
 
 def _shown(moment: float) -> str:
-    return datetime.datetime.fromtimestamp(moment, datetime.UTC).strftime(_STAMP)[:-3]
+    return datetime.datetime.fromtimestamp(moment, datetime.UTC).strftime(POWER_TIME)[:-3]
 
 
 def _window(detail: dict[str, Any]) -> tuple[float, float] | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from ..evidence import cross_checked
 from ..findings import Finding
@@ -42,17 +43,22 @@ from ..model import (
     rule,
     run_identity,
     run_logs,
+    run_start,
 )
 
 ACCURACY_LOG = "mlperf_log_accuracy.json"
 
 
-def _part(log: RunLog, result: ScenarioResult) -> str:
-    """Which of the result's runs a log is: a compliance test's, or the folder it lies in."""
+def _part(ctx: TreeContext, log: RunLog, result: ScenarioResult) -> str:
+    """Which of the result's runs a log is: a compliance test's, or the folder it lies in (a
+    power result's performance/ holds two runs, run_1 and ranging; structure names any other)."""
     if log.test:
         return log.test
     folder = result.path if log.path.is_relative_to(result.path) else result.compliance_path
     relative = log.path.relative_to(folder).parts
+    runs = (ctx.rules.data.get("tree_layout") or {}).get("performance_folders", [])
+    if relative[0] == "performance" and len(relative) > 2 and relative[1] in runs and relative[1] != "run_1":
+        return "/".join(relative[:2])
     return relative[0] if len(relative) > 1 else "."
 
 
@@ -99,16 +105,18 @@ def _shown(ctx: TreeContext, result: ScenarioResult, part: str) -> str:
     ],
 )
 def check_run_provenance(ctx: TreeContext) -> list[Finding]:
-    """A run, or an accuracy log's scores, claimed by two results that cannot share it."""
+    """A run, or an accuracy log's scores, claimed by two results that cannot share it; one
+    run (one start) filed twice with two sets of figures."""
     findings = []
-    holders: dict[tuple, list[tuple[ScenarioResult, str, Path]]] = defaultdict(list)
+    holders: dict[tuple, list[tuple[ScenarioResult, str, Path, tuple]]] = defaultdict(list)
     for result in ctx.results:
         if result.is_endpoints:
             continue
         for log in run_logs(ctx, result):
-            identity = run_identity(ctx.detail_at(log.path))
+            detail = ctx.detail_at(log.path)
+            identity = run_identity(detail)
             if identity is not None:
-                holders[identity].append((result, _part(log, result), log.path))
+                holders[run_start(detail) or identity].append((result, _part(ctx, log, result), log.path, identity))
     for held in holders.values():
         first = held[0]
         for other in held[1:]:
@@ -117,8 +125,21 @@ def check_run_provenance(ctx: TreeContext) -> list[Finding]:
                     Finding(
                         "run-provenance",
                         ctx.rel(other[2]),
-                        f"is the run {ctx.rel(first[2])} holds (same test_datetime and results): one run cannot be "
+                        f"is the run {ctx.rel(first[2])} holds (it started at the same instant): one run cannot be "
                         f"both {_shown(ctx, *first[:2])} and {_shown(ctx, *other[:2])}",
+                    )
+                )
+            elif other[3] != first[3]:
+                figures, others = dict(first[3][1]), dict(other[3][1])
+                differ = ["test_datetime"] if other[3][0] != first[3][0] else []
+                differ += sorted(k for k in figures.keys() | others.keys() if figures.get(k) != others.get(k))
+                findings.append(
+                    Finding(
+                        "run-provenance",
+                        ctx.rel(other[2]),
+                        f"is the run {ctx.rel(first[2])} holds (the same power_begin, to the millisecond), but "
+                        f"with other {', '.join(differ[:4])}{' ...' if len(differ) > 4 else ''}: one run has one "
+                        "set of figures, so one of the two was edited",
                     )
                 )
     findings += _shared_scores(ctx)
@@ -196,11 +217,12 @@ def _compliance_accuracy_logs(ctx: TreeContext, result: ScenarioResult):
 def _shared_scores(ctx: TreeContext) -> list[Finding]:
     """accuracy.txt files naming one accuracy log (the same hash line). One sha256 is one
     log, so where both logs are truncated their kept ends are the same bytes: kept ends that
-    differ say one accuracy.txt was copied from the other result (an error). Where they are
-    the same but two systems' accuracy runs are not one run, a deterministic model may have
-    written the same log twice (resnet50 SingleStream on two systems of one GPU does), or
-    the log was copied with its scores: a warning, for a reviewer to decide. (One system's
-    deterministic SUT writes one log in each scenario: not worth a word.)"""
+    differ say one accuracy.txt was copied from the other result (an error). Where the logs
+    are the same bytes, their scores are the same (an error otherwise), and unless one
+    accuracy run is filed twice: another scenario's run of the same system writes another
+    log unless its SUT answers in issue order (a warning); another system's may be a deterministic model's twin
+    (resnet50 SingleStream on two systems of one GPU is), or a copy with its scores (a
+    warning, for a reviewer to decide)."""
     by_hash: dict[str, list[ScenarioResult]] = defaultdict(list)
     for result in ctx.results:
         txt = result.path / "accuracy" / "accuracy.txt"
@@ -231,19 +253,64 @@ def _shared_scores(ctx: TreeContext) -> list[Finding]:
                         )
                     )
                 continue  # (a whole log: accuracy-evidence compares its sha256 with the hash line)
-            run = run_identity(first.detail(ACC) or {})
-            if first.system != other.system and (run is None or run != run_identity(other.detail(ACC) or {})):
-                if not _may_share(ctx, (first, "accuracy"), (other, "accuracy")):
-                    findings.append(
-                        Finding(
-                            "run-provenance",
-                            where,
-                            f"holds the accuracy log {named} holds, byte for byte, from another accuracy run: a "
-                            "deterministic model can write one log twice, or the log was copied with its scores",
-                            severity="warning",
-                        )
+            findings += _one_log_two_scores(ctx, first, other, where, named)
+            first_run, other_run = (_accuracy_run(r) for r in (first, other))
+            if first_run is not None and first_run == other_run:
+                continue  # one run filed twice: the run's own provenance judges it
+            if first.system == other.system and first.scenario != other.scenario:
+                # Real SUTs answer in another order in each scenario, so no two published
+                # scenarios' logs are the same bytes; an SUT answering in issue order (the
+                # test factory's) writes one log in each: a warning, for a reviewer.
+                findings.append(
+                    Finding(
+                        "run-provenance",
+                        where,
+                        f"holds the accuracy log {named} holds, byte for byte, though it is another scenario's "
+                        "accuracy run: only an SUT that answers every scenario in issue order writes the same "
+                        "log twice; otherwise it was copied from the other result",
+                        severity="warning",
                     )
+                )
+            elif first.system != other.system and not _may_share(ctx, (first, "accuracy"), (other, "accuracy")):
+                findings.append(
+                    Finding(
+                        "run-provenance",
+                        where,
+                        f"holds the accuracy log {named} holds, byte for byte, from another accuracy run: a "
+                        "deterministic model can write one log twice, or the log was copied with its scores",
+                        severity="warning",
+                    )
+                )
     return findings
+
+
+def _accuracy_run(result: ScenarioResult) -> Any:
+    detail = result.detail(ACC) or {}
+    return run_start(detail) or run_identity(detail)
+
+
+def _one_log_two_scores(
+    ctx: TreeContext, first: ScenarioResult, other: ScenarioResult, where: str, named: str
+) -> list[Finding]:
+    """One accuracy log (the same bytes) scored twice must score alike: the evaluator is a
+    function of the log. (No published pair differs.)"""
+    if first.facts is None or other.facts is None:
+        return []
+    scores = [
+        r.facts.accuracy_readings(ctx.files.read_text(r.path / "accuracy" / "accuracy.txt")) for r in (first, other)
+    ]
+    differ = sorted(k for k in scores[0].keys() & scores[1].keys() if scores[0][k] != scores[1][k])
+    if not differ:
+        return []
+    shown = "; ".join(f"{k} {scores[1][k]} against {scores[0][k]}" for k in differ[:3])
+    return [
+        Finding(
+            "run-provenance",
+            where,
+            f"scores the accuracy log {named} scores, the same bytes, otherwise: {shown}; one log has one "
+            "score, so these scores were edited",
+        )
+    ]
 
 
 @rule(

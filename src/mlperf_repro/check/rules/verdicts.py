@@ -15,6 +15,7 @@ through :func:`read_verify` (which notes it for the evidence map).
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ..evidence import Record, cross_checked, derived, record_kind
 from ..findings import Finding
-from ..model import ACC, ScenarioResult, TreeContext, issued_accuracy_samples, rule
+from ..model import ACC, PERF, ScenarioResult, TreeContext, issued_accuracy_samples, power_time, rule, run_logs
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"
 _BOOL = r"(True|False|Skipped)"
@@ -138,6 +139,16 @@ VERIFY_FILES = {
 }
 
 
+# Lines every verify script prints besides its own numbers: the logs it loaded ("Sucessfully
+# loaded MLPerf log from <path>.", "Loading MLPerf log from <path>") and its log lines' times.
+_COMMON_FIELDS = _fields(
+    loaded_log=r".*\bload(?:ed|ing)? MLPerf log from\s+(\S+?)\.?",
+    logged_at=r"\[?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\b.*",
+)
+for _spec in VERIFY_FILES.values():
+    _spec.fields.update(_COMMON_FIELDS)
+
+
 def read_verify(spec: VerifyFile, text: str) -> Record:
     """The verify file's fields: name -> every value its pattern finds, in order."""
     values = {}
@@ -179,7 +190,9 @@ def _close(a: float, b: float, digits: int = 2) -> bool:
 
 def _test01_accuracy(record: Record, ctx: TreeContext, result: ScenarioResult, entry: dict) -> _Check:
     counts = {
-        name: _one(record, name) for name in VERIFY_FILES[("TEST01", "verify_accuracy.txt")].fields if name != "verdict"
+        name: _one(record, name)
+        for name in VERIFY_FILES[("TEST01", "verify_accuracy.txt")].fields
+        if name != "verdict" and name not in _COMMON_FIELDS
     }
     failures, problems = [], []
     mismatch, match = counts["num_perf_log_data_mismatch"], counts["num_perf_log_qsl_idx_match"]
@@ -354,7 +367,7 @@ def _test09(record: Record, ctx: TreeContext, result, entry) -> _Check:
     return _Check(failures, problems)
 
 
-def _test09_run(ctx: TreeContext, path: Path, record: Record) -> list[Finding]:
+def _test09_run(ctx: TreeContext, result: ScenarioResult, path: Path, record: Record) -> list[Finding]:
     """TEST09's run logs every sample once: its tokens per second over its samples per second is
     the mean output length the verify file states (within 1%, in all 56 published pairs)."""
     mean = _one(record, "mean_output_tokens")
@@ -362,7 +375,91 @@ def _test09_run(ctx: TreeContext, path: Path, record: Record) -> list[Finding]:
     log = next((path.parent / r for r in relatives if ctx.files.is_file(path.parent / r)), None)
     if mean is None or log is None:
         return []
-    detail = ctx.exact_detail(log)
+    findings = []
+    own = _tokens_per_sample(ctx.exact_detail(log))
+    if own is not None and abs(own[0] - mean) > 0.01 * max(abs(mean), 1e-9):
+        findings.append(
+            Finding(
+                "verify-evidence",
+                ctx.rel(path),
+                f"states Mean output tokens {mean:g}, but its run {ctx.rel(log)} gives {own[1]} = "
+                f"{own[0]:.2f} tokens per sample",
+            )
+        )
+    perf = result.path / PERF
+    scored = _tokens_per_sample(ctx.exact_detail(perf)) if ctx.files.is_file(perf) and not ctx.test_scale else None
+    if scored is not None and abs(scored[0] / mean - 1) > TEST09_RESULT_TOLERANCE:
+        findings.append(
+            Finding(
+                "verify-evidence",
+                ctx.rel(perf),
+                f"gives {scored[1]} = {scored[0]:.1f} tokens per sample, but TEST09 ({ctx.rel(path)}) measured "
+                f"{mean:g} over the same performance set ({abs(scored[0] / mean - 1):.1%} apart, at most "
+                f"{TEST09_RESULT_TOLERANCE:.0%}): the result's token rate is not its model's",
+                severity="warning" if ctx.division == "open" else "error",
+            )
+        )
+    return findings
+
+
+# A verify file's clock and the run's may be in two time zones (published: up to 8 hours apart,
+# NVIDIA's); a verification logged more than this before its run ended did not verify it.
+VERIFY_CLOCK_SLACK_H = 14
+_SCENARIO_NAMES = {"offline", "server", "singlestream", "multistream", "interactive"}
+
+
+def _loaded_elsewhere(
+    ctx: TreeContext, result: ScenarioResult, spec: VerifyFile, path: Path, record: Record
+) -> list[Finding]:
+    """The logs a verify file says it loaded are this result's scenario's (or one the round
+    infers it from), and it was written after its run ended."""
+    findings = []
+    allowed = {result.scenario.lower()}
+    inferred = (ctx.rules.data.get("inferred_scenarios") or {}).get("edge", {})
+    if "edge" in ctx.system_type(result.system):
+        allowed |= {s.lower() for s in inferred.get(result.scenario, [])}
+        allowed |= {s.lower() for s, sources in inferred.items() if result.scenario in sources}
+    for loaded in record.get("loaded_log") or []:
+        named = {part.lower() for part in re.split(r"[/\\]", loaded)} & _SCENARIO_NAMES
+        if named and not named & allowed:
+            findings.append(
+                Finding(
+                    "verify-evidence",
+                    ctx.rel(path),
+                    f"says it loaded {loaded}, a {'/'.join(sorted(named))} run's log, in the {result.scenario} "
+                    "result: it verified another scenario's run",
+                )
+            )
+            break
+    stamps = record.get("logged_at") or []
+    ended = [
+        power_time(ctx.detail_at(log.path).get("power_end")) for log in run_logs(ctx, result) if log.test == spec.test
+    ]
+    ended = [t for t in ended if t is not None]
+    if stamps and ended:
+        try:
+            written = datetime.datetime.strptime(stamps[0], "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            return findings
+        if written < max(ended) - datetime.timedelta(hours=VERIFY_CLOCK_SLACK_H):
+            findings.append(
+                Finding(
+                    "verify-evidence",
+                    ctx.rel(path),
+                    f"was logged at {stamps[0]}, more than {VERIFY_CLOCK_SLACK_H} hours (any two time zones) before "
+                    f"its {spec.test} run ended ({max(ended):%Y-%m-%d %H:%M:%S}): it verified an earlier run",
+                )
+            )
+    return findings
+
+
+# The result's performance run against TEST09's mean output length: both generate the round's
+# performance set with one model (in the 56 published v6.0 pairs within 1.6%).
+TEST09_RESULT_TOLERANCE = 0.03
+
+
+def _tokens_per_sample(detail: dict) -> tuple[float, str] | None:
+    """A run's token rate over its sample rate (its mean output length), and how it was had."""
     offline = detail.get("effective_scenario") == "Offline"
     tokens, samples = (
         ("result_tokens_per_second", "result_samples_per_second")
@@ -371,29 +468,24 @@ def _test09_run(ctx: TreeContext, path: Path, record: Record) -> list[Finding]:
     )
     rate, count = _float(str(detail.get(tokens))), _float(str(detail.get(samples)))
     if rate is None or not count:
-        return []
-    if abs(rate / count - mean) > 0.01 * max(abs(mean), 1e-9):
-        return [
-            Finding(
-                "verify-evidence",
-                ctx.rel(path),
-                f"states Mean output tokens {mean:g}, but its run {ctx.rel(log)} gives {tokens} / {samples} = "
-                f"{rate / count:.2f} tokens per sample",
-            )
-        ]
-    return []
+        return None
+    return rate / count, f"{tokens} / {samples}"
 
 
 # The lines every published verify file of a kind holds (all 1,641 of v6.0 and v5.1, bar six
 # TEST01 verify_performance.txt files without a verdict, which compliance fails) and the
 # workflow's own writer prints too: a line missing leaves its check nothing to judge.
 REQUIRED_FIELDS = {
-    ("TEST01", "verify_accuracy.txt"): tuple(VERIFY_FILES[("TEST01", "verify_accuracy.txt")].fields),
+    ("TEST01", "verify_accuracy.txt"): tuple(
+        f for f in VERIFY_FILES[("TEST01", "verify_accuracy.txt")].fields if f not in _COMMON_FIELDS
+    ),
     ("TEST01", "verify_performance.txt"): ("verdict", "reference_score", "test_score"),
     ("TEST04", "verify_performance.txt"): ("verdict", "reference_score", "test_score"),
     ("TEST06", "verify_accuracy.txt"): ("first_token_check", "eos_check", "sample_length_check"),
     ("TEST07", "verify_accuracy.txt"): ("verdict", "accuracy_score", "accuracy_threshold", "accuracy_check"),
-    ("TEST08", "verify_accuracy.txt"): tuple(f for f in VERIFY_FILES[("TEST08", "verify_accuracy.txt")].fields),
+    ("TEST08", "verify_accuracy.txt"): tuple(
+        f for f in VERIFY_FILES[("TEST08", "verify_accuracy.txt")].fields if f not in _COMMON_FIELDS
+    ),
     ("TEST09", "verify_output_len.txt"): ("verdict", "mean_output_tokens"),
 }
 # A check line's own verdict (the reference writes True or False from the numbers beside it).
@@ -537,13 +629,31 @@ VERIFY_EVIDENCE = [
     cross_checked(
         "TEST09/verify_output_len.txt",
         "mean_output_tokens",
-        "the TEST09 run's tokens per second over its samples per second (within 1%)",
+        "the TEST09 run's tokens per second over its samples per second (within 1%); the result's own "
+        "performance run's (within 3%, the same set and model; a warning in open)",
     ),
     cross_checked(
         "TEST09/verify_output_len.txt",
         "total_samples",
         _ROUND.format(test="TEST09", key="audit_config.min_query_count"),
     ),
+]
+
+
+VERIFY_EVIDENCE += [
+    entry
+    for spec in VERIFY_FILES.values()
+    for entry in (
+        cross_checked(
+            spec.kind,
+            "loaded_log",
+            "the result's scenario: a path naming another scenario (one the round does not infer it from) "
+            "is another run's log",
+        ),
+        cross_checked(
+            spec.kind, "logged_at", f"its run's power_end: not more than {VERIFY_CLOCK_SLACK_H} hours before it"
+        ),
+    )
 ]
 
 
@@ -589,7 +699,8 @@ def _judge(ctx: TreeContext, result: ScenarioResult, spec: VerifyFile, path: Pat
     if stated == {"TEST PASS", "TEST FAIL"}:
         findings.append(Finding("verify-evidence", where, "states both TEST PASS and TEST FAIL"))
     if spec.test == "TEST09":
-        findings.extend(_test09_run(ctx, path, record))
+        findings.extend(_test09_run(ctx, result, path, record))
+    findings.extend(_loaded_elsewhere(ctx, result, spec, path, record))
     failed_checks = [CHECK_LINES[n] for n in CHECK_LINES if n in spec.fields and "False" in (record.get(n) or [])]
     if failed_checks and "TEST PASS" in stated:
         findings.append(Finding("verify-evidence", where, f"says TEST PASS beside {', '.join(failed_checks)}: False"))
