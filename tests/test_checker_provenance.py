@@ -451,6 +451,8 @@ def test_a_conf_file_that_loosens_a_setting_the_round_fixes(tree, name, line, sa
         "*.Server.min_duration = 1200000",  # longer
         "*.*.qsl_rng_seed = 1",  # (a folder's mlperf.conf copy may be another release's: seeds are judged in logs)
         "resnet50.Server.ttft_latency = 1",  # another model's line
+        "*.Server.performance_sample_count_override = 0",  # the QSL's own count
+        "*.Server.performance_sample_count_override = 30000",
     ],
 )
 def test_a_conf_file_repeating_or_tightening_the_rounds_settings_passes(tree, line):
@@ -459,9 +461,14 @@ def test_a_conf_file_repeating_or_tightening_the_rounds_settings_passes(tree, li
     assert findings(tree, "round-settings") == []
 
 
-def test_an_audit_pattern_left_in_a_results_user_conf_is_a_warning(tree):
+@pytest.mark.parametrize(
+    "line",
+    ["llama2-70b.Offline.performance_issue_same = 1", "llama2-70b.Offline.performance_sample_count_override = 2048"],
+)
+def test_a_leftover_in_a_results_user_conf_is_a_warning(tree, line):
+    """An audit pattern, or a sample count below the round's, that the run's log shows unused."""
     conf = tree / RESULTS / "Offline" / "user.conf"
-    conf.write_text(conf.read_text() + "llama2-70b.Offline.performance_issue_same = 1\n")
+    conf.write_text(conf.read_text() + line + "\n")
     assert findings(tree, "round-settings") == []
     assert len(findings(tree, "round-settings", "warning")) == 1
 

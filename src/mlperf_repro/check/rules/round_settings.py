@@ -101,6 +101,10 @@ def _conf_problems(ctx: TreeContext, result: ScenarioResult, path: Path, name: s
         fixed["sample_concatenate_permutation"] = ("equal", 1)
     for key in _ISSUE_PATTERNS:
         fixed[key] = ("equal", 0)
+    samples = result.facts.facts.get("performance_sample_count")
+    if isinstance(samples, int) and not ctx.test_scale:
+        # (0 leaves the count to the QSL, which the round's own count then fixes.)
+        fixed["performance_sample_count_override"] = ("at least, or 0", samples)
     if name == "mlperf.conf":
         # (Not the seeds: a folder's mlperf.conf is often another release's copy, 263 of 977
         # published ones hash otherwise than the run's LoadGen says, many with the last
@@ -114,17 +118,25 @@ def _conf_problems(ctx: TreeContext, result: ScenarioResult, path: Path, name: s
         value = conf_number(line.value, "float")
         if value is None:
             continue
-        loose = {"equal": value != wanted, "at most": value > wanted, "at least": value < wanted}[how]
+        loose = {
+            "equal": value != wanted,
+            "at most": value > wanted,
+            "at least": value < wanted,
+            "at least, or 0": value != 0 and value < wanted,
+        }[how]
         if loose:
             # A user.conf's audit pattern is a compliance run's setting left behind (v6.0
             # Krai's wan user.conf holds TEST04's): a warning; the run's log is judged.
-            leftover = name == "user.conf" and key in _ISSUE_PATTERNS
+            # So is a sample count below the round's: 18 published v6.0 gpt-oss user.conf files
+            # set the accuracy set's 4395 and NVIDIA's wan ones 128, which their runs did not use.
+            leftover = name == "user.conf" and (key in _ISSUE_PATTERNS or key == "performance_sample_count_override")
             findings.append(
                 Finding(
                     "round-settings",
                     ctx.rel(path),
                     f"line {line.line_no} sets {line.model}.{line.scenario}.{key} = {line.value}; {ctx.rules.name} "
-                    f"fixes it for {model} {scenario} ({how} {wanted:g}): a submitter may not change it",
+                    f"fixes it for {model} {scenario} ({how.replace(',', f' {wanted:g},') if ',' in how else f'{how} {wanted:g}'}): "
+                    "a submitter may not change it",
                     severity="warning" if leftover else "error",
                 )
             )
@@ -154,7 +166,8 @@ def _conf_problems(ctx: TreeContext, result: ScenarioResult, path: Path, name: s
             "mlperf.conf",
             "<model>.<scenario>.<setting>",
             "the round's fixed settings for the result's model and scenario: percentile, token limits, Server "
-            "target latency, min_duration, sample_concatenate_permutation, issue patterns (not the seeds: a "
+            "target latency, min_duration, sample_concatenate_permutation, issue patterns, a "
+            "performance_sample_count_override of at least the round's performance_sample_count (or 0; not the seeds: a "
             "folder's copy is often another release's; the seeds rule judges the logs)",
         ),
         cross_checked(
