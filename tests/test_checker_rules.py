@@ -115,6 +115,8 @@ def test_every_rule_is_covered_below():
         "log-records-present",
         # tests/test_checker_power.py
         "power-evidence",
+        # tests/test_checker_harness_records.py
+        "harness-records",
     }
     assert set(RULES) == tested
 

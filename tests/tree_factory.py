@@ -169,8 +169,6 @@ def patch_detail(path: Path, values: dict) -> None:
         )
 
 
-
-
 def _records(path: Path) -> list[dict]:
     return [
         json.loads(line[len(":::MLLOG") :]) for line in path.read_text().splitlines() if line.startswith(":::MLLOG")

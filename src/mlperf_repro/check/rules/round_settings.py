@@ -135,12 +135,16 @@ def _conf_problems(ctx: TreeContext, result: ScenarioResult, path: Path, name: s
                     "round-settings",
                     ctx.rel(path),
                     f"line {line.line_no} sets {line.model}.{line.scenario}.{key} = {line.value}; {ctx.rules.name} "
-                    f"fixes it for {model} {scenario} ({how.replace(',', f' {wanted:g},') if ',' in how else f'{how} {wanted:g}'}): "
-                    "a submitter may not change it",
+                    f"fixes it for {model} {scenario} ({_bound(how, wanted)}): a submitter may not change it",
                     severity="warning" if leftover else "error",
                 )
             )
     return findings
+
+
+def _bound(how: str, wanted: float) -> str:
+    """ "at least 10833, or 0" for ("at least, or 0", 10833); "equal 0" for ("equal", 0)."""
+    return how.replace(",", f" {wanted:g},") if "," in how else f"{how} {wanted:g}"
 
 
 @rule(
