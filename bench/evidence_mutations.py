@@ -5,7 +5,8 @@
 
 SUBMITTER_DIR is a published submitter folder (…/closed/AMD). For every record kind of the map
 (``mlperf_repro.check.evidence``) that this script can edit (LoadGen detail logs and summaries,
-the compliance verify files, measurements and system JSON, accuracy.txt), up to N files of the
+the compliance verify files, measurements and system JSON, accuracy.txt, a power result's session
+files and samples, MLC's cpu_info.json and console, the reference harness's results.json), up to N files of the
 kind are taken from the tree, one per scenario where it can, and every field of the map present
 in each file is perturbed the ways a careless or dishonest submitter would: the value moved up
 and down (a number), flipped (a boolean or a verdict), edited (text), removed, written twice with
@@ -67,7 +68,9 @@ def _moved(value) -> list[tuple[str, object]]:
     if isinstance(value, float):
         return [("changed up", value * 3 + 0.7), ("changed down", value / 3)]
     if isinstance(value, str):
-        return [("edited", f"{value} edited")]
+        # (a count written as text, as MLC's cpu_info.json writes them: another count too)
+        counts = [(how, str(moved)) for how, moved in _moved(int(value))] if re.fullmatch(r"\d+", value) else []
+        return [*counts, ("edited", f"{value} edited")]
     return []
 
 
@@ -198,8 +201,28 @@ _ACCURACY_TXT = {
     "hash": re.compile(r"^hash=([\w\d]+)$", re.MULTILINE),
 }
 
+# A power session's samples (the first of each phase file) and the daemon's tally; MLC's console.
+_SPL = {
+    "Time": re.compile(r"^Time,([^,\n]+),", re.MULTILINE),
+    "Watts": re.compile(r"^Time,[^,\n]+,Watts,([-\d.]+)", re.MULTILINE),
+    "Mark": re.compile(r",Mark,([^,\n]+)"),
+}
+_PTD_LOG = {
+    "Avg watts": re.compile(r"Avg watts ([-\d.]+)"),
+    "samples": re.compile(r", samples (\d+)"),
+    "Go with mark": re.compile(r"Go with mark '([^']+)'"),
+}
+_CONSOLE = {"Result": re.compile(r"Result: \w+: ([-+\d.eE]+)")}
+
 # record kind -> (files, relative to a result folder, to take instances from; the mutations of one)
 EDITORS = {
+    "power/client.json": (["performance/power/client.json"], _json_mutations),
+    "power/server.json": (["performance/power/server.json"], _json_mutations),
+    "spl.txt": (["performance/run_1/spl.txt", "performance/ranging/spl.txt"], _pattern_mutations(_SPL)),
+    "power/ptd_logs.txt": (["performance/power/ptd_logs.txt"], _pattern_mutations(_PTD_LOG)),
+    "cpu_info.json": (["cpu_info.json"], _json_mutations),
+    "performance_console.out": (["performance_console.out"], _pattern_mutations(_CONSOLE)),
+    "results.json": (["accuracy/results.json"], _json_mutations),
     "mlperf_log_detail.txt": (
         ["performance/run_1/mlperf_log_detail.txt", "accuracy/mlperf_log_detail.txt"],
         _mllog_mutations,
