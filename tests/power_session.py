@@ -27,6 +27,18 @@ CLIENT_FILES = (
 SERVER_FILES = ("power/ptd_logs.txt", "power/server.log", "ranging/spl.txt", "run_1/spl.txt")
 
 
+# The start of a session's conversation, as both hosts record it, and the power code's hashes.
+MESSAGES = [
+    {"cmd": "mlcommons/power client v3", "reply": "mlcommons/power server v3"},
+    {"cmd": "time", "reply": "1767607200.0"},
+    {"cmd": f"new,,{SESSION}", "reply": f"OK {SESSION}"},
+]
+SOURCES = {
+    "client.py": "33ca4f26368777ac06e01f9567b714a4b8063886",
+    "lib/server.py": "9bc9a3b6b9b716520658ac175913bcbbdb354336",
+}
+
+
 def _time(text: str) -> datetime.datetime:
     return datetime.datetime.strptime(text, STAMP).replace(tzinfo=datetime.UTC)
 
@@ -129,6 +141,8 @@ def write_session(perf: Path, *, ids: dict | None = None, phases: dict | None = 
             "version": "1.0",
             "timezone": 0,
             "session_name": SESSION,
+            "messages": old.get("messages") or MESSAGES,
+            "sources": old.get("sources") or SOURCES,
             "uuid": ids or old["uuid"],
             "phases": {p: [[t + drift, m] for t, m in marks] for p, marks in phases.items()} if phases else old_phases,
             "results": {f: sha1(perf / f) for f in files},

@@ -847,3 +847,14 @@ def test_an_accuracy_txt_printing_another_score_than_its_report(tree):
     txt.write_text(_score_report(rows, "90.000") + txt.read_text())
     found = only_rule(tree, "accuracy-evidence", "Offline/accuracy/accuracy.txt")
     assert "exact_match" in found[0].message
+
+
+def test_rouge_scores_without_the_count_they_were_scored_on(tree):
+    """Every published ROUGE evaluator prints gen_num beside its scores: a report without it
+    scored an unknown set."""
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    text = txt.read_text()
+    assert "'gen_num'" in text
+    txt.write_text(re.sub(r"'gen_num':\s*'?\d+'?,?\s*", "", text))
+    found = [f for f in errors(tree, "accuracy-evidence") if "without gen_num" in f.message]
+    assert [f.path for f in found] == [f"{RESULTS}/Offline/accuracy/accuracy.txt"], [f.line() for f in errors(tree)]

@@ -192,6 +192,18 @@ def _rewrite(tree: Path, which: str, change) -> None:
         ("client.json", lambda d: d["results"].update({"run_1/spl.txt": "0" * 40}), "different checksums"),
         ("server.json", lambda d: d["results"].pop("run_1/spl.txt"), "has no checksum"),
         ("client.json", lambda d: d.pop("results"), "has no 'results'"),
+        ("server.json", lambda d: d["phases"].pop("testing"), "server.json has no testing phase"),
+        ("server.json", lambda d: d["messages"].pop(), "records 3 commands"),
+        ("server.json", lambda d: d["messages"][2].update(reply="OK other"), "message 3 differs"),
+        ("client.json", lambda d: d["messages"][1].update(reply="1.0"), None),  # each host's own clock
+        (
+            "server.json",
+            lambda d: d["messages"][0].update(reply="mlcommons/power server v4"),
+            "protocol v3, the server v4",
+        ),
+        ("server.json", lambda d: d["sources"].update({"client.py": "0" * 40}), "hash differently"),
+        ("server.json", lambda d: d.update(debug=True), "debug mode"),
+        ("client.json", lambda d: d.pop("messages"), "has no messages"),
     ],
     ids=[
         "session-name",
@@ -202,12 +214,23 @@ def _rewrite(tree: Path, which: str, change) -> None:
         "checksums-differ",
         "unlisted",
         "no-results",
+        "server-no-phase",
+        "message-missing",
+        "reply-differs",
+        "time-reply-differs",
+        "protocol",
+        "sources",
+        "debug",
+        "no-messages",
     ],
 )
 def test_session_files_that_disagree(tree, which, change, said):
     _rewrite(tree, which, change)
     found = power_errors(tree)
-    assert any(said in line for line in found), found
+    if said is None:
+        assert found == [], found
+    else:
+        assert any(said in line for line in found), found
 
 
 def test_a_tally_the_samples_do_not_give(tree):

@@ -252,6 +252,53 @@ def _checksums(ctx: TreeContext, perf: Path, client: Record, server: Record) -> 
     return problems
 
 
+_PROTOCOL = re.compile(r"mlcommons/power (client|server) v(\d+)$")
+
+
+def _conversation_problems(client: Record, server: Record) -> list[str]:
+    """The two hosts' records of one session's conversation: the same commands in the same
+    order, the same replies (but to "time", which each host answers from its own clock), one
+    protocol version, the same sources of the power client and server, debug off."""
+    problems = []
+    sent, received = client.get("messages"), server.get("messages")
+    if not (isinstance(sent, list) and isinstance(received, list)):
+        return ["power/client.json or power/server.json has no messages (the session's commands and replies)"]
+    if len(sent) != len(received):
+        problems.append(f"power/client.json records {len(sent)} commands, power/server.json {len(received)}")
+    for number, (mine, theirs) in enumerate(zip(sent, received), 1):
+        if not (isinstance(mine, dict) and isinstance(theirs, dict)):
+            problems.append(f"message {number} is not a command and its reply")
+            break
+        if mine.get("cmd") != theirs.get("cmd") or (
+            mine.get("cmd") != "time" and mine.get("reply") != theirs.get("reply")
+        ):
+            problems.append(
+                f"message {number} differs between the hosts: {str(mine.get('cmd'))[:40]!r} -> "
+                f"{str(mine.get('reply'))[:40]!r} against {str(theirs.get('cmd'))[:40]!r} -> "
+                f"{str(theirs.get('reply'))[:40]!r}"
+            )
+            break
+    if received and isinstance(received[0], dict):
+        versions = {
+            m.group(1): m.group(2)
+            for text in (received[0].get("cmd"), received[0].get("reply"))
+            if isinstance(text, str) and (m := _PROTOCOL.search(text))
+        }
+        if len(set(versions.values())) > 1:
+            problems.append(f"the power client speaks protocol v{versions['client']}, the server v{versions['server']}")
+    mine, theirs = client.get("sources"), server.get("sources")
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        differ = sorted(name for name in mine.keys() & theirs.keys() if mine[name] != theirs[name])
+        if differ:
+            problems.append(
+                f"the power client's and server's {', '.join(differ[:3])} hash differently: "
+                "one of the two ran changed power-measurement code"
+            )
+    if server.get("debug", False) not in (False, None):
+        problems.append("the power server ran in debug mode (the official power checker refuses it)")
+    return problems
+
+
 def _samples_problems(samples: list[Sample], mark: str, begin: float, end: float) -> list[str]:
     problems = []
     foreign = sorted({s.mark for s in samples if s.mark != mark}, key=str)
@@ -357,6 +404,11 @@ def _ptd_problems(
         ),
         cross_checked(CLIENT_JSON, "session_name", "server.json's; each spl.txt sample's mark"),
         cross_checked(CLIENT_JSON, "uuid", "server.json's"),
+        cross_checked(CLIENT_JSON, "messages", "server.json's: the same commands, the same replies (not to 'time')"),
+        cross_checked(CLIENT_JSON, "sources", "server.json's: one release of the power-measurement code"),
+        cross_checked(SERVER_JSON, "messages", "client.json's; the first names one protocol version for both hosts"),
+        cross_checked(SERVER_JSON, "sources", "client.json's"),
+        cross_checked(SERVER_JSON, "debug", "off, as the official power checker requires"),
         cross_checked(CLIENT_JSON, "phases", "each run's power window (power_begin, power_end) falls inside its phase"),
         cross_checked(SERVER_JSON, "results", "the sha1 of each session file as found, and client.json's"),
         cross_checked(SERVER_JSON, "session_name", "client.json's"),
@@ -414,6 +466,8 @@ def check_power(ctx: TreeContext) -> list[Finding]:
             )
         if client.get("uuid") != server.get("uuid"):
             report("power/client.json and power/server.json give the session different uuids")
+        for message in _conversation_problems(client, server):
+            report(message)
         ptd_tallies: dict[str, dict[str, float]] = {}
         ptd_watts: dict[str, float] = {}
         if ctx.files.is_file(perf / PTD_LOG):
@@ -447,6 +501,8 @@ def check_power(ctx: TreeContext) -> list[Finding]:
                     "the session did not measure this run",
                     ctx.rel(log_path),
                 )
+            if _phase_bounds(server, phase) is None:
+                report(f"power/server.json has no {phase} phase (phases.{phase}: start and stop times)")
             drift = _phase_drift(client, server, phase)
             if drift is not None and drift > CLOCKS_S:
                 report(
