@@ -858,3 +858,75 @@ def test_rouge_scores_without_the_count_they_were_scored_on(tree):
     txt.write_text(re.sub(r"'gen_num':\s*'?\d+'?,?\s*", "", text))
     found = [f for f in errors(tree, "accuracy-evidence") if "without gen_num" in f.message]
     assert [f.path for f in found] == [f"{RESULTS}/Offline/accuracy/accuracy.txt"], [f.line() for f in errors(tree)]
+
+
+COCO = """ Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.37319
+ Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ] = 0.52211
+ Average Precision  (AP) @[ IoU=0.75      | area=   all | maxDets=100 ] = 0.40293
+ Average Recall     (AR) @[ IoU=0.50:0.95 | area=   all | maxDets=  1 ] = 0.41818
+ Average Recall     (AR) @[ IoU=0.50:0.95 | area=   all | maxDets= 10 ] = 0.59687
+ Average Recall     (AR) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.62570
+mAP=37.319%
+"""
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        (lambda t: t, None),
+        (lambda t: t.replace("mAP=37.319%", "mAP=37.619%"), "mAP=37.619%"),
+        (lambda t: t.replace("0.37319", "0.52319").replace("mAP=37.319%", "mAP=52.319%"), "above AP @[ IoU=0.50 ]"),
+        (lambda t: t.replace("0.40293", "0.60293"), "IoU=0.75"),
+        (lambda t: t.replace("0.59687", "0.69687"), "recall falls"),
+        # yolo's evaluator prints three digits: 0.531 and 53.110 agree to what it prints
+        (lambda t: t.replace("0.37319", "0.373").replace("mAP=37.319%", "mAP=37.340%"), None),
+    ],
+)
+def test_a_coco_table_against_itself(edit, said):
+    from mlperf_repro.check.rules.accuracy import coco_problems
+
+    problems = coco_problems(edit(COCO))
+    assert problems == [] if said is None else any(said in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("Accuracy: mean = 0.86018, kidney = 0.9342, tumor = 0.7861", True),
+        ("Accuracy: mean = 0.86612, kidney = 0.9346, tumor = 0.7877", False),
+        ("Accuracy: mean = 0.90862, threshold = 0.90679 (Passed)\n  - Kidney: 0.94862\n  - Tumor: 0.86862", True),
+        ("Accuracy: mean = 0.91862, threshold = 0.90679 (Passed)\n  - Kidney: 0.94862\n  - Tumor: 0.86862", False),
+    ],
+)
+def test_a_kits_mean_is_its_classes_mean(text, ok):
+    from mlperf_repro.check.rules.accuracy import kits_problems
+
+    assert (kits_problems(text) == []) == ok
+
+
+def test_a_multistream_sample_slower_than_its_query():
+    from mlperf_repro.check.rules.log_evidence import _percentile_problems
+
+    good = {
+        "effective_scenario": "MultiStream",
+        "result_mean_latency_ns": 700,
+        "result_mean_query_latency_ns": 750,
+        "result_99.00_percentile_latency_ns": 900,
+        "result_99.00_percentile_per_query_latency_ns": 950,
+    }
+    assert _percentile_problems(good) == []
+    assert any("slowest sample" in p for p in _percentile_problems({**good, "result_mean_query_latency_ns": 650}))
+    assert any(
+        "slowest sample" in p
+        for p in _percentile_problems({**good, "result_99.00_percentile_per_query_latency_ns": 800})
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("AveragePrcisonRl()@[]IoU=0.5:9|ar ml\nmAP%kidneytumor,=-")), max_size=300)
+)
+def test_any_evaluator_report_is_read_never_a_fault(text):
+    from mlperf_repro.check.rules.accuracy import coco_problems, kits_problems
+
+    assert isinstance(coco_problems(text), list) and isinstance(kits_problems(text), list)

@@ -5,6 +5,7 @@ detail log, the measurements and accuracy.txt."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -47,6 +48,15 @@ def write_harness_files(folder: Path) -> None:
         "how to reproduce\n\n## Results\n\nModel Precision: mxfp4\n\n### Accuracy Results\n`rouge1`: `44.5`\n\n"
         f"### Performance Results\n`Tokens per second`: `{value:.1f}`\n"
     )
+    summary = (folder / "performance/run_1/mlperf_log_summary.txt").read_text()
+    (folder / "performance_console.out").write_text(
+        (folder / "performance_console.out").read_text() + "\n" + summary.replace("=" * 48, "=" * 48, 1)
+    )
+    rouge = re.search(r"\{'rouge1':[^\n]*\}", (folder / "accuracy/accuracy.txt").read_text())
+    (folder / "accuracy_console.out").write_text(f"Running command: evaluation.py\n{rouge.group(0)}\n")
+    (folder / "os_info.json").write_text(
+        json.dumps({"MLC_HOST_OS_VERSION": "24.04", "MLC_HOST_OS_KERNEL_VERSION": "6.8.0-64-generic"})
+    )
     (folder / "accuracy" / "results.json").write_text(
         json.dumps({"TestScenario.Offline": {"good_items": 10, "total_items": 20}, "args": {"backend": "vllm"}})
     )
@@ -55,6 +65,10 @@ def write_harness_files(folder: Path) -> None:
 @pytest.fixture(scope="session")
 def harness_tree(tmp_path_factory):
     root = build_tree(tmp_path_factory.mktemp("harness") / "tree", make_runs(tmp_path_factory.mktemp("runs")))
+    desc = root / f"closed/{SUBMITTER}/systems/{SYSTEM}.json"
+    desc.write_text(
+        json.dumps({**json.loads(desc.read_text()), "operating_system": "Ubuntu 24.04 (linux-6.8.0-64-generic)"})
+    )
     write_harness_files(root / RESULT)
     return root
 
@@ -76,6 +90,15 @@ def test_agreeing_harness_files_pass_and_are_read(tree):
     assert findings == [], [f.line() for f in findings]
     assert {r for r in reads if r[0] in ("cpu_info.json", "performance_console.out", "results.json")}
     assert evidence.unmapped(reads) == []
+
+
+def _edit_summary_line(folder: Path) -> None:
+    """The run's summary edited after the run (its console keeps LoadGen's own print)."""
+    summary = folder / "performance/run_1/mlperf_log_summary.txt"
+    text = summary.read_text()
+    line = next(line for line in text.splitlines() if line.startswith("Completed tokens per second") or ": " in line)
+    label, _, value = line.partition(":")
+    summary.write_text(text.replace(line, f"{label}: 1{value.strip()}", 1))
 
 
 def _edit_json(path: Path, **values) -> None:
@@ -103,8 +126,27 @@ def _edit_json(path: Path, **values) -> None:
             "Model Precision: fp16",
         ),
         (lambda f: _edit_json(f / "accuracy/results.json", args={"backend": "onnxruntime"}), "backend 'onnxruntime'"),
+        (lambda f: _edit_json(f / "os_info.json", MLC_HOST_OS_VERSION="22.04"), "version '22.04'"),
+        (lambda f: _edit_json(f / "os_info.json", MLC_HOST_OS_KERNEL_VERSION="6.17.0-14-generic"), "kernel"),
+        (lambda f: _edit_summary_line(f), "LoadGen's summary line"),
+        (
+            lambda f: (f / "accuracy_console.out").write_text("{'rouge1': 40.0, 'gen_num': 1}\n"),
+            "the evaluation's console printed",
+        ),
     ],
-    ids=["cpu-model", "sockets", "cores", "console", "readme-figure", "precision", "backend"],
+    ids=[
+        "cpu-model",
+        "sockets",
+        "cores",
+        "console",
+        "readme-figure",
+        "precision",
+        "backend",
+        "os-version",
+        "kernel",
+        "summary-edited",
+        "scores-edited",
+    ],
 )
 def test_a_tree_claim_its_harness_record_contradicts(tree, edit, said):
     edit(tree / RESULT)

@@ -512,6 +512,80 @@ def score_report_problems(text: str) -> list[str]:
     return problems
 
 
+def _half_unit(printed: str) -> float:
+    """Half the last printed digit's unit ("0.9342" -> 0.00005): the value's rounding."""
+    decimals = len(printed.split(".", 1)[1]) if "." in printed else 0
+    return 0.5 * 10**-decimals
+
+
+# COCO's table (retinanet's and yolo's evaluators): "Average Precision (AP) @[ IoU=0.50:0.95 |
+# area= all | maxDets=100 ] = 0.37319", then "mAP=37.319%".
+_COCO_ROW = re.compile(
+    r"Average (Precision|Recall)\s+\((?:AP|AR)\) @\[ IoU=([\d.:]+)\s*\| area=\s*(\w+) \| maxDets=\s*(\d+) \] = "
+    r"([-\d.]+)"
+)
+_COCO_MAP = re.compile(r"mAP=([\d.]+)%")
+
+
+def coco_problems(text: str) -> list[str]:
+    """A COCO table against itself: the mAP line is 100 x AP@[.50:.95] (to the digits both
+    print); AP over the stricter IoUs is at most AP@.50; recall grows with the detections
+    allowed. (All 99 published tables hold to it.)"""
+    rows = {}
+    for kind, iou, area, detections, value in _COCO_ROW.findall(text):
+        rows.setdefault((kind, iou, area, detections), value)
+    problems = []
+
+    def value(*key: str) -> float | None:
+        try:
+            return float(rows[key])
+        except (KeyError, ValueError):
+            return None
+
+    overall, loose, strict = (value("Precision", iou, "all", "100") for iou in ("0.50:0.95", "0.50", "0.75"))
+    printed = _COCO_MAP.findall(text)
+    if overall is not None and printed:
+        try:
+            stated = float(printed[-1])
+        except ValueError:
+            stated = None
+        slack = 100 * _half_unit(rows[("Precision", "0.50:0.95", "all", "100")]) + _half_unit(printed[-1]) + 1e-9
+        if stated is not None and abs(stated - 100 * overall) > slack:
+            problems.append(f"mAP={printed[-1]}%, but its table's AP @[ IoU=0.50:0.95 ] is {overall:g}")
+    for name, stricter in (("0.50:0.95", overall), ("0.75", strict)):
+        if None not in (stricter, loose) and stricter > loose:
+            problems.append(f"AP @[ IoU={name} ] {stricter:g} is above AP @[ IoU=0.50 ] {loose:g}")
+    recalls = [value("Recall", "0.50:0.95", "all", d) for d in ("1", "10", "100")]
+    recalls = [r for r in recalls if r is not None]
+    if recalls != sorted(recalls):
+        problems.append(f"its recall falls as more detections are allowed ({', '.join(f'{r:g}' for r in recalls)})")
+    return problems
+
+
+# KiTS19's evaluator (3d-unet): "Accuracy: mean = 0.86018, kidney = 0.9342, tumor = 0.7861",
+# or "mean = ..., threshold = ... (Passed)" then "- Kidney: ..." and "- Tumor: ...".
+_KITS = {
+    "mean": re.compile(r"mean\s*=\s*([\d.]+)"),
+    "kidney": re.compile(r"[Kk]idney\s*[=:]\s*([\d.]+)"),
+    "tumor": re.compile(r"[Tt]umou?r\s*[=:]\s*([\d.]+)"),
+}
+
+
+def kits_problems(text: str) -> list[str]:
+    """The mean DICE is the mean of the kidney's and the tumor's (to the digits printed)."""
+    printed = {name: pattern.search(text) for name, pattern in _KITS.items()}
+    if not all(printed.values()):
+        return []
+    try:
+        mean, kidney, tumor = (float(printed[k].group(1)) for k in ("mean", "kidney", "tumor"))
+    except ValueError:
+        return []
+    slack = sum(_half_unit(printed[k].group(1)) for k in ("kidney", "tumor")) / 2 + _half_unit(printed["mean"].group(1))
+    if abs((kidney + tumor) / 2 - mean) > slack + 1e-9:
+        return [f"mean = {mean:g} is not the mean of kidney {kidney:g} and tumor {tumor:g} ({(kidney + tumor) / 2:g})"]
+    return []
+
+
 # The classification evaluators' line ("accuracy=76.078%, good=38039, total=50000").
 _GOOD_TOTAL = re.compile(r"accuracy=([\d.]+)%, good=(\d+), total=(\d+)")
 # whisper's evaluator: "Word Error Rate: 2.1479...%, accuracy=97.8520...%"
@@ -642,6 +716,13 @@ def check_output_length_evidence(ctx: TreeContext) -> list[Finding]:
         cross_checked(ACCURACY_TXT, "good", "accuracy x total"),
         cross_checked(ACCURACY_TXT, "total", "good / accuracy; the accuracy run's sample count (its detail log)"),
         derived(ACCURACY_TXT, "Word Error Rate", "100 - its own accuracy on the same line (whisper's evaluator)"),
+        derived(ACCURACY_TXT, "mAP", "100 x its COCO table's AP @[ IoU=0.50:0.95 ] (retinanet, yolo)"),
+        cross_checked(
+            ACCURACY_TXT,
+            "Average Precision",
+            "the table's other rows: AP over stricter IoUs at most AP @[ IoU=0.50 ]; recall rising with maxDets",
+        ),
+        derived(ACCURACY_TXT, "mean", "the mean of kidney and tumor DICE (3d-unet's evaluator)"),
         derived(
             ACCURACY_TXT,
             "FINAL SCORE",
@@ -669,7 +750,7 @@ def check_accuracy_evidence(ctx: TreeContext) -> list[Finding]:
             continue
         text = ctx.files.read_text(txt)
         where = ctx.rel(txt)
-        report = score_report_problems(text)
+        report = score_report_problems(text) + coco_problems(text) + kits_problems(text)
         if report:
             findings.append(
                 Finding(

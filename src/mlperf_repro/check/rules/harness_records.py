@@ -22,6 +22,8 @@ from ..findings import Finding
 from ..model import PERF, SYSTEM_JSON, ScenarioResult, TreeContext, number, rule
 
 CPU_INFO = "cpu_info.json"
+OS_INFO = "os_info.json"
+ACCURACY_CONSOLE = "accuracy_console.out"
 CONSOLE = "performance_console.out"
 HARNESS_RESULTS = "results.json"
 README = "README.md"
@@ -29,6 +31,8 @@ ACCURACY_TXT = "accuracy.txt"
 
 record_kind(CPU_INFO, CPU_INFO, "json", "MLC's record of the host the run ran on")
 record_kind(CONSOLE, CONSOLE, "text", "MLC's console of the performance run, ending with its result")
+record_kind(OS_INFO, OS_INFO, "json", "MLC's record of the operating system the run ran on")
+record_kind(ACCURACY_CONSOLE, ACCURACY_CONSOLE, "text", "MLC's console of the accuracy evaluation")
 record_kind(
     HARNESS_RESULTS, f"accuracy/{HARNESS_RESULTS}", "json", "the reference harness's record of the accuracy run"
 )
@@ -132,6 +136,74 @@ def _figure_problems(ctx: TreeContext, result: ScenarioResult) -> list[tuple[str
     return problems
 
 
+# LoadGen prints its summary to the console too: the block from "MLPerf Results Summary" to
+# "No warnings encountered" (its results, additional stats and the test parameters used).
+_SUMMARY_BLOCK = re.compile(r"MLPerf Results Summary\n=+\n(.*?)\nNo (?:warnings|errors) encountered", re.DOTALL)
+# The scores an evaluator prints, which accuracy.txt copies from the evaluation's console.
+_SCORE_LINES = (
+    re.compile(r"accuracy=[\d.]+%, good=\d+, total=\d+"),
+    re.compile(r"mAP=[\d.]+%"),
+    re.compile(r"\{'rouge1':[^\n]*\}"),
+    re.compile(r"Accuracy: mean = [^\n]*"),
+)
+
+
+def _console_problems(ctx: TreeContext, result: ScenarioResult) -> list[tuple[str, str]]:
+    """The console's copy of LoadGen's summary against mlperf_log_summary.txt, and the
+    accuracy console's scores against accuracy.txt."""
+    problems = []
+    console, summary = result.path / CONSOLE, result.path / "performance" / "run_1" / "mlperf_log_summary.txt"
+    if ctx.files.is_file(console) and ctx.files.is_file(summary):
+        note(CONSOLE, "MLPerf Results Summary")
+        blocks = _SUMMARY_BLOCK.findall(ctx.files.read_text(console))
+        logged = {" ".join(line.split()) for line in ctx.files.read_text(summary).splitlines()}
+        if blocks:
+            for line in blocks[-1].splitlines():
+                shown = " ".join(line.split())
+                if shown and ":" in shown and shown not in logged:
+                    problems.append(
+                        (
+                            CONSOLE,
+                            f"the run's console printed LoadGen's summary line {shown[:80]!r}, which "
+                            "mlperf_log_summary.txt does not hold: the summary was changed after the run",
+                        )
+                    )
+                    break
+    scores, txt = result.path / ACCURACY_CONSOLE, result.path / "accuracy" / "accuracy.txt"
+    if ctx.files.is_file(scores) and ctx.files.is_file(txt):
+        note(ACCURACY_CONSOLE, "scores")
+        printed, kept = ctx.files.read_text(scores), ctx.files.read_text(txt)
+        for pattern in _SCORE_LINES:
+            said, written = pattern.findall(printed), pattern.findall(kept)
+            if said and written and said[-1] != written[-1]:
+                problems.append(
+                    (
+                        ACCURACY_CONSOLE,
+                        f"the evaluation's console printed {said[-1][:80]!r}; accuracy.txt says {written[-1][:80]!r}",
+                    )
+                )
+    return problems
+
+
+def _os_problems(ctx: TreeContext, result: ScenarioResult) -> list[str]:
+    path, desc = result.path / OS_INFO, ctx.system_description(result.system)
+    if desc is None or not ctx.files.is_file(path):
+        return []
+    host = _read_json(ctx, path, OS_INFO)
+    stated = str(desc.get("operating_system") or "")
+    if host is None or not stated:
+        return []
+    problems = []
+    for key, what in (("MLC_HOST_OS_VERSION", "version"), ("MLC_HOST_OS_KERNEL_VERSION", "kernel")):
+        value = host.get(key)
+        if isinstance(value, str) and value.strip() and value.strip() not in stated:
+            problems.append(
+                f"{OS_INFO} says the run's host ran {what} {value.strip()!r}; the system description's "
+                f"operating_system is {stated!r}"
+            )
+    return problems
+
+
 def _precision_problem(ctx: TreeContext, result: ScenarioResult) -> str | None:
     readme, measurements = result.path / README, result.measurements_file()
     if not (ctx.files.is_file(readme) and ctx.files.is_file(measurements)):
@@ -182,6 +254,12 @@ def _harness_results_problems(ctx: TreeContext, result: ScenarioResult) -> list[
             CPU_INFO, "MLC_HOST_CPU_PHYSICAL_CORES_PER_SOCKET", "the system description's host_processor_core_count"
         ),
         cross_checked(CONSOLE, "Result", "the performance run's detail log (its result field)"),
+        cross_checked(
+            CONSOLE, "MLPerf Results Summary", "mlperf_log_summary.txt: each line of LoadGen's printed summary"
+        ),
+        cross_checked(ACCURACY_CONSOLE, "scores", "accuracy.txt's score lines (the evaluator printed both)"),
+        cross_checked(OS_INFO, "MLC_HOST_OS_VERSION", "the system description's operating_system"),
+        cross_checked(OS_INFO, "MLC_HOST_OS_KERNEL_VERSION", "the system description's operating_system"),
         cross_checked(README, "Performance Results", "the performance run's detail log (its result field)"),
         cross_checked(README, "Model Precision", "measurements.json's weight_data_types"),
         cross_checked(
@@ -202,6 +280,10 @@ def check_harness_records(ctx: TreeContext) -> list[Finding]:
             findings.append(Finding("harness-records", ctx.rel(result.path / CPU_INFO), problem, severity))
         for name, problem in _figure_problems(ctx, result):
             findings.append(Finding("harness-records", ctx.rel(result.path / name), problem, severity))
+        for name, problem in _console_problems(ctx, result):
+            findings.append(Finding("harness-records", ctx.rel(result.path / name), problem, severity))
+        for problem in _os_problems(ctx, result):
+            findings.append(Finding("harness-records", ctx.rel(result.path / OS_INFO), problem, severity))
         precision = _precision_problem(ctx, result)
         if precision:
             findings.append(Finding("harness-records", ctx.rel(result.path / README), precision, severity))

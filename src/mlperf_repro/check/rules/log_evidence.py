@@ -333,6 +333,12 @@ _MEAN_SERIES = (
     ("result_time_to_output_token_min", "result_time_to_output_token_mean", "result_time_to_output_token_max"),
     ("result_min_query_latency_ns", "result_mean_query_latency_ns", "result_max_query_latency_ns"),
 )
+_SAMPLE_WITHIN_QUERY = (
+    ("result_mean_latency_ns", "result_mean_query_latency_ns"),
+    ("result_max_latency_ns", "result_max_query_latency_ns"),
+    ("result_min_latency_ns", "result_min_query_latency_ns"),
+    *((f"result_{p}_percentile_latency_ns", f"result_{p}_percentile_per_query_latency_ns") for p in _PERCENTILES),
+)
 # LoadGen's early-stopping estimate is one of the run's own latencies (an order statistic of
 # them): never above the run's longest.
 _ESTIMATE_BOUNDS = (
@@ -358,6 +364,12 @@ def _percentile_problems(detail: dict) -> list[str]:
         e, b = n(detail.get(estimate)), n(detail.get(high))
         if None not in (e, b) and e > b:
             problems.append(f"{estimate} {e:g} > {high} {b:g} (the estimate is one of the run's latencies)")
+    # A MultiStream query ends with its last sample: no share of samples is slower than the
+    # same share of queries, so each per-sample figure is at most its per-query twin.
+    for sample, query in _SAMPLE_WITHIN_QUERY:
+        a, b = n(detail.get(sample)), n(detail.get(query))
+        if None not in (a, b) and a > b:
+            problems.append(f"{sample} {a:g} > {query} {b:g} (a query lasts as long as its slowest sample)")
     for template, low, high in _PERCENTILE_SERIES:
         series = [(low, finite_number(detail.get(low)))] if low else []
         series += [(template.format(p=p), finite_number(detail.get(template.format(p=p)))) for p in _PERCENTILES]
@@ -432,7 +444,13 @@ _FLAG_EVIDENCE = [
     cross_checked(
         DETAIL_LOG,
         "result_*_percentile_*",
-        "the neighbouring percentiles, the minimum and the maximum (they rise in order); the summary",
+        "the neighbouring percentiles, the minimum and the maximum (they rise in order); the summary; "
+        "MultiStream: each per-sample percentile at most its per-query one",
+    ),
+    cross_checked(
+        DETAIL_LOG,
+        "result_mean_query_latency_ns",
+        "MultiStream: at least result_mean_latency_ns (a query lasts as long as its slowest sample)",
     ),
 ]
 
