@@ -358,7 +358,10 @@ def test_scenario_match(tree):
         tree / RESULTS / "Server/performance/run_1/mlperf_log_detail.txt",
         {"effective_scenario": "Offline", "result_max_latency_ns": int(FULL_SCALE_SECONDS * 1e9)},
     )
-    only_rule(tree, "scenario-match", "Server/performance")
+    # (An Offline log with Server's settings sizes no Offline query: settings-evidence names that.)
+    found = errors(tree)
+    assert {f.rule for f in found} == {"scenario-match", "settings-evidence"}, [f.line() for f in found]
+    assert all("Server/performance" in f.path for f in found)
 
 
 def test_token_latencies(tree):
@@ -400,10 +403,33 @@ def test_run_length(tree):
 
 
 def test_offline_samples_per_query(tree):
+    # A run sized below the round's minimum, every record consistent with that size.
     patch_detail(
-        tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt", {"effective_samples_per_query": 2000}
+        tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+        {
+            "effective_samples_per_query": 2000,
+            "generated_samples_per_query": 2000,
+            "effective_min_sample_count": 2000,
+            "requested_min_query_count": 2000,
+            "effective_target_qps": 1.0,
+            "requested_offline_expected_qps": 1.0,
+            "result_samples_per_second": round(2000 / FULL_SCALE_SECONDS, 4),
+        },
     )
     assert "samples_per_query" in only_rule(tree, "run-length", "Offline")[0].message
+
+
+def test_an_offline_query_size_its_settings_do_not_give(tree):
+    patch_detail(
+        tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt",
+        {
+            "effective_samples_per_query": 30000,
+            "generated_samples_per_query": 30000,
+            "effective_min_sample_count": 30000,
+        },
+    )
+    found = [f for f in errors(tree) if f.rule == "settings-evidence"]
+    assert found and "LoadGen sizes an Offline query" in found[0].message, [f.line() for f in errors(tree)]
 
 
 def test_accuracy_log_not_truncated(tree, runs):

@@ -266,7 +266,12 @@ def full_scale_values(scenario: str, facts, queries: int = 0) -> dict:
     if RULES.loadgen_scenario(scenario) == "Offline":
         samples = facts.facts["offline_min_samples_per_query"]
         longest = int(FULL_SCALE_SECONDS * 1e9)
+        # ... sized as LoadGen sizes it: the query minimum, above 1.1 x min_duration x the rate.
+        rate = round(samples / (1.1 * RULES.min_duration_ms / 1000) * 0.9, 3)
         values.update(
+            effective_target_qps=rate,
+            requested_offline_expected_qps=rate,
+            requested_min_query_count=samples,
             effective_samples_per_query=samples,
             # LoadGen's min_query_count (1 in Offline) x samples_per_query
             effective_min_sample_count=samples,
@@ -399,6 +404,8 @@ def build_tree(
             )
             if "effective_target_qps" in scaled:
                 text = re.sub(r"(\.target_qps = )[\d.]+", rf"\g<1>{scaled['effective_target_qps']}", text)
+            if "requested_min_query_count" in scaled:
+                text = re.sub(r"(\.min_query_count = )\d+", rf"\g<1>{scaled['requested_min_query_count']}", text)
             conf.write_text(text)
             patch_detail(
                 folder / "accuracy/mlperf_log_detail.txt",
