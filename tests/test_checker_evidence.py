@@ -709,12 +709,29 @@ def test_a_server_run_against_its_clock(tree, values, said):
     ("scenario", "key"),
     [("Offline", "result_tokens_per_second"), ("Server", "result_completed_tokens_per_second")],
 )
-def test_a_token_rate_the_scored_output_length_does_not_give(tree, scenario, key):
-    # The benchmark's metric raised 10% in the log and its summary alike.
+@pytest.mark.parametrize("raised", [1.1, 1.04])
+def test_a_token_rate_the_scored_output_length_does_not_give(tree, scenario, key, raised):
+    # The benchmark's metric raised 10% (or 4%: the published runs agree within 2.3%) in the log.
     path = tree / RESULTS / f"{scenario}/performance/run_1/mlperf_log_detail.txt"
-    patch_detail(path, {key: round(_logged(path, key) * 1.1, 3)})
+    patch_detail(path, {key: round(_logged(path, key) * raised, 3)})
     found = only_rule(tree, "output-length-evidence", f"{scenario}/performance")
     assert "tokens_per_sample" in found[0].message
+
+
+def test_one_scenarios_output_length_raised_with_its_scores(tree):
+    """Offline's tokens/s and its accuracy.txt's token counts raised 8% together: they agree,
+    but the model's other accuracy runs on the system score the dataset 8% shorter."""
+    txt = tree / RESULTS / "Offline/accuracy/accuracy.txt"
+    text = txt.read_text()
+    tokens = float(re.search(r"'tokens_per_sample':\s*'?([\d.]+)", text).group(1))
+    count = float(re.search(r"'gen_num':\s*'?([\d.]+)", text).group(1))
+    text = re.sub(r"('tokens_per_sample':\s*'?)[\d.]+", rf"\g<1>{tokens * 1.08:.1f}", text)
+    text = re.sub(r"('gen_tok_len':\s*'?)[\d.]+", rf"\g<1>{round(tokens * 1.08 * count)}", text)
+    txt.write_text(text)
+    path = tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt"
+    patch_detail(path, {"result_tokens_per_second": round(_logged(path, "result_tokens_per_second") * 1.08, 3)})
+    found = [f for f in errors(tree, "output-length-evidence") if "other accuracy runs" in f.message]
+    assert [f.path for f in found] == [f"{RESULTS}/Offline/accuracy/accuracy.txt"], [f.line() for f in errors(tree)]
 
 
 def test_a_mean_outside_its_own_minimum_and_maximum(tree):
