@@ -5,6 +5,7 @@ field a parser reads has an entry, docs/checker.md shows the map)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import shutil
@@ -947,3 +948,39 @@ def test_any_evaluator_report_is_read_never_a_fault(text):
     from mlperf_repro.check.rules.accuracy import coco_problems, kits_problems
 
     assert isinstance(coco_problems(text), list) and isinstance(kits_problems(text), list)
+
+
+def _power_end(path: Path) -> datetime.datetime:
+    return datetime.datetime.strptime(_logged(path, "power_end"), "%m-%d-%Y %H:%M:%S.%f")
+
+
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        ("Sucessfully loaded MLPerf log from /x/llama2-70b-99/Server/TEST06/mlperf_log_accuracy.json.", None),
+        ("Loading MLPerf log from /x/llama2-70b-99.9/Server/TEST06/mlperf_log_accuracy.json", None),
+        ("Sucessfully loaded MLPerf log from /x/llama2-70b-99/Offline/TEST06/mlperf_log_accuracy.json.", "scenario"),
+        ("Loading MLPerf log from /x/resnet/Server/TEST06/mlperf_log_accuracy.json", "another benchmark"),
+    ],
+    ids=["own", "twin-benchmark", "other-scenario", "other-benchmark"],
+)
+def test_a_verify_file_names_the_logs_it_loaded(tree, line, said):
+    verify = tree / RESULTS / "Server/TEST06/verify_accuracy.txt"
+    verify.write_text(line + "\n" + verify.read_text())
+    found = [f for f in errors(tree, "verify-evidence") if "says it loaded" in f.message]
+    if said is None:
+        assert found == [], [f.line() for f in found]
+    else:
+        assert len(found) == 1 and said in found[0].message, [f.line() for f in found]
+
+
+@pytest.mark.parametrize("hours_before, flagged", [(8, False), (30, True)])
+def test_a_verify_file_logged_before_its_run_ended(tree, runs, hours_before, flagged):
+    """A verify file's clock may be another time zone's (published: 8 hours apart), not a day off."""
+    run = tree / RESULTS / "Server/TEST06/mlperf_log_detail.txt"
+    shutil.copyfile(runs[("Server", "TEST06")] / "mlperf_log_detail.txt", run)
+    ended = _power_end(run) - datetime.timedelta(hours=hours_before)
+    verify = tree / RESULTS / "Server/TEST06/verify_accuracy.txt"
+    verify.write_text(f"[{ended:%Y-%m-%d %H:%M:%S},000 verify.py:10 INFO] Verifying\n" + verify.read_text())
+    found = [f for f in errors(tree, "verify-evidence") if "before its TEST06 run ended" in f.message]
+    assert bool(found) == flagged, [f.line() for f in errors(tree)]

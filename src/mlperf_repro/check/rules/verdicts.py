@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import UserError
 from ..evidence import Record, cross_checked, derived, record_kind
 from ..findings import Finding
 from ..model import ACC, PERF, ScenarioResult, TreeContext, issued_accuracy_samples, power_time, rule, run_logs
@@ -408,6 +409,27 @@ VERIFY_CLOCK_SLACK_H = 14
 _SCENARIO_NAMES = {"offline", "server", "singlestream", "multistream", "interactive"}
 
 
+def _model_of(ctx: TreeContext, benchmark: str) -> str:
+    try:
+        return ctx.rules.benchmark(benchmark).loadgen_model("Offline")
+    except (UserError, KeyError):
+        return benchmark
+
+
+def _other_model(ctx: TreeContext, result: ScenarioResult, loaded: str) -> str | None:
+    """The benchmark a loaded log's path names by a folder (the round's name, its model
+    mapping or the submitter's) where that is another model than the result's (llama2-70b-99's
+    run may be -99.9's)."""
+    names = ctx.rules.data["benchmarks"]
+    mapping = {**(ctx.rules.data.get("model_mapping") or {}), **(ctx.model_mapping or {})}
+    own = _model_of(ctx, result.mlperf_benchmark)
+    for part in re.split(r"[/\\]", loaded):
+        benchmark = part if part in names else mapping.get(part)
+        if benchmark in names and _model_of(ctx, benchmark) != own:
+            return benchmark
+    return None
+
+
 def _loaded_elsewhere(
     ctx: TreeContext, result: ScenarioResult, spec: VerifyFile, path: Path, record: Record
 ) -> list[Finding]:
@@ -420,6 +442,17 @@ def _loaded_elsewhere(
         allowed |= {s.lower() for s in inferred.get(result.scenario, [])}
         allowed |= {s.lower() for s, sources in inferred.items() if result.scenario in sources}
     for loaded in record.get("loaded_log") or []:
+        other = _other_model(ctx, result, loaded)
+        if other:
+            findings.append(
+                Finding(
+                    "verify-evidence",
+                    ctx.rel(path),
+                    f"says it loaded {loaded}, a log of {other}, in the {result.mlperf_benchmark} result: it "
+                    "verified another benchmark's run",
+                )
+            )
+            break
         named = {part.lower() for part in re.split(r"[/\\]", loaded)} & _SCENARIO_NAMES
         if named and not named & allowed:
             findings.append(
