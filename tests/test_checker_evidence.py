@@ -984,3 +984,26 @@ def test_a_verify_file_logged_before_its_run_ended(tree, runs, hours_before, fla
     verify.write_text(f"[{ended:%Y-%m-%d %H:%M:%S},000 verify.py:10 INFO] Verifying\n" + verify.read_text())
     found = [f for f in errors(tree, "verify-evidence") if "before its TEST06 run ended" in f.message]
     assert bool(found) == flagged, [f.line() for f in errors(tree)]
+
+
+@pytest.mark.parametrize("factor, said", [(0.95, "shortened on paper"), (1.02, "lengthened on paper")])
+def test_a_power_window_its_logger_clock_did_not_run(tree, factor, said):
+    """The Offline window (and its max latency, its rate) edited on paper; the logger's own
+    clock (each record's time_ms) still runs the real window."""
+    path = tree / RESULTS / "Offline/performance/run_1/mlperf_log_detail.txt"
+    begin = datetime.datetime.strptime(_logged(path, "power_begin"), "%m-%d-%Y %H:%M:%S.%f")
+    longest = _logged(path, "result_max_latency_ns")
+    shorter = int(longest * factor)
+    end = begin + datetime.timedelta(seconds=shorter / 1e9)
+    samples = _logged(path, "generated_samples_per_query")
+    patch_detail(
+        path,
+        {
+            "result_max_latency_ns": shorter,
+            "power_end": end.strftime("%m-%d-%Y %H:%M:%S.%f")[:-3],
+            "result_samples_per_second": round(samples / (shorter / 1e9), 4),
+        },
+        logger_clock=False,
+    )
+    found = [f for f in errors(tree, "clock-evidence") if "logger's clock" in f.message]
+    assert len(found) == 1 and said in found[0].message, [f.line() for f in errors(tree)]

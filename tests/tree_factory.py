@@ -117,11 +117,13 @@ def make_runs(cache: Path) -> dict[tuple[str, str], Path]:
     return runs
 
 
-def patch_detail(path: Path, values: dict) -> None:
+def patch_detail(path: Path, values: dict, *, logger_clock: bool = True) -> None:
     """Rewrite the value of MLLOG records by key (as if LoadGen had logged them), and the
     lines of the run's summary beside it that print them (LoadGen writes both). A setting
     LoadGen copies from the request to the run is written to both records (unless the
-    request's value is given too), as LoadGen would log it."""
+    request's value is given too), as LoadGen would log it. A power window moved moves the
+    logger's clock (time_ms) of the records logged at its end with it, unless
+    ``logger_clock`` is False (a window edited on paper)."""
     values = dict(values)
     for key in COPIED_SETTINGS:
         if f"effective_{key}" in values:
@@ -150,13 +152,19 @@ def patch_detail(path: Path, values: dict) -> None:
             values[tokens] = round(rates[0] * rates[1] / rates[2], 3)
     if "power_end" not in values and not isinstance(logged.get("result_max_latency_ns"), bool):
         values.update(_power_window_for(path, values))
+    shift = _logger_clock_shift(path, values) if logger_clock else None
     lines = []
     scenario = None
     for line in path.read_text().splitlines():
         if line.startswith(":::MLLOG"):
             record = json.loads(line[len(":::MLLOG") :])
-            if record.get("key") in values:
+            changed = record.get("key") in values
+            if changed:
                 record["value"] = values[record["key"]]
+            if shift and isinstance(record.get("time_ms"), int | float) and record["time_ms"] >= shift[0]:
+                record["time_ms"] = record["time_ms"] + shift[1]
+                changed = True
+            if changed:
                 line = ":::MLLOG " + json.dumps(record)
             if record.get("key") == "effective_scenario":
                 scenario = record["value"]
@@ -167,6 +175,24 @@ def patch_detail(path: Path, values: dict) -> None:
         summary.write_text(
             "".join(_summary_line(line, values, scenario) for line in summary.read_text().splitlines(True))
         )
+
+
+def _logger_clock_shift(path: Path, values: dict) -> tuple[float, float] | None:
+    """(from which time_ms, by how much) the logger's clock moves when the power window does:
+    LoadGen logs the window when the run ends, the window's length after the schedule."""
+    if not {"power_begin", "power_end"} & values.keys():
+        return None
+    records = _records(path)
+    times = {r["key"]: r.get("time_ms") for r in reversed(records)}
+    merged = {**{r["key"]: r["value"] for r in records}, **values}
+    try:
+        begin = datetime.datetime.strptime(merged["power_begin"], POWER_TIME)
+        end = datetime.datetime.strptime(merged["power_end"], POWER_TIME)
+        start, logged = float(times["generated_query_count"]), float(times["power_end"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    wanted = start + (end - begin).total_seconds() * 1000 + 5
+    return (logged, wanted - logged) if abs(wanted - logged) > 1 else None
 
 
 def _records(path: Path) -> list[dict]:

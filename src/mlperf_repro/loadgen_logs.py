@@ -21,7 +21,7 @@ from typing import Any
 MLLOG_PREFIX = ":::MLLOG"
 
 
-def _key_of(line: str) -> str | None:
+def record_key(line: str) -> str | None:
     """The record's key without parsing the JSON (LoadGen writes ``{"key": "<name>", ...``)."""
     start = line.find('"key": "')
     if start < 0:
@@ -61,7 +61,7 @@ def read_detail(
     for line in _lines(source):
         if not line.startswith(MLLOG_PREFIX):
             continue
-        if wanted is not None and not wanted(_key_of(line)) and '": true' not in line:
+        if wanted is not None and not wanted(record_key(line)) and '": true' not in line:
             continue
         try:
             record = json.loads(line[len(MLLOG_PREFIX) :], parse_float=parse_float)
