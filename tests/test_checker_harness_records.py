@@ -198,3 +198,11 @@ def test_any_harness_file_is_read_or_reported_never_a_fault(tree, cpu, harness, 
     assert ctx is not None, problems
     for finding in check_harness_records(ctx):
         assert finding.rule == "harness-records" and finding.message
+
+
+def test_a_host_record_missing_what_mlc_always_writes(tree):
+    path = tree / RESULT / "cpu_info.json"
+    data = json.loads(path.read_text())
+    data.pop("MLC_HOST_CPU_SOCKETS")
+    path.write_text(json.dumps(data))
+    assert any("lacks MLC_HOST_CPU_SOCKETS" in line for line in found(tree))

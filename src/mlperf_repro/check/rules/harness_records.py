@@ -77,6 +77,9 @@ def _read_json(ctx: TreeContext, path, kind: str) -> Record | None:
     return Record(kind, data) if isinstance(data, dict) else None
 
 
+_HOST_KEYS = ("MLC_HOST_CPU_MODEL_NAME", "MLC_HOST_CPU_SOCKETS", "MLC_HOST_CPU_PHYSICAL_CORES_PER_SOCKET")
+
+
 def _host_problems(ctx: TreeContext, result: ScenarioResult) -> list[str]:
     path = result.path / CPU_INFO
     desc = ctx.system_description(result.system)
@@ -86,7 +89,13 @@ def _host_problems(ctx: TreeContext, result: ScenarioResult) -> list[str]:
     if host is None:
         return []
     problems = []
+    missing = [key for key in _HOST_KEYS if key not in host]
+    if missing:
+        problems.append(f"{CPU_INFO} lacks {', '.join(missing)}, which MLC writes for every host")
     model, stated = host.get("MLC_HOST_CPU_MODEL_NAME"), desc.get("host_processor_model_name")
+    # (Either may say more than the other: MLC "AMD Ryzen 5 4600H with Radeon Graphics" for a
+    # system's "AMD Ryzen 5 4600H", a system's "AMD EPYC 9575F 64-Core Processor" for MLC's
+    # "AMD EPYC 9575F"; another model is in neither.)
     if model and stated and _plain(model) not in _plain(stated) and _plain(stated) not in _plain(model):
         problems.append(f"{CPU_INFO} says the run's host has a {model!r}; the system description says {stated!r}")
     for mine, theirs, what in (
