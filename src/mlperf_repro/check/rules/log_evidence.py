@@ -765,7 +765,13 @@ PRINTED_TOKEN_LABELS = {
         *(f"{p} percentile first token latency (ns)" for p in _PERCENTILES),
         *(f"{p} percentile time to output token (ns)" for p in _PERCENTILES),
     ),
-    "Offline": ("Tokens per second", "ttft_latency (ns)", "tpot_latency (ns)"),
+    "Offline": ("Samples per second", "Tokens per second", "ttft_latency (ns)", "tpot_latency (ns)"),
+}
+# ... and in every run of a scenario (Interactive runs are LoadGen Server runs), with or
+# without token latencies (all 1,951 published performance summaries).
+PRINTED_SCENARIO_LABELS = {
+    "Server": ("Completed samples per second", "Scheduled samples per second", "Performance constraints satisfied"),
+    "SingleStream": ("QPS w/ loadgen overhead", "QPS w/o loadgen overhead"),
 }
 PRINTED_LABELS = (
     "SUT name",
@@ -851,7 +857,11 @@ def check_records_present(ctx: TreeContext) -> list[Finding]:
         summary = result.path / "performance" / "run_1" / SUMMARY_LOG
         if where == ctx.rel(result.log_path(PERF)) and ctx.files.is_file(summary):
             printed = parse_summary(ctx.files.read_text(summary))
-            labels = (*PRINTED_LABELS, *(PRINTED_TOKEN_LABELS.get(scenario, ()) if tokens else ()))
+            labels = (
+                *PRINTED_LABELS,
+                *PRINTED_SCENARIO_LABELS.get(scenario, ()),
+                *(PRINTED_TOKEN_LABELS.get(scenario, ()) if tokens else ()),
+            )
             absent = [label for label in labels if label not in printed]
             if absent:
                 findings.append(

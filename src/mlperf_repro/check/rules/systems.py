@@ -308,11 +308,18 @@ def check_measurements_agree(ctx: TreeContext) -> list[Finding]:
             "warning",
         )
     for files in by_run.values():
-        findings += _disagreements(
-            files,
-            "both results hold one performance run, which measured one model",
-            "error",
-        )
+        found = _disagreements(files, "both results hold one performance run, which measured one model", "error")
+        # (Which of the two was edited the tree cannot say: both files are named.)
+        if found:
+            first_path, _ = files[0]
+            findings.append(
+                Finding(
+                    "measurements-agree",
+                    first_path,
+                    f"describes another model than {found[0].path}, which holds the same performance run",
+                )
+            )
+        findings += found
     return findings
 
 
