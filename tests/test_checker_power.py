@@ -204,6 +204,7 @@ def _rewrite(tree: Path, which: str, change) -> None:
         ("server.json", lambda d: d["sources"].update({"client.py": "0" * 40}), "hash differently"),
         ("server.json", lambda d: d.update(debug=True), "debug mode"),
         ("client.json", lambda d: d.pop("messages"), "has no messages"),
+        ("server.json", lambda d: d.pop("sources"), "has no sources"),
     ],
     ids=[
         "session-name",
@@ -222,6 +223,7 @@ def _rewrite(tree: Path, which: str, change) -> None:
         "sources",
         "debug",
         "no-messages",
+        "no-sources",
     ],
 )
 def test_session_files_that_disagree(tree, which, change, said):

@@ -287,7 +287,9 @@ def _conversation_problems(client: Record, server: Record) -> list[str]:
         if len(set(versions.values())) > 1:
             problems.append(f"the power client speaks protocol v{versions['client']}, the server v{versions['server']}")
     mine, theirs = client.get("sources"), server.get("sources")
-    if isinstance(mine, dict) and isinstance(theirs, dict):
+    if not (isinstance(mine, dict) and isinstance(theirs, dict)):
+        problems.append("power/client.json or power/server.json has no sources (the power code's file hashes)")
+    else:
         differ = sorted(name for name in mine.keys() & theirs.keys() if mine[name] != theirs[name])
         if differ:
             problems.append(
