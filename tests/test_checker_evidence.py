@@ -431,6 +431,7 @@ def test_each_mapped_field_of_a_detail_log_changed_alone_is_caught(good_tree, tm
         ("Offline", PERF_LOG, "requested_qsl_rng_seed"),
         ("Interactive", PERF_LOG, "result_first_token_99.00_percentile_latency_ns"),
         ("Offline", PERF_LOG, "effective_test_mode"),
+        ("Server", PERF_LOG, "effective_accuracy_sample_count"),  # LoadGen 6.0.6 and later
     ],
 )
 def test_a_record_loadgen_always_writes_removed(tree, scenario, relative, key):
@@ -1016,3 +1017,14 @@ def test_a_power_window_its_logger_clock_did_not_run(tree, factor, said):
     )
     found = [f for f in errors(tree, "clock-evidence") if "logger's clock" in f.message]
     assert len(found) == 1 and said in found[0].message, [f.line() for f in errors(tree)]
+
+
+def test_a_record_an_older_loadgen_does_not_write_is_not_required(tree):
+    path = tree / RESULTS / "Server" / PERF_LOG
+    patch_detail(path, {"loadgen_version": "5.1.0 @ 0123456789"})
+    path.write_text(
+        "".join(
+            line for line in path.read_text().splitlines(True) if '"key": "effective_accuracy_sample_count"' not in line
+        )
+    )
+    assert [f for f in errors(tree, "log-records-present") if "effective_accuracy_sample_count" in f.message] == []
