@@ -313,6 +313,15 @@ def plain(value: float | None) -> str:
     return str(int(value)) if value == int(value) else f"{value:g}"
 
 
+# The records a performance run's token rate and sample rate are logged under, by LoadGen
+# scenario (Interactive runs are LoadGen Server runs): their ratio is the mean output length.
+TOKEN_RATES = {
+    "Offline": ("result_tokens_per_second", "result_samples_per_second"),
+    "Server": ("result_completed_tokens_per_second", "result_completed_samples_per_sec"),
+    "Interactive": ("result_completed_tokens_per_second", "result_completed_samples_per_sec"),
+}
+
+
 def performance_logs(ctx: TreeContext):
     for result in ctx.results:
         detail = result.detail(PERF)

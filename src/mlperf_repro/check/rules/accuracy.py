@@ -20,6 +20,7 @@ from ..model import (
     ACCURACY_ENTRY,
     DETAIL_LOG,
     HASH_LINE,
+    TOKEN_RATES,
     ScenarioResult,
     TreeContext,
     accuracy_entries,
@@ -605,11 +606,6 @@ OUTPUT_LENGTH_TOLERANCE = 0.03
 # One model's accuracy runs on one system (its scenarios, its 99 and 99.9 benchmarks) score
 # one dataset: their tokens_per_sample agree within 3.8% in the 175 published groups (closed).
 SCENARIOS_OUTPUT_TOLERANCE = 0.06
-_TOKEN_RATES = {
-    "Offline": ("result_tokens_per_second", "result_samples_per_second"),
-    "Server": ("result_completed_tokens_per_second", "result_completed_samples_per_sec"),
-    "Interactive": ("result_completed_tokens_per_second", "result_completed_samples_per_sec"),
-}
 # A mean can be no longer than the longest answer: the reference SUT's cap on new tokens
 # (the table's performance_max_output_tokens, or its generation settings), plus the token
 # some harnesses count for the end of sequence, and a rounding. The published means reach
@@ -671,7 +667,7 @@ def check_output_length_evidence(ctx: TreeContext) -> list[Finding]:
     findings = []
     for result, detail, where in performance_logs(ctx):
         txt = result.path / "accuracy" / "accuracy.txt"
-        rates = _TOKEN_RATES.get(str(detail.get("effective_scenario")))
+        rates = TOKEN_RATES.get(str(detail.get("effective_scenario")))
         if result.is_endpoints or rates is None:
             continue
         tokens, samples = (number(detail.get(k)) for k in rates)

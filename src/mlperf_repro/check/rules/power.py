@@ -94,7 +94,7 @@ class Sample:
         return self.watts > 0
 
 
-def _stamp(text: str) -> float | None:
+def _stamp(text: Any) -> float | None:
     """A stamp as seconds (read as UTC, as the session's own times are)."""
     moment = power_time(text)
     return None if moment is None else moment.replace(tzinfo=datetime.UTC).timestamp()
@@ -327,25 +327,26 @@ def _samples_problems(samples: list[Sample], mark: str, begin: float, end: float
                 f"({later.time - earlier.time:.1f} s, the daemon samples once a second) inside the run's window"
             )
             break
-    for s in valid:
-        if s.channels:
-            total = sum(c[0] for c in s.channels)
-            if abs(total - s.watts) > max(SUM_ABS_W, SUM_REL * s.watts):
-                problems.append(
-                    f"line {s.line}: the channels' watts add up to {total:.1f}, not the total {s.watts:.1f}"
-                )
-                break
-        for watts, volts, amps, pf in s.channels or [(s.watts, s.volts, s.amps, s.pf)]:
-            if watts > 0 and abs(volts * amps * pf - watts) > max(VAPF_ABS_W, VAPF_REL * watts):
-                problems.append(
-                    f"line {s.line}: {watts} W is not volts x amps x power factor "
-                    f"({volts} x {amps} x {pf} = {volts * amps * pf:.1f} W)"
-                )
-                break
-        else:
-            continue
-        break
+    unbalanced = next((problem for s in valid if (problem := _balance_problem(s))), None)
+    if unbalanced:
+        problems.append(unbalanced)
     return problems
+
+
+def _balance_problem(s: Sample) -> str | None:
+    """A sample's total against its channels, and each channel (or a single-channel meter's
+    total) against its volts x amps x power factor."""
+    if s.channels:
+        total = sum(c[0] for c in s.channels)
+        if abs(total - s.watts) > max(SUM_ABS_W, SUM_REL * s.watts):
+            return f"line {s.line}: the channels' watts add up to {total:.1f}, not the total {s.watts:.1f}"
+    for watts, volts, amps, pf in s.channels or [(s.watts, s.volts, s.amps, s.pf)]:
+        if watts > 0 and abs(volts * amps * pf - watts) > max(VAPF_ABS_W, VAPF_REL * watts):
+            return (
+                f"line {s.line}: {watts} W is not volts x amps x power factor "
+                f"({volts} x {amps} x {pf} = {volts * amps * pf:.1f} W)"
+            )
+    return None
 
 
 def _shown(moment: float) -> str:
@@ -353,11 +354,8 @@ def _shown(moment: float) -> str:
 
 
 def _window(detail: dict[str, Any]) -> tuple[float, float] | None:
-    begin, end = detail.get("power_begin"), detail.get("power_end")
-    if not (isinstance(begin, str) and isinstance(end, str)):
-        return None
-    begin_t, end_t = _stamp(begin), _stamp(end)
-    return None if begin_t is None or end_t is None else (begin_t, end_t)
+    begin, end = _stamp(detail.get("power_begin")), _stamp(detail.get("power_end"))
+    return None if begin is None or end is None else (begin, end)
 
 
 def _close(value: float, logged: float) -> bool:

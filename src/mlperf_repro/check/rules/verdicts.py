@@ -25,7 +25,17 @@ from pathlib import Path
 from ...errors import UserError
 from ..evidence import Record, cross_checked, derived, record_kind
 from ..findings import Finding
-from ..model import ACC, PERF, ScenarioResult, TreeContext, issued_accuracy_samples, power_time, rule, run_logs
+from ..model import (
+    ACC,
+    PERF,
+    TOKEN_RATES,
+    ScenarioResult,
+    TreeContext,
+    issued_accuracy_samples,
+    power_time,
+    rule,
+    run_logs,
+)
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"
 _BOOL = r"(True|False|Skipped)"
@@ -493,12 +503,7 @@ TEST09_RESULT_TOLERANCE = 0.03
 
 def _tokens_per_sample(detail: dict) -> tuple[float, str] | None:
     """A run's token rate over its sample rate (its mean output length), and how it was had."""
-    offline = detail.get("effective_scenario") == "Offline"
-    tokens, samples = (
-        ("result_tokens_per_second", "result_samples_per_second")
-        if offline
-        else ("result_completed_tokens_per_second", "result_completed_samples_per_sec")
-    )
+    tokens, samples = TOKEN_RATES["Offline" if detail.get("effective_scenario") == "Offline" else "Server"]
     rate, count = _float(str(detail.get(tokens))), _float(str(detail.get(samples)))
     if rate is None or not count:
         return None
